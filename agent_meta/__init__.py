@@ -1,0 +1,62 @@
+"""agent_meta: the session-info ``_meta`` owner for Python ACP agents.
+
+The public surface is exactly what this module re-exports (``tests/test_exports.py`` pins it).
+"""
+
+from ._agui import AguiConversion as AguiConversion
+from ._agui import agui_metadata_to_meta_patch as agui_metadata_to_meta_patch
+from ._agui import merge_agui_metadata as merge_agui_metadata
+from ._errors import AgentMetaError as AgentMetaError
+from ._errors import FrameTooLargeError as FrameTooLargeError
+from ._errors import MetaPathError as MetaPathError
+from ._errors import MetaValueError as MetaValueError
+from ._errors import OwnerClosedError as OwnerClosedError
+from ._errors import SessionExistsError as SessionExistsError
+from ._errors import TransportBrokenError as TransportBrokenError
+from ._errors import UnknownSessionError as UnknownSessionError
+from ._json import JsonObject as JsonObject
+from ._json import JsonValue as JsonValue
+from ._json import json_copy as json_copy
+from ._patch import MetaPatch as MetaPatch
+from ._patch import MetaUpdate as MetaUpdate
+from ._patch import apply_meta_update as apply_meta_update
+from ._patch import compose_meta_updates as compose_meta_updates
+from ._patch import fold_meta_updates as fold_meta_updates
+from ._sentinel import OMITTED as OMITTED
+from ._sentinel import Omitted as Omitted
+from ._session_info import SessionInfo as SessionInfo
+from ._session_info import SessionInfoPatch as SessionInfoPatch
+from ._session_info import apply_session_info_patch as apply_session_info_patch
+from ._session_info import compose_session_info_patches as compose_session_info_patches
+from ._timestamps import is_rfc3339 as is_rfc3339
+from ._version import __version__ as __version__
+
+__all__ = [
+    "OMITTED",
+    "AgentMetaError",
+    "AguiConversion",
+    "FrameTooLargeError",
+    "JsonObject",
+    "JsonValue",
+    "MetaPatch",
+    "MetaPathError",
+    "MetaUpdate",
+    "MetaValueError",
+    "Omitted",
+    "OwnerClosedError",
+    "SessionExistsError",
+    "SessionInfo",
+    "SessionInfoPatch",
+    "TransportBrokenError",
+    "UnknownSessionError",
+    "__version__",
+    "agui_metadata_to_meta_patch",
+    "apply_meta_update",
+    "apply_session_info_patch",
+    "compose_meta_updates",
+    "compose_session_info_patches",
+    "fold_meta_updates",
+    "is_rfc3339",
+    "json_copy",
+    "merge_agui_metadata",
+]

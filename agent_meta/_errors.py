@@ -1,0 +1,63 @@
+"""The exceptions agent_meta raises.
+
+Every error is an :class:`AgentMetaError`; errors about bad values are also ``ValueError`` and
+errors about missing sessions are also ``LookupError``, so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentMetaError",
+    "FrameTooLargeError",
+    "MetaPathError",
+    "MetaValueError",
+    "OwnerClosedError",
+    "SessionExistsError",
+    "TransportBrokenError",
+    "UnknownSessionError",
+]
+
+
+class AgentMetaError(Exception):
+    """Base class of every error agent_meta raises on purpose."""
+
+
+class MetaValueError(AgentMetaError, ValueError):
+    """A value is not valid metadata (not JSON, non-string key, NaN, a cycle, wrong shape).
+
+    ``path`` names where in the value the problem is, for example ``_meta["a"][2]``. Nothing
+    was stored or sent when this is raised.
+    """
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+        self.reason = message
+
+
+class MetaPathError(MetaValueError):
+    """A domain path cannot be followed: a step is not an object, or a key is not a string."""
+
+
+class FrameTooLargeError(AgentMetaError, ValueError):
+    """The frame, or the session state it would create, would exceed the owner's frame limit."""
+
+
+class UnknownSessionError(AgentMetaError, LookupError):
+    """No open lifetime for this session id (never opened, or already closed)."""
+
+
+class SessionExistsError(AgentMetaError, RuntimeError):
+    """A lifetime for this session id is already open; close it before opening a new one."""
+
+
+class OwnerClosedError(AgentMetaError, RuntimeError):
+    """The owner has stopped (closed, or its transport broke) and accepts no more frames."""
+
+
+class TransportBrokenError(AgentMetaError, RuntimeError):
+    """The transport failed in a way that may have left a partial frame on the wire.
+
+    The byte stream can no longer be trusted, so the owner stops; ``__cause__`` holds the
+    original error.
+    """

@@ -1,0 +1,134 @@
+"""Validating and copying JSON values.
+
+Every value agent_meta stores or sends passes through :func:`json_copy`: it checks that the
+value is representable as JSON *without loss* and returns a fresh copy made only of ``dict``,
+``list``, ``str``, ``int``, ``float``, ``bool`` and ``None``. Storing the copy (never the
+caller's object) is what makes "mutating your object after publishing changes nothing" true.
+
+Decisions, so that nothing is silently lost:
+
+- Object keys must be ``str``. ``json.dumps`` would turn ``1`` into ``"1"`` and ``True`` into
+  ``"true"``; two different keys could then collide, so non-string keys are rejected.
+- ``float`` NaN and infinities are rejected (not valid JSON).
+- Tuples are accepted and become lists, exactly as ``json.dumps`` writes them. Sets, bytes and
+  other objects are rejected.
+- Subclasses of ``str``/``int``/``float`` (for example ``StrEnum`` or ``IntEnum`` members) are
+  stored as the plain base value they hold, again as ``json.dumps`` writes them.
+- Cycles are rejected, and so is nesting deeper than :data:`MAX_DEPTH`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Final, TypeAlias
+
+from ._errors import MetaValueError
+
+__all__ = ["MAX_DEPTH", "JsonObject", "JsonValue", "json_copy", "json_object_copy"]
+
+JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
+"""A JSON value as agent_meta stores it."""
+
+JsonObject: TypeAlias = "dict[str, JsonValue]"
+"""A JSON object as agent_meta stores it."""
+
+MAX_DEPTH: Final = 256
+"""Deepest nesting accepted (objects and arrays), far beyond any real metadata."""
+
+
+class _Invalid(Exception):
+    """Internal: carries the reason and the path (innermost step first) while unwinding."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.steps: list[str] = []
+
+
+def json_copy(value: object, *, path: str = "value") -> JsonValue:
+    """Return a JSON copy of ``value``, or raise :class:`MetaValueError` naming the bad spot.
+
+    ``path`` is the name the error message starts from, e.g. ``_meta``.
+    """
+    try:
+        return _copy(value, set(), 0)
+    except _Invalid as exc:
+        raise MetaValueError(exc.reason, path=path + "".join(reversed(exc.steps))) from None
+
+
+def json_object_copy(value: object, *, path: str = "value") -> JsonObject:
+    """Like :func:`json_copy`, but the value must be a JSON object (a mapping)."""
+    if not isinstance(value, Mapping):
+        raise MetaValueError(f"expected an object (a mapping), got {_kind(value)}", path=path)
+    copied = json_copy(value, path=path)
+    assert isinstance(copied, dict)
+    return copied
+
+
+def _copy(value: object, active: set[int], depth: int) -> JsonValue:
+    kind = type(value)
+    if value is None or kind is str or kind is bool or kind is int:
+        return value  # type: ignore[return-value]  # narrowed by the exact type checks
+    if kind is float:
+        assert isinstance(value, float)
+        if not math.isfinite(value):
+            raise _Invalid(f"{value!r} is not a JSON number")
+        return value
+    if isinstance(value, Mapping):
+        return _copy_object(value, active, depth)
+    if kind is list or kind is tuple:
+        assert isinstance(value, list | tuple)
+        return _copy_array(value, active, depth)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bool):  # pragma: no cover - bool cannot be subclassed
+        return bool(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return _copy(float.__float__(value), active, depth)
+    raise _Invalid(f"{_kind(value)} is not a JSON value")
+
+
+def _enter(container: object, active: set[int], depth: int) -> int:
+    if depth >= MAX_DEPTH:
+        raise _Invalid(f"nested deeper than {MAX_DEPTH} levels")
+    ident = id(container)
+    if ident in active:
+        raise _Invalid("the value contains itself (a cycle)")
+    active.add(ident)
+    return ident
+
+
+def _copy_object(value: Mapping[object, object], active: set[int], depth: int) -> JsonObject:
+    ident = _enter(value, active, depth)
+    result: JsonObject = {}
+    for key, item in value.items():
+        if type(key) is not str:
+            if not isinstance(key, str):
+                raise _Invalid(f"object key {key!r} is of type {type(key).__name__}, not str")
+            key = str.__str__(key)
+        try:
+            result[key] = _copy(item, active, depth + 1)
+        except _Invalid as exc:
+            exc.steps.append(f"[{key!r}]")
+            raise
+    active.discard(ident)
+    return result
+
+
+def _copy_array(value: list[object] | tuple[object, ...], active: set[int], depth: int) -> JsonValue:
+    ident = _enter(value, active, depth)
+    result: list[JsonValue] = []
+    for index, item in enumerate(value):
+        try:
+            result.append(_copy(item, active, depth + 1))
+        except _Invalid as exc:
+            exc.steps.append(f"[{index}]")
+            raise
+    active.discard(ident)
+    return result
+
+
+def _kind(value: object) -> str:
+    return f"a value of type {type(value).__name__}"

@@ -1,0 +1,135 @@
+"""The shallow-patch rule of the ACP "v2 Metadata Patches" RFD, and its composition.
+
+Pure functions, no I/O. For the top-level ``_meta`` of an upsert:
+
+=============  ==================================================================
+update         effect on the stored metadata
+=============  ==================================================================
+``OMITTED``    unchanged
+``None``       cleared (no metadata)
+mapping        per top-level key: an omitted key is unchanged, ``None`` removes the
+               key, any other value replaces the key's value whole (no nested merge;
+               a ``None`` nested inside a value is ordinary data)
+=============  ==================================================================
+
+Stored metadata with no keys is the same as no metadata, so results are ``None``, never ``{}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeAlias
+
+from ._errors import MetaValueError
+from ._json import JsonObject, json_copy, json_object_copy
+from ._sentinel import OMITTED, Omitted
+
+__all__ = [
+    "MetaPatch",
+    "MetaUpdate",
+    "apply_meta_update",
+    "compose_meta_updates",
+    "fold_meta_updates",
+]
+
+MetaUpdate: TypeAlias = "Omitted | None | Mapping[str, object]"
+"""What a caller may pass as a ``_meta`` update: absent, a clear, or a patch object."""
+
+MetaPatch: TypeAlias = "Omitted | None | JsonObject"
+"""A validated ``_meta`` update: absent, a clear, or a patch object of JSON copies."""
+
+
+def check_meta_update(update: object, *, path: str = "_meta") -> MetaPatch:
+    """Validate an update and return it as a :data:`MetaPatch` (values are JSON copies)."""
+    if update is OMITTED or update is None:
+        return update
+    if not isinstance(update, Mapping):
+        raise MetaValueError(
+            f"a _meta update must be OMITTED, None or a mapping, not a {type(update).__name__}",
+            path=path,
+        )
+    return json_object_copy(update, path=path)
+
+
+def check_stored_meta(stored: object, *, path: str = "stored") -> JsonObject:
+    """Validate stored metadata (``None`` or a mapping) and return a JSON copy (``{}`` if none)."""
+    if stored is None:
+        return {}
+    if not isinstance(stored, Mapping):
+        raise MetaValueError(
+            f"stored metadata must be None or a mapping, not a {type(stored).__name__}", path=path
+        )
+    return json_object_copy(stored, path=path)
+
+
+def patch_in_place(target: JsonObject, patch: JsonObject) -> None:
+    """Apply a validated patch object to ``target`` in place (the shallow rule, no checks)."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+
+
+def apply_meta_update(stored: Mapping[str, object] | None, update: MetaUpdate) -> JsonObject | None:
+    """Apply one ``_meta`` update to stored metadata; return the new metadata or ``None``.
+
+    Neither argument is mutated. The result shares nothing mutable with either argument. Bad
+    input raises :class:`~agent_meta.MetaValueError` naming the path of the offending value.
+
+    >>> apply_meta_update({"a": 1, "b": 2}, {"a": None, "c": {"x": None}})
+    {'b': 2, 'c': {'x': None}}
+    """
+    patch = check_meta_update(update)
+    result = check_stored_meta(stored)
+    if patch is None:
+        return None
+    if patch is not OMITTED:
+        patch_in_place(result, patch)
+    return result or None
+
+
+def fold_meta_updates(
+    stored: Mapping[str, object] | None, updates: list[MetaUpdate] | tuple[MetaUpdate, ...]
+) -> JsonObject | None:
+    """Apply several updates in order (what a client holds after receiving them all)."""
+    patches = [check_meta_update(update, path=f"updates[{i}]") for i, update in enumerate(updates)]
+    result = check_stored_meta(stored)
+    for patch in patches:
+        if patch is None:
+            result = {}
+        elif patch is not OMITTED:
+            patch_in_place(result, patch)
+    return result or None
+
+
+def compose_meta_updates(first: MetaUpdate, second: MetaUpdate) -> list[MetaPatch]:
+    """Combine two consecutive updates into the shortest equivalent list (one or two).
+
+    "Equivalent" holds for every stored state, including keys the composer has never seen:
+
+    - an omitted side contributes nothing;
+    - a clear makes everything before it irrelevant;
+    - two objects merge key by key, the later value (or removal) winning, so removals stay;
+    - a clear followed by an object stays two updates: the object alone would leave stale keys.
+    """
+    a = check_meta_update(first, path="first")
+    b = check_meta_update(second, path="second")
+    if b is OMITTED:
+        return [a]
+    if a is OMITTED or b is None:
+        return [b]
+    if a is None:
+        return [None, b] if b else [None]
+    merged = dict(a)
+    merged.update(b)
+    return [merged]
+
+
+def copy_meta(meta: Mapping[str, object] | None) -> JsonObject | None:
+    """A JSON copy of stored metadata, ``None`` when there is none."""
+    if meta is None:
+        return None
+    copied = json_copy(meta, path="_meta")
+    assert isinstance(copied, dict)
+    return copied or None

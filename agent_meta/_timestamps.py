@@ -1,0 +1,29 @@
+"""RFC 3339 timestamps, as ACP v2 requires for ``updatedAt``.
+
+The v2 TypeScript client silently drops an ``updatedAt`` without a UTC offset, so the owner
+rejects one at the call site instead of letting it vanish on the client.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+__all__ = ["is_rfc3339"]
+
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})",
+    re.ASCII,
+)
+
+
+def is_rfc3339(text: str) -> bool:
+    """True for an RFC 3339 date-time with an offset, e.g. ``2026-11-30T12:00:00Z``."""
+    if not _RFC3339.fullmatch(text):
+        return False
+    normalized = text.upper().replace("Z", "+00:00")
+    try:
+        datetime.datetime.fromisoformat(normalized)
+    except ValueError:
+        return False
+    return True

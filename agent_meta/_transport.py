@@ -1,0 +1,76 @@
+"""The transport seam: where encoded frames leave the owner.
+
+A transport sends one complete frame (one NDJSON line, newline included) per call. How a send
+fails tells the owner what it may do next:
+
+- :class:`FrameNotSentError`: the transport *proves* that no byte of the frame was written.
+  The owner may retry the same frame (with backoff) and the stream stays usable.
+- :class:`FrameLostError`: the frame may or may not have arrived, but frame boundaries are
+  intact (a message transport, say). The owner goes on, and repairs the client's view of that
+  session with a resync before the session's next frame.
+- anything else (including ``trio.Cancelled`` in the middle of a write): part of the frame may
+  be on the wire, so the byte stream is corrupt. The transport is broken for good and the owner
+  stops with :class:`~agent_meta.TransportBrokenError`. A half line is never followed by
+  another frame.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import trio
+
+from ._errors import AgentMetaError, TransportBrokenError
+
+__all__ = ["FrameLostError", "FrameNotSentError", "StreamTransport", "Transport"]
+
+
+class FrameNotSentError(AgentMetaError):
+    """Raised by a transport that knows nothing of the frame was written (safe to retry)."""
+
+
+class FrameLostError(AgentMetaError):
+    """Raised by a transport whose frame may be lost, with the stream itself still intact."""
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """Sends encoded frames for a :class:`~agent_meta.MetaOwner`. Only the owner calls it."""
+
+    async def send_frame(self, frame: bytes) -> None:
+        """Send one whole frame. Raise as the module docstring describes on failure."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the underlying resource. Called once, when the owner stops."""
+        ...
+
+
+class StreamTransport:
+    """A :class:`Transport` over any :class:`trio.abc.SendStream` (a pipe, stdout, a socket).
+
+    A byte stream cannot say how much of a failed ``send_all`` went out, so every failure,
+    cancellation included, breaks this transport for good; later sends raise
+    :class:`~agent_meta.TransportBrokenError` without touching the stream.
+    """
+
+    def __init__(self, stream: trio.abc.SendStream) -> None:
+        self._stream = stream
+        self._broken: BaseException | None = None
+
+    @property
+    def broken(self) -> bool:
+        """True once a send has failed; nothing more is written."""
+        return self._broken is not None
+
+    async def send_frame(self, frame: bytes) -> None:
+        if self._broken is not None:
+            raise TransportBrokenError("an earlier write failed part-way") from self._broken
+        try:
+            await self._stream.send_all(frame)
+        except BaseException as exc:
+            self._broken = exc
+            raise
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
