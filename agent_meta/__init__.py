@@ -17,6 +17,12 @@ from ._errors import UnknownSessionError as UnknownSessionError
 from ._json import JsonObject as JsonObject
 from ._json import JsonValue as JsonValue
 from ._json import json_copy as json_copy
+from ._owner import DomainHandle as DomainHandle
+from ._owner import MetaOwner as MetaOwner
+from ._owner import OwnerStatistics as OwnerStatistics
+from ._owner import SessionLifetime as SessionLifetime
+from ._owner import default_retry as default_retry
+from ._owner import open_owner as open_owner
 from ._patch import MetaPatch as MetaPatch
 from ._patch import MetaUpdate as MetaUpdate
 from ._patch import apply_meta_update as apply_meta_update
@@ -28,25 +34,39 @@ from ._session_info import SessionInfo as SessionInfo
 from ._session_info import SessionInfoPatch as SessionInfoPatch
 from ._session_info import apply_session_info_patch as apply_session_info_patch
 from ._session_info import compose_session_info_patches as compose_session_info_patches
+from ._state import FailureIncident as FailureIncident
 from ._timestamps import is_rfc3339 as is_rfc3339
+from ._transport import FrameLostError as FrameLostError
+from ._transport import FrameNotSentError as FrameNotSentError
+from ._transport import StreamTransport as StreamTransport
+from ._transport import Transport as Transport
 from ._version import __version__ as __version__
 
 __all__ = [
     "OMITTED",
     "AgentMetaError",
     "AguiConversion",
+    "DomainHandle",
+    "FailureIncident",
+    "FrameLostError",
+    "FrameNotSentError",
     "FrameTooLargeError",
     "JsonObject",
     "JsonValue",
     "MetaPatch",
     "MetaPathError",
     "MetaUpdate",
+    "MetaOwner",
     "MetaValueError",
     "Omitted",
     "OwnerClosedError",
+    "OwnerStatistics",
     "SessionExistsError",
     "SessionInfo",
     "SessionInfoPatch",
+    "SessionLifetime",
+    "StreamTransport",
+    "Transport",
     "TransportBrokenError",
     "UnknownSessionError",
     "__version__",
@@ -55,8 +75,10 @@ __all__ = [
     "apply_session_info_patch",
     "compose_meta_updates",
     "compose_session_info_patches",
+    "default_retry",
     "fold_meta_updates",
     "is_rfc3339",
     "json_copy",
     "merge_agui_metadata",
+    "open_owner",
 ]

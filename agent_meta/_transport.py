@@ -35,14 +35,13 @@ class FrameLostError(AgentMetaError):
 
 @runtime_checkable
 class Transport(Protocol):
-    """Sends encoded frames for a :class:`~agent_meta.MetaOwner`. Only the owner calls it."""
+    """Sends encoded frames for a :class:`~agent_meta.MetaOwner`. Only the owner calls it.
+
+    The owner never closes a transport or stream it was given: whoever opened it closes it.
+    """
 
     async def send_frame(self, frame: bytes) -> None:
         """Send one whole frame. Raise as the module docstring describes on failure."""
-        ...
-
-    async def aclose(self) -> None:
-        """Release the underlying resource. Called once, when the owner stops."""
         ...
 
 
@@ -73,4 +72,5 @@ class StreamTransport:
             raise
 
     async def aclose(self) -> None:
+        """Close the wrapped stream (the owner never does this itself)."""
         await self._stream.aclose()

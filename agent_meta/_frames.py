@@ -1,0 +1,96 @@
+"""Encoding frames: one compact, ASCII-only JSON-RPC message per line.
+
+The owner renders ``session/update`` frames by joining pre-encoded fragments instead of dumping
+a model per frame: each metadata value is encoded once, when it is published, and the same text
+is reused for every frame and resync that carries it. ``tests/test_frames.py`` checks that these
+frames parse to exactly what the pydantic wire models produce.
+
+Frames are ASCII-only (non-ASCII characters are ``\\u`` escaped): byte length equals text
+length, so frame limits are exact and cheap, and a lone surrogate in a Python string can never
+make a later write fail to encode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Final
+
+__all__ = [
+    "NULL",
+    "encode_json",
+    "fragment",
+    "info_frame",
+    "notification_frame",
+    "object_text",
+    "response_frame",
+    "session_prefix",
+]
+
+encode_json: Final = json.JSONEncoder(
+    ensure_ascii=True, allow_nan=False, separators=(",", ":")
+).encode
+"""Compact JSON text of an already validated value."""
+
+NULL: Final = "null"
+
+_INFO_PREFIX: Final = '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+_INFO_UPDATE: Final = ',"update":{"sessionUpdate":"session_info_update"'
+
+
+def fragment(key: str, value_text: str) -> str:
+    """The ``"key":value`` member text of a JSON object."""
+    return encode_json(key) + ":" + value_text
+
+
+def object_text(fragments: Iterable[str]) -> str:
+    """A JSON object from member fragments."""
+    return "{" + ",".join(fragments) + "}"
+
+
+def session_prefix(session_id: str) -> str:
+    """The fixed start of every ``session_info_update`` frame of one session."""
+    return _INFO_PREFIX + encode_json(session_id) + _INFO_UPDATE
+
+
+def info_frame(
+    prefix: str,
+    *,
+    title: str | None,
+    updated_at: str | None,
+    meta: str | None,
+    notification_meta: str | None,
+) -> bytes:
+    """One ``session_info_update`` frame; each argument is JSON text, or ``None`` to omit it."""
+    parts = [prefix]
+    if title is not None:
+        parts.append(',"title":')
+        parts.append(title)
+    if updated_at is not None:
+        parts.append(',"updatedAt":')
+        parts.append(updated_at)
+    if meta is not None:
+        parts.append(',"_meta":')
+        parts.append(meta)
+    parts.append("}")
+    if notification_meta is not None:
+        parts.append(',"_meta":')
+        parts.append(notification_meta)
+    parts.append("}}\n")
+    return "".join(parts).encode("ascii")
+
+
+def notification_frame(method: str, params_text: str | None) -> bytes:
+    """A JSON-RPC notification; ``params_text`` is JSON text or ``None`` to omit params."""
+    head = '{"jsonrpc":"2.0","method":' + encode_json(method)
+    if params_text is None:
+        return (head + "}\n").encode("ascii")
+    return (head + ',"params":' + params_text + "}\n").encode("ascii")
+
+
+def response_frame(id_text: str, *, result: str | None, error: str | None) -> bytes:
+    """A JSON-RPC response: exactly one of ``result`` / ``error`` is JSON text."""
+    if error is not None:
+        return ('{"jsonrpc":"2.0","id":' + id_text + ',"error":' + error + "}\n").encode("ascii")
+    assert result is not None
+    return ('{"jsonrpc":"2.0","id":' + id_text + ',"result":' + result + "}\n").encode("ascii")

@@ -1,0 +1,783 @@
+"""The owner: one serialized send boundary per agent connection (trio).
+
+:func:`open_owner` starts a :class:`MetaOwner`, whose single writer task is the only code that
+writes to the connection's stream. Everything else -- session-info publications, resyncs,
+responses, other notifications -- is *enqueued* through it, in FIFO order (R2). The decisions
+(coalescing, fencing, repair, rendering) are made by the sans-IO :class:`SendQueue`; this module
+only moves frames to the transport, retries what the transport proves unsent, and wakes waiters.
+
+Cancellation: every ``async`` method here either completes its whole effect or, if cancelled
+before it could, has no effect at all. Methods that must wait (for queue room, with coalescing
+off, or for frames that count against capacity) can be cancelled while waiting: nothing is then
+stored or queued. Once an operation has taken effect, a later cancellation does not undo it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Literal, final
+
+import tenacity
+import trio
+
+from ._errors import (
+    AgentMetaError,
+    MetaValueError,
+    OwnerClosedError,
+    TransportBrokenError,
+    UnknownSessionError,
+)
+from ._frames import encode_json, notification_frame, response_frame
+from ._json import JsonValue, json_copy, json_object_copy
+from ._sendqueue import Outgoing, SendQueue, V1MetaMode
+from ._sentinel import OMITTED, Omitted
+from ._session_info import SessionInfo, SessionInfoPatch
+from ._state import (
+    EncodedUpdate,
+    FailureIncident,
+    LifetimeState,
+    check_path,
+    edit_domain,
+    encode_update,
+)
+from ._transport import FrameLostError, FrameNotSentError, StreamTransport, Transport
+
+__all__ = [
+    "DomainHandle",
+    "FailureIncident",
+    "MetaOwner",
+    "OwnerStatistics",
+    "SessionLifetime",
+    "default_retry",
+    "open_owner",
+]
+
+logger = logging.getLogger("agent_meta")
+
+DEFAULT_FAILURE_PATH: tuple[str, ...] = ("agent-meta", "failure")
+
+
+def default_retry() -> tenacity.AsyncRetrying:
+    """The default retry policy: 4 retries after the first failed write, backoff 50 ms to 1 s.
+
+    The owner writes a frame once directly; only if the transport raises
+    :class:`~agent_meta.FrameNotSentError` is the frame handed to this policy.
+    """
+    return tenacity.AsyncRetrying(
+        stop=tenacity.stop_after_attempt(4),
+        wait=tenacity.wait_exponential(multiplier=0.05, max=1.0),
+    )
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True)
+class OwnerStatistics:
+    """A snapshot of a :class:`MetaOwner`'s counters (see :meth:`MetaOwner.statistics`)."""
+
+    open_sessions: int
+    """Lifetimes currently open."""
+    queued: int
+    """Entries waiting to be written (including the one being written)."""
+    queued_frames: int
+    """Frames those entries will produce, at most."""
+    peak_queued_frames: int
+    """The most frames ever queued at once."""
+    publications: int
+    """Session-info publications accepted (publish, domain edits, failure changes)."""
+    coalesced: int
+    """Publications and resyncs merged into an entry already queued (R3)."""
+    frames_written: int
+    bytes_written: int
+    fenced: int
+    """Calls refused and queued frames dropped because their lifetime had ended (R6)."""
+    write_failures: int
+    """Frames the transport did not (or may not have) delivered (R11)."""
+    retried_writes: int
+    """Retries of frames the transport proved unsent."""
+    resyncs: int
+    """Resyncs written (requested ones and repairs)."""
+    repairs: int
+    """Resyncs written to repair a client view after a lost frame."""
+    waiting_producers: int
+    """Tasks blocked waiting for queue room."""
+
+
+@final
+class MetaOwner:
+    """The single writer of one agent connection. Create it with :func:`open_owner`."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        protocol_version: int,
+        v1_meta_mode: V1MetaMode,
+        failure_path: Sequence[str],
+        max_frame_bytes: int,
+        coalesce: bool,
+        capacity: int,
+        retry: tenacity.AsyncRetrying,
+    ) -> None:
+        _check_version(protocol_version)
+        if v1_meta_mode not in ("merged", "passthrough"):
+            raise ValueError(f"v1_meta_mode must be 'merged' or 'passthrough', not {v1_meta_mode!r}")
+        path = check_path(failure_path, "failure_path")
+        if not path:
+            raise ValueError("failure_path needs at least one key")
+        self._transport = transport
+        self._queue = SendQueue(
+            protocol_version=protocol_version,
+            v1_meta_mode=v1_meta_mode,
+            coalesce=coalesce,
+            capacity=capacity,
+            max_frame_bytes=max_frame_bytes,
+        )
+        self._failure_path = path
+        self._retry = retry.copy(
+            retry=tenacity.retry_if_exception_type(FrameNotSentError),
+            reraise=True,
+            sleep=trio.sleep,
+        )
+        self._lifetimes: dict[str, SessionLifetime] = {}
+        self._work = trio.lowlevel.ParkingLot()  # the writer waits here for entries
+        self._room = trio.lowlevel.ParkingLot()  # producers wait here for capacity
+        self._progress = trio.lowlevel.ParkingLot()  # wait_flushed waits here
+        self._stopped: BaseException | None = None
+        self._closing = False
+        self._retried = 0
+        self._opened_any = False
+
+    # -- configuration ---------------------------------------------------------------------
+    @property
+    def protocol_version(self) -> int:
+        """The ACP protocol version frames are rendered for (1 or 2)."""
+        return self._queue.protocol_version
+
+    def set_protocol_version(self, version: int) -> None:
+        """Set the version negotiated by ``initialize``; only before the first lifetime opens."""
+        _check_version(version)
+        if self._opened_any and version != self._queue.protocol_version:
+            raise RuntimeError("the protocol version cannot change once a session lifetime opened")
+        self._queue.protocol_version = version
+
+    @property
+    def failure_path(self) -> tuple[str, ...]:
+        """Where failure records live in ``_meta``: a top-level key, then keys inside it."""
+        return self._failure_path
+
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._queue.max_frame_bytes
+
+    # -- lifetimes ---------------------------------------------------------------------------
+    def open_session(
+        self, session_id: str, *, seed: SessionInfoPatch | None = None
+    ) -> SessionLifetime:
+        """Start the lifetime of ``session_id``. ``seed`` is known state applied without sending.
+
+        Raises :class:`~agent_meta.SessionExistsError` if one is open already (use
+        :meth:`lifetime` to get it, e.g. on an active resume: its state is kept, R5).
+        """
+        self._check_running()
+        if not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a str, not a {type(session_id).__name__}")
+        encoded = None
+        if seed is not None:
+            encoded = encode_update(
+                title=seed.title,
+                updated_at=seed.updated_at,
+                meta=seed.meta,
+                protocol_version=self.protocol_version,
+            )
+        state = self._queue.open_lifetime(session_id, encoded)
+        lifetime = SessionLifetime._create(self, state)
+        self._lifetimes[session_id] = lifetime
+        self._opened_any = True
+        return lifetime
+
+    def lifetime(self, session_id: str) -> SessionLifetime:
+        """The open lifetime of ``session_id``; :class:`~agent_meta.UnknownSessionError` if none."""
+        try:
+            return self._lifetimes[session_id]
+        except KeyError:
+            raise UnknownSessionError(f"no open lifetime for session {session_id!r}") from None
+
+    def has_session(self, session_id: str) -> bool:
+        """Whether ``session_id`` has an open lifetime."""
+        return session_id in self._lifetimes
+
+    def session_ids(self) -> list[str]:
+        """The ids of all open lifetimes."""
+        return list(self._lifetimes)
+
+    def close_session(self, session_id: str) -> None:
+        """End the lifetime of ``session_id`` (R6): nothing more of it is ever written.
+
+        Its queued frames are dropped, a resync in flight stops after the frame being written,
+        and every later call on its handles is refused quietly and counted as fenced.
+        """
+        lifetime = self.lifetime(session_id)
+        del self._lifetimes[session_id]
+        self._queue.close_lifetime(lifetime._state)
+        self._room.unpark_all()
+        self._progress.unpark_all()
+
+    # -- other frames --------------------------------------------------------------------
+    async def send_notification(self, method: str, params: Mapping[str, object] | None = None) -> None:
+        """Enqueue any notification (e.g. a replayed message chunk) in the same FIFO.
+
+        ``params`` is validated as a JSON object; bad input raises before anything is queued.
+        May wait for queue room; if cancelled while waiting, nothing is sent.
+        """
+        params_text = None if params is None else encode_json(json_object_copy(params, path="params"))
+        frame = notification_frame(method, params_text)
+        await self._enqueue_raw(frame)
+
+    async def send_response(
+        self,
+        request_id: int | str | None,
+        *,
+        result: object = None,
+        error: Mapping[str, object] | None = None,
+    ) -> None:
+        """Enqueue the response to a request, after everything enqueued before it (R2).
+
+        Pass ``error`` (``{"code": int, "message": str, "data"?: ...}``) for an error response,
+        otherwise ``result`` (any JSON value; ``None`` is sent as ``null``). May wait for queue
+        room; if cancelled while waiting, nothing is sent.
+        """
+        if request_id is not None and not isinstance(request_id, int | str) or isinstance(request_id, bool):
+            raise MetaValueError("a request id must be an int, a str or None", path="request_id")
+        id_text = encode_json(request_id)
+        if error is not None:
+            err = json_object_copy(error, path="error")
+            if not isinstance(err.get("code"), int) or not isinstance(err.get("message"), str):
+                raise MetaValueError("needs an int 'code' and a str 'message'", path="error")
+            frame = response_frame(id_text, result=None, error=encode_json(err))
+        else:
+            frame = response_frame(id_text, result=encode_json(json_copy(result, path="result")), error=None)
+        await self._enqueue_raw(frame)
+
+    async def _enqueue_raw(self, frame: bytes) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._queue.check_frame_size(frame)
+        while True:
+            self._check_running()
+            if self._queue.has_room():
+                break
+            await self._room.park()
+        self._queue.raw(frame)
+        self._work.unpark_all()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    # -- flushing and statistics ---------------------------------------------------------
+    async def wait_flushed(self) -> None:
+        """Wait until everything enqueued before this call has been written (or dropped).
+
+        Cancelling the wait changes nothing. Raises if the owner stops first.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        target = self._queue.position
+        while not self._queue.is_flushed(target):
+            self._check_stopped()
+            await self._progress.park()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def statistics(self) -> OwnerStatistics:
+        """Counters and queue sizes, for monitoring and tests."""
+        c = self._queue.counters
+        return OwnerStatistics(
+            open_sessions=len(self._lifetimes),
+            queued=self._queue.queued_entries,
+            queued_frames=self._queue.queued_frames,
+            peak_queued_frames=c.peak_queued_frames,
+            publications=c.publications,
+            coalesced=c.coalesced,
+            frames_written=c.frames_written,
+            bytes_written=c.bytes_written,
+            fenced=c.fenced,
+            write_failures=c.write_failures,
+            retried_writes=self._retried,
+            resyncs=c.resyncs,
+            repairs=c.repairs,
+            waiting_producers=self._room.statistics().tasks_waiting,
+        )
+
+    # -- internals used by SessionLifetime -----------------------------------------------
+    def _check_running(self) -> None:
+        self._check_stopped()
+        if self._closing:
+            raise OwnerClosedError("the owner is closing and accepts no more frames")
+
+    def _check_stopped(self) -> None:
+        if self._stopped is not None:
+            if isinstance(self._stopped, TransportBrokenError):
+                raise OwnerClosedError("the owner stopped: its transport broke") from self._stopped
+            raise OwnerClosedError("the owner has stopped") from self._stopped
+
+    def _publish_nowait(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+        if state.closed:
+            return self._queue.publish(state, update)  # counts it as fenced
+        self._check_running()
+        if self._queue.publication_needs_room(state, update) and not self._queue.has_room():
+            raise trio.WouldBlock
+        accepted = self._queue.publish(state, update)
+        self._work.unpark_all()
+        return accepted
+
+    async def _publish(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            try:
+                accepted = self._publish_nowait(state, update)
+            except trio.WouldBlock:
+                await self._room.park()
+                continue
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return accepted
+
+    def _resync_nowait(self, state: LifetimeState) -> bool:
+        if not state.closed:
+            self._check_running()
+        accepted = self._queue.resync(state)
+        self._work.unpark_all()
+        return accepted
+
+    # -- the writer ----------------------------------------------------------------------
+    async def _run_writer(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        queue = self._queue
+        try:
+            while True:
+                out = queue.next_frame()
+                if out is None:
+                    self._progress.unpark_all()
+                    if self._closing:
+                        return
+                    await self._work.park()
+                    continue
+                await self._write(out)
+                self._progress.unpark_all()
+        except BaseException as exc:
+            self._stop(exc)
+            raise
+
+    async def _write(self, out: Outgoing) -> None:
+        try:
+            await self._transport.send_frame(out.frame)
+        except FrameNotSentError:
+            await self._write_with_retry(out)
+            return
+        except FrameLostError as exc:
+            self._report_loss(out, exc)
+            return
+        except trio.Cancelled:
+            raise
+        except BaseException as exc:
+            raise TransportBrokenError(
+                f"writing a frame failed part-way ({type(exc).__name__}: {exc}); the stream can "
+                "no longer be trusted"
+            ) from exc
+        self._queue.written(out)
+
+    async def _write_with_retry(self, out: Outgoing) -> None:
+        # The direct attempt failed; every attempt of the policy is a retry.
+        try:
+            async for attempt in self._retry:
+                with attempt:
+                    self._retried += 1
+                    await self._transport.send_frame(out.frame)
+        except FrameNotSentError as exc:
+            self._report_loss(out, exc)
+            return
+        except FrameLostError as exc:
+            self._report_loss(out, exc)
+            return
+        except trio.Cancelled:
+            raise
+        except BaseException as exc:
+            raise TransportBrokenError(
+                f"writing a frame failed part-way ({type(exc).__name__}: {exc})"
+            ) from exc
+        self._queue.written(out)
+
+    def _report_loss(self, out: Outgoing, exc: AgentMetaError) -> None:
+        lifetime = out.lifetime
+        logger.warning(
+            "agent_meta: a frame%s was not delivered (%s); %s",
+            f" of session {lifetime.session_id!r}" if lifetime is not None else "",
+            exc,
+            "its session will be resynced" if lifetime is not None else "it is dropped",
+        )
+        self._queue.lost(out)
+
+    def _stop(self, exc: BaseException) -> None:
+        if self._stopped is None:
+            self._stopped = exc
+        self._room.unpark_all()
+        self._progress.unpark_all()
+        self._work.unpark_all()
+
+    def _begin_closing(self) -> None:
+        """Refuse new frames; the writer returns once the queue is empty."""
+        self._closing = True
+        self._work.unpark_all()
+
+
+@final
+class SessionLifetime:
+    """The session-info state of one session lifetime, and the handle to publish into it.
+
+    Obtained from :meth:`MetaOwner.open_session` or :meth:`MetaOwner.lifetime`. Once the
+    lifetime ends (:meth:`MetaOwner.close_session`), every call on this handle writes nothing,
+    returns quietly (``False`` where a result is returned) and is counted as fenced (R6).
+    """
+
+    __slots__ = ("_owner", "_state")
+
+    _owner: MetaOwner
+    _state: LifetimeState
+
+    def __init__(self) -> None:
+        raise TypeError("use MetaOwner.open_session() or MetaOwner.lifetime()")
+
+    @classmethod
+    def _create(cls, owner: MetaOwner, state: LifetimeState) -> SessionLifetime:
+        self = object.__new__(cls)
+        self._owner = owner
+        self._state = state
+        return self
+
+    def __repr__(self) -> str:
+        status = "closed" if self.closed else "open"
+        return f"<SessionLifetime {self.session_id!r} {status}>"
+
+    @property
+    def session_id(self) -> str:
+        return self._state.session_id
+
+    @property
+    def closed(self) -> bool:
+        """True once the lifetime has ended; the handle is then fenced."""
+        return self._state.closed
+
+    @property
+    def current_failure(self) -> FailureIncident | None:
+        """The failure incident currently shown, kept for the whole lifetime (R7)."""
+        return self._state.failure
+
+    def snapshot(self) -> SessionInfo:
+        """A JSON copy of the known state: what a client holds once it is in sync."""
+        return self._state.snapshot()
+
+    # -- publishing ----------------------------------------------------------------------
+    def _encode(
+        self,
+        title: str | None | Omitted,
+        updated_at: str | None | Omitted,
+        meta: Mapping[str, object] | None | Omitted,
+        notification_meta: Mapping[str, object] | None,
+    ) -> EncodedUpdate:
+        return encode_update(
+            title=title,
+            updated_at=updated_at,
+            meta=meta,
+            notification_meta=notification_meta,
+            protocol_version=self._owner.protocol_version,
+        )
+
+    async def publish(
+        self,
+        *,
+        title: str | None | Omitted = OMITTED,
+        updated_at: str | None | Omitted = OMITTED,
+        meta: Mapping[str, object] | None | Omitted = OMITTED,
+        notification_meta: Mapping[str, object] | None = None,
+    ) -> bool:
+        """Publish a ``session_info_update``: each field ``OMITTED``, ``None`` (clear) or a value.
+
+        ``meta`` is a shallow patch (R1): a key set to ``None`` removes it, other values replace
+        the key whole. ``notification_meta`` travels on this frame's ``params._meta`` only and is
+        never stored (R9). Values are validated and copied before anything changes; bad input
+        raises :class:`~agent_meta.MetaValueError` (or :class:`~agent_meta.FrameTooLargeError`).
+
+        Returns ``True`` once the publication is part of the known state and queued, ``False``
+        if the lifetime has ended. With coalescing on this never waits for the writer, except
+        when ``notification_meta`` is given (that frame is never merged). Cancelled while
+        waiting: nothing was published.
+        """
+        update = self._encode(title, updated_at, meta, notification_meta)
+        return await self._owner._publish(self._state, update)
+
+    def publish_nowait(
+        self,
+        *,
+        title: str | None | Omitted = OMITTED,
+        updated_at: str | None | Omitted = OMITTED,
+        meta: Mapping[str, object] | None | Omitted = OMITTED,
+        notification_meta: Mapping[str, object] | None = None,
+    ) -> bool:
+        """Like :meth:`publish`, but raise :class:`trio.WouldBlock` instead of waiting."""
+        update = self._encode(title, updated_at, meta, notification_meta)
+        return self._owner._publish_nowait(self._state, update)
+
+    async def resync(self) -> bool:
+        """Queue a resync (R4): ``_meta: null``, then the known state, taken at write time.
+
+        Call it after replay and before responding to ``session/resume`` (v1
+        ``session/load``); because the response goes through the same FIFO, it follows the
+        resync. Never waits for the writer. Returns ``False`` if the lifetime has ended.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        accepted = self._owner._resync_nowait(self._state)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return accepted
+
+    def resync_nowait(self) -> bool:
+        """Like :meth:`resync` (which never blocks), for synchronous code."""
+        return self._owner._resync_nowait(self._state)
+
+    def domain(self, key: str) -> DomainHandle:
+        """A handle that edits values inside the top-level ``_meta`` key ``key`` only (R8)."""
+        if not isinstance(key, str):
+            raise MetaValueError(f"a domain key must be a str, not a {type(key).__name__}", path="key")
+        return DomainHandle._create(self, key)
+
+    # -- failure incidents (R7) ------------------------------------------------------------
+    async def report_failure(self, incident_id: str, revision: int, record: JsonValue) -> bool:
+        """Show failure incident ``(incident_id, revision)`` with ``record`` at the failure path.
+
+        The record is written inside its top-level key, keeping sibling values. A report of the
+        current incident with an older revision is stale: it changes nothing and returns
+        ``False`` (as does an ended lifetime). Cancelled while waiting: nothing changed.
+        """
+        incident = _check_incident(incident_id, revision)
+        current = self._state.failure
+        if (
+            current is not None
+            and current.incident_id == incident.incident_id
+            and current.revision > incident.revision
+        ):
+            await trio.lowlevel.checkpoint()
+            return False
+        value = json_copy(record, path="record")
+        update = self._domain_update(self._owner.failure_path, value, prune=False)
+        if update is None:
+            await trio.lowlevel.checkpoint()
+            return False
+        accepted = await self._owner._publish(self._state, update)
+        if accepted:
+            self._state.failure = incident
+        return accepted
+
+    async def resolve_failure(self, incident_id: str, revision: int) -> bool:
+        """Clear the failure record if ``(incident_id, revision)`` is still the current incident.
+
+        A late resolution of an older incident or revision changes nothing and returns
+        ``False``, so it can never remove a newer incident. Clearing a nested record re-sends
+        the whole top-level value without it (siblings kept; emptied objects removed).
+        """
+        incident = _check_incident(incident_id, revision)
+        if self._state.closed:
+            self._owner._queue.counters.fenced += 1
+            await trio.lowlevel.checkpoint()
+            return False
+        if self._state.failure != incident:
+            await trio.lowlevel.checkpoint()
+            return False
+        update = self._domain_update(self._owner.failure_path, OMITTED, prune=True)
+        if update is None:
+            self._state.failure = None
+            await trio.lowlevel.checkpoint()
+            return True
+        accepted = await self._owner._publish(self._state, update)
+        if accepted:
+            self._state.failure = None
+        return accepted
+
+    def _domain_update(
+        self, full_path: Sequence[str], value: JsonValue | Omitted, *, prune: bool
+    ) -> EncodedUpdate | None:
+        """The publication for a set/remove at ``full_path``, or ``None`` if nothing changes."""
+        key, *rest = full_path
+        new = edit_domain(self._state.meta_value(key), key, tuple(rest), value, prune=prune)
+        if new is OMITTED:
+            return None
+        return encode_update(meta={key: new}, protocol_version=self._owner.protocol_version)
+
+
+@final
+class DomainHandle:
+    """Edits inside one top-level ``_meta`` key, by read-modify-write of the known value (R8).
+
+    Each edit reads the current value, changes one path inside it and publishes the whole new
+    value as a shallow patch, in one step that no other writer can interleave with. Writers that
+    share a key therefore never lose each other's edits, and the handle cannot reach any other
+    top-level key.
+    """
+
+    __slots__ = ("_key", "_lifetime")
+
+    _lifetime: SessionLifetime
+    _key: str
+
+    def __init__(self) -> None:
+        raise TypeError("use SessionLifetime.domain(key)")
+
+    @classmethod
+    def _create(cls, lifetime: SessionLifetime, key: str) -> DomainHandle:
+        self = object.__new__(cls)
+        self._lifetime = lifetime
+        self._key = key
+        return self
+
+    @property
+    def key(self) -> str:
+        return self._key
+
+    def get(self, path: Sequence[str] = ()) -> JsonValue | Omitted:
+        """A copy of the known value at ``path`` inside the key, or ``OMITTED`` if absent."""
+        steps = check_path(path)
+        node = self._lifetime._state.meta_value(self._key)
+        for step in steps:
+            if not isinstance(node, dict) or step not in node:
+                return OMITTED
+            node = node[step]
+        return node
+
+    def _update(self, path: Sequence[str], value: JsonValue | Omitted) -> EncodedUpdate | None:
+        steps = check_path(path)
+        return self._lifetime._domain_update((self._key, *steps), value, prune=False)
+
+    async def set(self, path: Sequence[str], value: object) -> bool:
+        """Set ``value`` at ``path`` (creating objects on the way); ``path=()`` sets the key.
+
+        Raises :class:`~agent_meta.MetaPathError` if a step is not an object. Returns ``False``
+        only if the lifetime has ended.
+        """
+        copied = json_copy(value, path="value")
+        if self._lifetime.closed:
+            return await self._lifetime._owner._publish(self._lifetime._state, _NOOP)
+        update = self._update(path, copied)
+        assert update is not None
+        return await self._lifetime._owner._publish(self._lifetime._state, update)
+
+    async def remove(self, path: Sequence[str]) -> bool:
+        """Remove the value at ``path``; ``path=()`` removes the whole key (``{key: null}``).
+
+        Removing something that is not there changes and sends nothing. Returns ``False`` only
+        if the lifetime has ended.
+        """
+        if self._lifetime.closed:
+            return await self._lifetime._owner._publish(self._lifetime._state, _NOOP)
+        update = self._update(path, OMITTED)
+        if update is None:
+            await trio.lowlevel.checkpoint()
+            return True
+        return await self._lifetime._owner._publish(self._lifetime._state, update)
+
+
+_NOOP = EncodedUpdate(None, None, False, None, None)
+
+
+def _check_version(version: object) -> None:
+    if version not in (1, 2) or isinstance(version, bool):
+        raise ValueError(f"protocol_version must be 1 or 2, not {version!r}")
+
+
+def _check_incident(incident_id: object, revision: object) -> FailureIncident:
+    if not isinstance(incident_id, str):
+        raise MetaValueError("must be a str", path="incident_id")
+    if not isinstance(revision, int) or isinstance(revision, bool):
+        raise MetaValueError("must be an int", path="revision")
+    return FailureIncident(incident_id, revision)
+
+
+@asynccontextmanager
+async def open_owner(
+    stream: trio.abc.SendStream | Transport,
+    *,
+    protocol_version: Literal[1, 2] = 2,
+    v1_meta_mode: V1MetaMode = "merged",
+    failure_path: Sequence[str] = DEFAULT_FAILURE_PATH,
+    max_frame_bytes: int = 1 << 20,
+    coalesce: bool = True,
+    capacity: int = 256,
+    retry: tenacity.AsyncRetrying | None = None,
+    drain_timeout: float = math.inf,
+) -> AsyncIterator[MetaOwner]:
+    """Run a :class:`MetaOwner` writing to ``stream`` for the duration of the block.
+
+    ``stream`` is any :class:`trio.abc.SendStream` (wrapped in a
+    :class:`~agent_meta.StreamTransport`) or a :class:`~agent_meta.Transport`; the owner never
+    closes it. Options:
+
+    - ``protocol_version``: 1 or 2 (changeable until the first lifetime opens, for
+      ``initialize``); ``v1_meta_mode``: on v1, ``"merged"`` sends the complete merged object on
+      every frame, ``"passthrough"`` sends patches as published and no resync frames (R10).
+    - ``failure_path``: where failure records live (default ``("agent-meta", "failure")``).
+    - ``max_frame_bytes``: the largest frame, and the largest session info a lifetime may hold.
+    - ``coalesce``: merge queued updates of a session while the writer is behind (R3);
+      ``False`` makes every update its own frame, with producers waiting for room.
+    - ``capacity``: how many frames that cannot be merged may wait before producers block.
+    - ``retry``: a :class:`tenacity.AsyncRetrying` used only for frames the transport proves
+      unsent (:class:`~agent_meta.FrameNotSentError`); see :func:`default_retry`.
+
+    On normal exit the block waits (up to ``drain_timeout`` seconds) for queued frames to be
+    written, then stops. If the transport breaks for good the owner stops, the block is
+    cancelled, and :class:`~agent_meta.TransportBrokenError` is raised from it.
+    """
+    transport: Transport
+    if isinstance(stream, trio.abc.SendStream):
+        transport = StreamTransport(stream)
+    elif isinstance(stream, Transport):
+        transport = stream
+    else:
+        raise TypeError("stream must be a trio.abc.SendStream or an agent_meta.Transport")
+    owner = MetaOwner(
+        transport,
+        protocol_version=protocol_version,
+        v1_meta_mode=v1_meta_mode,
+        failure_path=failure_path,
+        max_frame_bytes=max_frame_bytes,
+        coalesce=coalesce,
+        capacity=capacity,
+        retry=retry if retry is not None else default_retry(),
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(owner._run_writer)
+            yield owner
+            owner._begin_closing()
+            with trio.move_on_after(drain_timeout):
+                await owner.wait_flushed()
+            owner._stop(OwnerClosedError("the owner was closed"))
+            nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        broken = _only_broken(group)
+        if broken is None:
+            raise
+        raise broken from None
+    finally:
+        owner._closing = True
+        owner._stop(OwnerClosedError("the owner was closed"))
+
+
+def _only_broken(group: BaseExceptionGroup[BaseException]) -> TransportBrokenError | None:
+    """The TransportBrokenError if it is all the group holds (besides cancellations)."""
+    found: list[TransportBrokenError] = []
+    leaves: list[BaseException] = [group]
+    while leaves:
+        exc = leaves.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            leaves.extend(exc.exceptions)
+        elif isinstance(exc, TransportBrokenError):
+            found.append(exc)
+        elif not isinstance(exc, trio.Cancelled):
+            return None
+    return found[0] if found else None
+

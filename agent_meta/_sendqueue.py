@@ -1,0 +1,515 @@
+"""The owner's send queue, sans I/O: events in, frames out.
+
+This is where rules R2-R6, R9-R11 live. The trio :class:`~agent_meta.MetaOwner` only moves
+frames from :meth:`SendQueue.next_frame` to a transport and reports each outcome back with
+:meth:`SendQueue.written` or :meth:`SendQueue.lost`.
+
+Entries form one FIFO. A ``session_info_update`` publication is folded into the known state at
+once (R1), then either merged into its lifetime's *open* entry (still queued, nothing of the
+same lifetime carrying a patch queued after it) or appended as a new entry (R3). Entries render
+their frames only when the writer takes them, so a resync shows the state at write time (R4).
+
+Capacity: only entries that can pile up without bound count against ``capacity`` -- other
+notifications and responses, publications that carry notification ``_meta`` (never merged, R9),
+every publication when coalescing is off, and a publication whose merge would overflow the frame
+limit. Merged publications and resyncs never wait: each lifetime has at most one open entry and
+one pending resync, so memory per session stays bounded however fast producers publish.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from typing import Literal
+
+from ._errors import FrameTooLargeError, SessionExistsError
+from ._frames import NULL, fragment, info_frame, object_text
+from ._state import EncodedUpdate, LifetimeState
+
+__all__ = ["Outgoing", "QueueCounters", "SendQueue"]
+
+V1MetaMode = Literal["merged", "passthrough"]
+
+
+class _Info:
+    """Queued ``session_info_update`` publication(s) of one lifetime, in normal form."""
+
+    __slots__ = (
+        "cleared",
+        "counted",
+        "frames",
+        "lifetime",
+        "notification_meta",
+        "patch",
+        "patch_size",
+        "pos",
+        "title",
+        "updated_at",
+    )
+
+    def __init__(self, lifetime: LifetimeState, update: EncodedUpdate, counted: bool) -> None:
+        self.lifetime = lifetime
+        self.counted = counted
+        self.title = update.title
+        self.updated_at = update.updated_at
+        self.cleared = update.meta_clear
+        self.patch = None if update.meta_patch is None else dict(update.meta_patch)
+        self.patch_size = _patch_size(update.meta_patch)
+        self.notification_meta = update.notification_meta
+        self.pos = 0
+        self.frames = 1
+
+    def merge(self, update: EncodedUpdate) -> None:
+        """Fold a later update into this entry (same effect for every stored state)."""
+        if update.title is not None:
+            self.title = update.title
+        if update.updated_at is not None:
+            self.updated_at = update.updated_at
+        if update.meta_clear:
+            self.cleared = True
+            self.patch = None
+            self.patch_size = 0
+        if update.meta_patch is not None:
+            if self.patch is None:
+                self.patch = {}
+            for key, frag in update.meta_patch.items():
+                old = self.patch.get(key, _ABSENT)
+                if old is not _ABSENT:
+                    self.patch_size -= _member_size(key, old)
+                self.patch[key] = frag
+                self.patch_size += _member_size(key, frag)
+
+    def patch_text(self) -> str:
+        assert self.patch is not None
+        members = [
+            frag if frag is not None else fragment(key, NULL) for key, frag in self.patch.items()
+        ]
+        return object_text(members)
+
+
+class _Resync:
+    __slots__ = ("counted", "frames", "lifetime", "pos", "repair_only")
+
+    def __init__(self, lifetime: LifetimeState, repair_only: bool) -> None:
+        self.lifetime = lifetime
+        self.repair_only = repair_only
+        self.counted = False
+        self.pos = 0
+        self.frames = 2
+
+
+class _Raw:
+    __slots__ = ("counted", "frame", "frames", "lifetime", "pos")
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+        self.lifetime: LifetimeState | None = None
+        self.counted = True
+        self.pos = 0
+        self.frames = 1
+
+
+_Entry = _Info | _Resync | _Raw
+_ABSENT = object()
+
+
+def _member_size(key: str, frag: object) -> int:
+    if isinstance(frag, str):
+        return len(frag) + 1
+    return len(key) + 10  # a removal: "key":null, with escapes rarely longer
+
+
+def _patch_size(patch: dict[str, str | None] | None) -> int:
+    if not patch:
+        return 0
+    return sum(_member_size(key, frag) for key, frag in patch.items())
+
+
+class Outgoing:
+    """One frame for the writer, and the lifetime it belongs to (``None`` for other frames)."""
+
+    __slots__ = ("frame", "lifetime")
+
+    def __init__(self, frame: bytes, lifetime: LifetimeState | None) -> None:
+        self.frame = frame
+        self.lifetime = lifetime
+
+
+class QueueCounters:
+    """Plain counters, read by :meth:`MetaOwner.statistics`."""
+
+    __slots__ = (
+        "bytes_written",
+        "coalesced",
+        "fenced",
+        "frames_written",
+        "peak_queued_frames",
+        "publications",
+        "repairs",
+        "resyncs",
+        "write_failures",
+    )
+
+    def __init__(self) -> None:
+        self.publications = 0
+        self.coalesced = 0
+        self.fenced = 0
+        self.frames_written = 0
+        self.bytes_written = 0
+        self.write_failures = 0
+        self.resyncs = 0
+        self.repairs = 0
+        self.peak_queued_frames = 0
+
+
+class SendQueue:
+    """The FIFO of one connection, with per-lifetime known state. Pure and synchronous."""
+
+    def __init__(
+        self,
+        *,
+        protocol_version: int = 2,
+        v1_meta_mode: V1MetaMode = "merged",
+        coalesce: bool = True,
+        capacity: int = 256,
+        max_frame_bytes: int = 1 << 20,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.protocol_version = protocol_version
+        self.v1_meta_mode: V1MetaMode = v1_meta_mode
+        self.coalesce = coalesce
+        self.capacity = capacity
+        self.max_frame_bytes = max_frame_bytes
+        self.sessions: dict[str, LifetimeState] = {}
+        self.counters = QueueCounters()
+        self._queue: collections.deque[_Entry] = collections.deque()
+        self._counted = 0
+        self._queued_frames = 0
+        self._current: Iterator[bytes] | None = None
+        self._current_entry: _Entry | None = None
+        self._appended = 0
+        self._finished = 0
+
+    # -- configuration -------------------------------------------------------------------
+    @property
+    def merging(self) -> bool:
+        """Whether publications may be merged (coalescing on, and not v1 pass-through)."""
+        return self.coalesce and not (self.protocol_version == 1 and self.v1_meta_mode == "passthrough")
+
+    # -- lifetimes -----------------------------------------------------------------------
+    def open_lifetime(self, session_id: str, seed: EncodedUpdate | None = None) -> LifetimeState:
+        """Start a lifetime; ``seed`` is applied as known state without sending anything."""
+        if session_id in self.sessions:
+            raise SessionExistsError(f"session {session_id!r} already has an open lifetime")
+        state = LifetimeState(session_id)
+        if seed is not None:
+            self._check_sizes(state, seed)
+            state.apply(seed)
+        self.sessions[session_id] = state
+        return state
+
+    def close_lifetime(self, state: LifetimeState) -> int:
+        """End a lifetime (R6): drop its queued frames and stop any frame of it in flight."""
+        if state.closed:
+            return 0
+        state.closed = True
+        state.open_entry = None
+        state.resync_entry = None
+        if self.sessions.get(state.session_id) is state:
+            del self.sessions[state.session_id]
+        kept: collections.deque[_Entry] = collections.deque()
+        dropped = 0
+        for entry in self._queue:
+            if entry.lifetime is state:
+                dropped += entry.frames
+                self._forget(entry)
+            else:
+                kept.append(entry)
+        self._queue = kept
+        if self._current_entry is not None and self._current_entry.lifetime is state:
+            dropped += 1
+            self._finish_current()
+        self.counters.fenced += dropped
+        return dropped
+
+    # -- producers -----------------------------------------------------------------------
+    def has_room(self) -> bool:
+        """Whether an entry that counts against capacity can be appended now."""
+        return self._counted < self.capacity
+
+    def publication_needs_room(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+        """Whether publishing ``update`` now would append an entry that counts against capacity."""
+        if update.notification_meta is not None or not self.merging:
+            return True
+        entry = state.open_entry
+        if not isinstance(entry, _Info):
+            return False
+        return entry.patch_size + _patch_size(update.meta_patch) > self.max_frame_bytes // 2
+
+    def publish(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+        """Accept one publication: fold it into the known state and queue it.
+
+        Returns ``False`` (and counts it as fenced) for a closed lifetime. Raises
+        :class:`FrameTooLargeError` before changing anything if the frame or the resulting
+        snapshot would exceed the frame limit. The caller checks room first (see
+        :meth:`publication_needs_room`); this method never refuses for lack of room.
+        """
+        if state.closed:
+            self.counters.fenced += 1
+            return False
+        self._check_sizes(state, update)
+        needs_room = self.publication_needs_room(state, update)
+        state.apply(update)
+        self.counters.publications += 1
+        entry = state.open_entry
+        if not needs_room and isinstance(entry, _Info):
+            before = self._frames_of(entry)
+            entry.merge(update)
+            entry.frames = self._frames_of(entry)
+            self._queued_frames += entry.frames - before
+            if self._queued_frames > self.counters.peak_queued_frames:
+                self.counters.peak_queued_frames = self._queued_frames
+            entry.pos = self._appended  # merged content now reaches the wire with this entry
+            self.counters.coalesced += 1
+            return True
+        new = _Info(state, update, counted=needs_room)
+        new.frames = self._frames_of(new)
+        self._append(new)
+        state.open_entry = new if (self.merging and update.notification_meta is None) else None
+        return True
+
+    def resync(self, state: LifetimeState, *, repair_only: bool = False) -> bool:
+        """Queue a resync of one lifetime (R4): ``_meta: null`` then the snapshot at write time.
+
+        A resync already pending for the lifetime serves this request too (its snapshot is
+        taken later still). Returns ``False`` for a closed lifetime.
+        """
+        if state.closed:
+            self.counters.fenced += 1
+            return False
+        pending = state.resync_entry
+        if isinstance(pending, _Resync):
+            if not repair_only:
+                pending.repair_only = False
+            self.counters.coalesced += 1
+            return True
+        entry = _Resync(state, repair_only)
+        entry.frames = 2 if self.protocol_version >= 2 else 1
+        self._append(entry)
+        state.resync_entry = entry
+        state.open_entry = None
+        return True
+
+    def check_frame_size(self, frame: bytes) -> None:
+        """Raise :class:`FrameTooLargeError` if ``frame`` is over the limit."""
+        if len(frame) > self.max_frame_bytes:
+            raise FrameTooLargeError(
+                f"frame of {len(frame)} bytes exceeds the limit of {self.max_frame_bytes} bytes"
+            )
+
+    def raw(self, frame: bytes) -> None:
+        """Queue any other frame (a response, another notification). Counts against capacity."""
+        self.check_frame_size(frame)
+        self._append(_Raw(frame))
+
+    # -- the writer ----------------------------------------------------------------------
+    def next_frame(self) -> Outgoing | None:
+        """The next frame to write, or ``None`` when nothing is queued."""
+        while True:
+            current = self._current
+            if current is not None:
+                entry = self._current_entry
+                assert entry is not None
+                lifetime = entry.lifetime
+                if lifetime is not None and lifetime.closed:
+                    self._finish_current()
+                    continue
+                frame = next(current, None)
+                if frame is not None:
+                    return Outgoing(frame, lifetime)
+                self._finish_current()
+                continue
+            if not self._queue:
+                return None
+            entry = self._queue.popleft()
+            self._forget(entry)
+            self._current_entry = entry
+            self._current = self._render(entry)
+
+    def written(self, out: Outgoing) -> None:
+        """The writer reports that ``out`` was written whole."""
+        self.counters.frames_written += 1
+        self.counters.bytes_written += len(out.frame)
+
+    def lost(self, out: Outgoing) -> None:
+        """The writer reports that ``out`` was not (or may not have been) delivered (R11).
+
+        Its lifetime is marked for repair: a resync goes out before that lifetime's next frame,
+        and one is queued in case no other frame follows. The rest of the entry is dropped.
+        """
+        self.counters.write_failures += 1
+        lifetime = out.lifetime
+        if lifetime is None or lifetime.closed:
+            return
+        lifetime.needs_repair = True
+        if self._current_entry is not None and self._current_entry.lifetime is lifetime:
+            self._finish_current()
+        if self.protocol_version == 1 and self.v1_meta_mode == "passthrough":
+            return
+        self.resync(lifetime, repair_only=True)
+
+    def is_flushed(self, target: int) -> bool:
+        """Whether every entry appended up to position ``target`` has been written or dropped."""
+        if self._finished >= target:
+            return True
+        return not self._queue and self._current is None
+
+    @property
+    def position(self) -> int:
+        """The position of the newest entry (a target for :meth:`is_flushed`)."""
+        return self._appended
+
+    @property
+    def queued_entries(self) -> int:
+        return len(self._queue) + (1 if self._current is not None else 0)
+
+    @property
+    def queued_frames(self) -> int:
+        return self._queued_frames
+
+    # -- internals -----------------------------------------------------------------------
+    def _check_sizes(self, state: LifetimeState, update: EncodedUpdate) -> None:
+        limit = self.max_frame_bytes
+        own = len(state.prefix) + 64 + _patch_size(update.meta_patch)
+        for text in (update.title, update.updated_at, update.notification_meta):
+            if text is not None:
+                own += len(text)
+        if own > limit:
+            raise FrameTooLargeError(
+                f"the frame for this update of session {state.session_id!r} would be about "
+                f"{own} bytes, over the limit of {limit} bytes"
+            )
+        after = state.size_after(update)
+        if after > limit:
+            raise FrameTooLargeError(
+                f"session {state.session_id!r} would hold about {after} bytes of session info, "
+                f"over the frame limit of {limit} bytes (a resync must fit in one frame)"
+            )
+
+    def _frames_of(self, entry: _Info) -> int:
+        if self.protocol_version >= 2 and entry.cleared and entry.patch:
+            return 2
+        return 1
+
+    def _append(self, entry: _Entry) -> None:
+        self._appended += 1
+        entry.pos = self._appended
+        self._queue.append(entry)
+        if entry.counted:
+            self._counted += 1
+        self._queued_frames += entry.frames
+        if self._queued_frames > self.counters.peak_queued_frames:
+            self.counters.peak_queued_frames = self._queued_frames
+
+    def _forget(self, entry: _Entry) -> None:
+        """Bookkeeping when an entry leaves the queue (taken or dropped)."""
+        if entry.counted:
+            self._counted -= 1
+        self._queued_frames -= entry.frames
+        lifetime = entry.lifetime
+        if lifetime is not None:
+            if lifetime.open_entry is entry:
+                lifetime.open_entry = None
+            if lifetime.resync_entry is entry:
+                lifetime.resync_entry = None
+
+    def _finish_current(self) -> None:
+        entry = self._current_entry
+        if entry is not None and entry.pos > self._finished:
+            self._finished = entry.pos
+        self._current = None
+        self._current_entry = None
+        if not self._queue:
+            self._finished = self._appended
+
+    def _render(self, entry: _Entry) -> Iterator[bytes]:
+        if isinstance(entry, _Raw):
+            yield entry.frame
+            return
+        lifetime = entry.lifetime
+        if isinstance(entry, _Resync):
+            if entry.repair_only and not lifetime.needs_repair:
+                return
+            yield from self._resync_frames(lifetime)
+            return
+        if lifetime.needs_repair:
+            yield from self._resync_frames(lifetime)
+        yield from self._info_frames(entry)
+
+    def _resync_frames(self, state: LifetimeState) -> Iterator[bytes]:
+        if state.needs_repair:
+            self.counters.repairs += 1
+        state.needs_repair = False
+        if self.protocol_version == 1:
+            if self.v1_meta_mode == "passthrough":
+                return
+            self.counters.resyncs += 1
+            yield info_frame(
+                state.prefix,
+                title=state.title,
+                updated_at=state.updated_at,
+                meta=state.meta_text() or "{}",
+                notification_meta=None,
+            )
+            return
+        self.counters.resyncs += 1
+        yield info_frame(
+            state.prefix, title=None, updated_at=None, meta=NULL, notification_meta=None
+        )
+        # Rendered only now, after the clear went out: the snapshot is as new as it can be.
+        if not state.is_empty():
+            yield info_frame(
+                state.prefix,
+                title=state.title,
+                updated_at=state.updated_at,
+                meta=state.meta_text(),
+                notification_meta=None,
+            )
+
+    def _info_frames(self, entry: _Info) -> Iterator[bytes]:
+        state = entry.lifetime
+        if self.protocol_version == 1 and self.v1_meta_mode == "merged":
+            touched = entry.cleared or entry.patch is not None
+            yield info_frame(
+                state.prefix,
+                title=entry.title,
+                updated_at=entry.updated_at,
+                meta=(state.meta_text() or "{}") if touched else None,
+                notification_meta=entry.notification_meta,
+            )
+            return
+        if entry.cleared:
+            yield info_frame(
+                state.prefix,
+                title=entry.title,
+                updated_at=entry.updated_at,
+                meta=NULL,
+                notification_meta=entry.notification_meta,
+            )
+            if entry.patch:
+                yield info_frame(
+                    state.prefix,
+                    title=None,
+                    updated_at=None,
+                    meta=entry.patch_text(),
+                    notification_meta=None,
+                )
+            return
+        yield info_frame(
+            state.prefix,
+            title=entry.title,
+            updated_at=entry.updated_at,
+            meta=None if entry.patch is None else entry.patch_text(),
+            notification_meta=entry.notification_meta,
+        )
