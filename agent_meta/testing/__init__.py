@@ -1,0 +1,31 @@
+"""Test helpers for code that embeds agent_meta, and for agent_meta itself.
+
+Import it explicitly (``import agent_meta.testing``); ``import agent_meta`` does not load it.
+
+- :class:`ClientMirror` folds the frames a client received (v1 or v2 rules) into what that
+  client holds, independently of agent_meta's own patch code.
+- :class:`RecordingTransport`, :class:`SlowTransport`, :class:`GatedTransport` and
+  :class:`FailingTransport` are :class:`agent_meta.Transport` fakes that record what was
+  delivered, add backpressure, hold sends until the test releases them, or fail chosen sends
+  in each of the ways the transport seam defines.
+"""
+
+from ._mirror import ClientMirror as ClientMirror
+from ._mirror import Message as Message
+from ._mirror import MirrorError as MirrorError
+from ._transports import FailingTransport as FailingTransport
+from ._transports import FailMode as FailMode
+from ._transports import GatedTransport as GatedTransport
+from ._transports import RecordingTransport as RecordingTransport
+from ._transports import SlowTransport as SlowTransport
+
+__all__ = [
+    "ClientMirror",
+    "FailMode",
+    "FailingTransport",
+    "GatedTransport",
+    "Message",
+    "MirrorError",
+    "RecordingTransport",
+    "SlowTransport",
+]
