@@ -9,11 +9,14 @@ converting AG-UI metadata into an ACP patch is lossy: see :func:`agui_metadata_t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ._errors import MetaValueError
 from ._json import JsonObject, json_object_copy
 from ._sentinel import OMITTED, Omitted
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["AguiConversion", "agui_metadata_to_meta_patch", "merge_agui_metadata"]
 
@@ -29,7 +32,9 @@ def merge_agui_metadata(
     invalid in AG-UI and raises :class:`~agent_meta.MetaValueError`.
     """
     if incoming is None:
-        raise MetaValueError("AG-UI metadata must be an object or absent, never null", path="metadata")
+        raise MetaValueError(
+            "AG-UI metadata must be an object or absent, never null", path="metadata"
+        )
     base = None if stored is None else json_object_copy(stored, path="stored")
     if incoming is OMITTED:
         return base

@@ -37,7 +37,7 @@ MAX_DEPTH: Final = 256
 """Deepest nesting accepted (objects and arrays), far beyond any real metadata."""
 
 
-class _Invalid(Exception):
+class _InvalidError(Exception):
     """Internal: carries the reason and the path (innermost step first) while unwinding."""
 
     def __init__(self, reason: str) -> None:
@@ -52,7 +52,7 @@ def json_copy(value: object, *, path: str = "value") -> JsonValue:
     """
     try:
         return _copy(value, set(), 0)
-    except _Invalid as exc:
+    except _InvalidError as exc:
         raise MetaValueError(exc.reason, path=path + "".join(reversed(exc.steps))) from None
 
 
@@ -72,7 +72,7 @@ def _copy(value: object, active: set[int], depth: int) -> JsonValue:
     if kind is float:
         assert isinstance(value, float)
         if not math.isfinite(value):
-            raise _Invalid(f"{value!r} is not a JSON number")
+            raise _InvalidError(f"{value!r} is not a JSON number")
         return value
     if isinstance(value, Mapping):
         return _copy_object(value, active, depth)
@@ -87,15 +87,15 @@ def _copy(value: object, active: set[int], depth: int) -> JsonValue:
         return int.__int__(value)
     if isinstance(value, float):
         return _copy(float.__float__(value), active, depth)
-    raise _Invalid(f"{_kind(value)} is not a JSON value")
+    raise _InvalidError(f"{_kind(value)} is not a JSON value")
 
 
 def _enter(container: object, active: set[int], depth: int) -> int:
     if depth >= MAX_DEPTH:
-        raise _Invalid(f"nested deeper than {MAX_DEPTH} levels")
+        raise _InvalidError(f"nested deeper than {MAX_DEPTH} levels")
     ident = id(container)
     if ident in active:
-        raise _Invalid("the value contains itself (a cycle)")
+        raise _InvalidError("the value contains itself (a cycle)")
     active.add(ident)
     return ident
 
@@ -106,24 +106,26 @@ def _copy_object(value: Mapping[object, object], active: set[int], depth: int) -
     for key, item in value.items():
         if type(key) is not str:
             if not isinstance(key, str):
-                raise _Invalid(f"object key {key!r} is of type {type(key).__name__}, not str")
+                raise _InvalidError(f"object key {key!r} is of type {type(key).__name__}, not str")
             key = str.__str__(key)
         try:
             result[key] = _copy(item, active, depth + 1)
-        except _Invalid as exc:
+        except _InvalidError as exc:
             exc.steps.append(f"[{key!r}]")
             raise
     active.discard(ident)
     return result
 
 
-def _copy_array(value: list[object] | tuple[object, ...], active: set[int], depth: int) -> JsonValue:
+def _copy_array(
+    value: list[object] | tuple[object, ...], active: set[int], depth: int
+) -> JsonValue:
     ident = _enter(value, active, depth)
     result: list[JsonValue] = []
     for index, item in enumerate(value):
         try:
             result.append(_copy(item, active, depth + 1))
-        except _Invalid as exc:
+        except _InvalidError as exc:
             exc.steps.append(f"[{index}]")
             raise
     active.discard(ident)

@@ -17,7 +17,7 @@ Stored metadata with no keys is the same as no metadata, so results are ``None``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
 from ._errors import MetaValueError
@@ -52,14 +52,16 @@ def check_meta_update(update: object, *, path: str = "_meta") -> MetaPatch:
 
 
 def check_stored_meta(stored: object, *, path: str = "stored") -> JsonObject:
-    """Validate stored metadata (``None`` or a mapping) and return a JSON copy (``{}`` if none)."""
+    """Validate stored metadata (``None`` or a mapping); return a JSON copy without null keys."""
     if stored is None:
         return {}
     if not isinstance(stored, Mapping):
         raise MetaValueError(
             f"stored metadata must be None or a mapping, not a {type(stored).__name__}", path=path
         )
-    return json_object_copy(stored, path=path)
+    copied = json_object_copy(stored, path=path)
+    # A null key never holds stored data (RFD): a literal null (say, from v1) counts as absent.
+    return {key: value for key, value in copied.items() if value is not None}
 
 
 def patch_in_place(target: JsonObject, patch: JsonObject) -> None:
@@ -90,7 +92,7 @@ def apply_meta_update(stored: Mapping[str, object] | None, update: MetaUpdate) -
 
 
 def fold_meta_updates(
-    stored: Mapping[str, object] | None, updates: list[MetaUpdate] | tuple[MetaUpdate, ...]
+    stored: Mapping[str, object] | None, updates: Sequence[MetaUpdate]
 ) -> JsonObject | None:
     """Apply several updates in order (what a client holds after receiving them all)."""
     patches = [check_meta_update(update, path=f"updates[{i}]") for i, update in enumerate(updates)]
@@ -120,7 +122,9 @@ def compose_meta_updates(first: MetaUpdate, second: MetaUpdate) -> list[MetaPatc
     if a is OMITTED or b is None:
         return [b]
     if a is None:
-        return [None, b] if b else [None]
+        # After a clear, removals change nothing; keep the object only if it stores something.
+        kept: JsonObject = {key: value for key, value in b.items() if value is not None}
+        return [None, kept] if kept else [None]
     merged = dict(a)
     merged.update(b)
     return [merged]

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ._errors import MetaValueError
-from ._json import JsonObject
 from ._patch import MetaPatch, MetaUpdate, check_meta_update, copy_meta, patch_in_place
 from ._sentinel import OMITTED, Omitted
+
+if TYPE_CHECKING:
+    from ._json import JsonObject
 
 __all__ = [
     "SessionInfo",
@@ -92,7 +95,9 @@ class SessionInfo:
         meta: Mapping[str, object] | None = None,
     ) -> None:
         if meta is not None and not isinstance(meta, Mapping):
-            raise MetaValueError(f"must be None or a mapping, not a {type(meta).__name__}", path="meta")
+            raise MetaValueError(
+                f"must be None or a mapping, not a {type(meta).__name__}", path="meta"
+            )
         object.__setattr__(self, "title", _check_text(title, "title"))
         object.__setattr__(self, "updated_at", _check_text(updated_at, "updated_at"))
         object.__setattr__(self, "meta", copy_meta(meta))
@@ -145,6 +150,8 @@ def compose_session_info_patches(patches: Iterable[SessionInfoPatch]) -> list[Se
     if not cleared:
         return [SessionInfoPatch._trusted(title, updated_at, OMITTED if merged is None else merged)]
     first = SessionInfoPatch._trusted(title, updated_at, None)
-    if not merged:
+    # After the clear, removals change nothing; a second patch only if it stores something.
+    kept: JsonObject = {key: value for key, value in (merged or {}).items() if value is not None}
+    if not kept:
         return [first]
-    return [first, SessionInfoPatch._trusted(OMITTED, OMITTED, merged)]
+    return [first, SessionInfoPatch._trusted(OMITTED, OMITTED, kept)]
