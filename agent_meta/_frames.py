@@ -13,8 +13,10 @@ make a later write fail to encode.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "NULL",

@@ -17,9 +17,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Literal, final
+from typing import TYPE_CHECKING, Literal, final
 
 import tenacity
 import trio
@@ -35,7 +34,6 @@ from ._frames import encode_json, notification_frame, response_frame
 from ._json import JsonValue, json_copy, json_object_copy
 from ._sendqueue import Outgoing, SendQueue, V1MetaMode
 from ._sentinel import OMITTED, Omitted
-from ._session_info import SessionInfo, SessionInfoPatch
 from ._state import (
     EncodedUpdate,
     FailureIncident,
@@ -45,6 +43,11 @@ from ._state import (
     encode_update,
 )
 from ._transport import FrameLostError, FrameNotSentError, StreamTransport, Transport
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+
+    from ._session_info import SessionInfo, SessionInfoPatch
 
 __all__ = [
     "DomainHandle",
@@ -124,7 +127,9 @@ class MetaOwner:
     ) -> None:
         _check_version(protocol_version)
         if v1_meta_mode not in ("merged", "passthrough"):
-            raise ValueError(f"v1_meta_mode must be 'merged' or 'passthrough', not {v1_meta_mode!r}")
+            raise ValueError(
+                f"v1_meta_mode must be 'merged' or 'passthrough', not {v1_meta_mode!r}"
+            )
         path = check_path(failure_path, "failure_path")
         if not path:
             raise ValueError("failure_path needs at least one key")
@@ -227,13 +232,17 @@ class MetaOwner:
         self._progress.unpark_all()
 
     # -- other frames --------------------------------------------------------------------
-    async def send_notification(self, method: str, params: Mapping[str, object] | None = None) -> None:
+    async def send_notification(
+        self, method: str, params: Mapping[str, object] | None = None
+    ) -> None:
         """Enqueue any notification (e.g. a replayed message chunk) in the same FIFO.
 
         ``params`` is validated as a JSON object; bad input raises before anything is queued.
         May wait for queue room; if cancelled while waiting, nothing is sent.
         """
-        params_text = None if params is None else encode_json(json_object_copy(params, path="params"))
+        params_text = (
+            None if params is None else encode_json(json_object_copy(params, path="params"))
+        )
         frame = notification_frame(method, params_text)
         await self._enqueue_raw(frame)
 
@@ -250,7 +259,8 @@ class MetaOwner:
         otherwise ``result`` (any JSON value; ``None`` is sent as ``null``). May wait for queue
         room; if cancelled while waiting, nothing is sent.
         """
-        if request_id is not None and not isinstance(request_id, int | str) or isinstance(request_id, bool):
+        valid_id = request_id is None or isinstance(request_id, int | str)
+        if not valid_id or isinstance(request_id, bool):
             raise MetaValueError("a request id must be an int, a str or None", path="request_id")
         id_text = encode_json(request_id)
         if error is not None:
@@ -259,7 +269,9 @@ class MetaOwner:
                 raise MetaValueError("needs an int 'code' and a str 'message'", path="error")
             frame = response_frame(id_text, result=None, error=encode_json(err))
         else:
-            frame = response_frame(id_text, result=encode_json(json_copy(result, path="result")), error=None)
+            frame = response_frame(
+                id_text, result=encode_json(json_copy(result, path="result")), error=None
+            )
         await self._enqueue_raw(frame)
 
     async def _enqueue_raw(self, frame: bytes) -> None:
@@ -330,15 +342,39 @@ class MetaOwner:
         return accepted
 
     async def _publish(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+        return await self._publish_edit(state, lambda: update)
+
+    async def _publish_edit(
+        self,
+        state: LifetimeState,
+        make: Callable[[], EncodedUpdate | bool],
+        on_success: Callable[[], None] | None = None,
+    ) -> bool:
+        """Publish what ``make()`` computes from the known state at the moment it is queued.
+
+        ``make`` returns the update, ``True`` when nothing needs sending (success), or ``False``
+        to refuse. It is called again after every wait for room, so a read-modify-write never
+        publishes a value computed from a state that changed while it waited (R8).
+        """
         await trio.lowlevel.checkpoint_if_cancelled()
         while True:
+            if state.closed:
+                accepted = self._queue.publish(state, _NOOP)  # refused and counted as fenced
+                break
+            edit = make()
+            if isinstance(edit, bool):
+                accepted = edit
+                break
             try:
-                accepted = self._publish_nowait(state, update)
+                accepted = self._publish_nowait(state, edit)
             except trio.WouldBlock:
                 await self._room.park()
                 continue
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return accepted
+            break
+        if accepted and on_success is not None:
+            on_success()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return accepted
 
     def _resync_nowait(self, state: LifetimeState) -> bool:
         if not state.closed:
@@ -348,12 +384,15 @@ class MetaOwner:
         return accepted
 
     # -- the writer ----------------------------------------------------------------------
-    async def _run_writer(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def _run_writer(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         task_status.started()
         queue = self._queue
         try:
             while True:
                 out = queue.next_frame()
+                self._room.unpark_all()  # taking an entry may have freed room
                 if out is None:
                     self._progress.unpark_all()
                     if self._closing:
@@ -386,9 +425,13 @@ class MetaOwner:
 
     async def _write_with_retry(self, out: Outgoing) -> None:
         # The direct attempt failed; every attempt of the policy is a retry.
+        lifetime = out.lifetime
         try:
             async for attempt in self._retry:
                 with attempt:
+                    if lifetime is not None and lifetime.closed:
+                        self._queue.counters.fenced += 1  # ended during the backoff (R6)
+                        return
                     self._retried += 1
                     await self._transport.send_frame(out.frame)
         except FrameNotSentError as exc:
@@ -544,7 +587,9 @@ class SessionLifetime:
     def domain(self, key: str) -> DomainHandle:
         """A handle that edits values inside the top-level ``_meta`` key ``key`` only (R8)."""
         if not isinstance(key, str):
-            raise MetaValueError(f"a domain key must be a str, not a {type(key).__name__}", path="key")
+            raise MetaValueError(
+                f"a domain key must be a str, not a {type(key).__name__}", path="key"
+            )
         return DomainHandle._create(self, key)
 
     # -- failure incidents (R7) ------------------------------------------------------------
@@ -556,23 +601,24 @@ class SessionLifetime:
         ``False`` (as does an ended lifetime). Cancelled while waiting: nothing changed.
         """
         incident = _check_incident(incident_id, revision)
-        current = self._state.failure
-        if (
-            current is not None
-            and current.incident_id == incident.incident_id
-            and current.revision > incident.revision
-        ):
-            await trio.lowlevel.checkpoint()
-            return False
         value = json_copy(record, path="record")
-        update = self._domain_update(self._owner.failure_path, value, prune=False)
-        if update is None:
-            await trio.lowlevel.checkpoint()
-            return False
-        accepted = await self._owner._publish(self._state, update)
-        if accepted:
-            self._state.failure = incident
-        return accepted
+        state = self._state
+
+        def make() -> EncodedUpdate | bool:
+            current = state.failure
+            if (
+                current is not None
+                and current.incident_id == incident.incident_id
+                and current.revision > incident.revision
+            ):
+                return False  # stale: a newer revision of this incident is shown
+            update = self._domain_update(self._owner.failure_path, value, prune=False)
+            return True if update is None else update
+
+        def shown() -> None:
+            state.failure = incident
+
+        return await self._owner._publish_edit(state, make, shown)
 
     async def resolve_failure(self, incident_id: str, revision: int) -> bool:
         """Clear the failure record if ``(incident_id, revision)`` is still the current incident.
@@ -582,22 +628,18 @@ class SessionLifetime:
         the whole top-level value without it (siblings kept; emptied objects removed).
         """
         incident = _check_incident(incident_id, revision)
-        if self._state.closed:
-            self._owner._queue.counters.fenced += 1
-            await trio.lowlevel.checkpoint()
-            return False
-        if self._state.failure != incident:
-            await trio.lowlevel.checkpoint()
-            return False
-        update = self._domain_update(self._owner.failure_path, OMITTED, prune=True)
-        if update is None:
-            self._state.failure = None
-            await trio.lowlevel.checkpoint()
-            return True
-        accepted = await self._owner._publish(self._state, update)
-        if accepted:
-            self._state.failure = None
-        return accepted
+        state = self._state
+
+        def make() -> EncodedUpdate | bool:
+            if state.failure != incident:
+                return False  # a late resolution: another incident or revision is shown
+            update = self._domain_update(self._owner.failure_path, OMITTED, prune=True)
+            return True if update is None else update
+
+        def cleared() -> None:
+            state.failure = None
+
+        return await self._owner._publish_edit(state, make, cleared)
 
     def _domain_update(
         self, full_path: Sequence[str], value: JsonValue | Omitted, *, prune: bool
@@ -649,9 +691,16 @@ class DomainHandle:
             node = node[step]
         return node
 
-    def _update(self, path: Sequence[str], value: JsonValue | Omitted) -> EncodedUpdate | None:
+    async def _edit(self, path: Sequence[str], value: JsonValue | Omitted) -> bool:
         steps = check_path(path)
-        return self._lifetime._domain_update((self._key, *steps), value, prune=False)
+        lifetime = self._lifetime
+        full_path = (self._key, *steps)
+
+        def make() -> EncodedUpdate | bool:
+            update = lifetime._domain_update(full_path, value, prune=False)
+            return True if update is None else update
+
+        return await lifetime._owner._publish_edit(lifetime._state, make)
 
     async def set(self, path: Sequence[str], value: object) -> bool:
         """Set ``value`` at ``path`` (creating objects on the way); ``path=()`` sets the key.
@@ -659,12 +708,7 @@ class DomainHandle:
         Raises :class:`~agent_meta.MetaPathError` if a step is not an object. Returns ``False``
         only if the lifetime has ended.
         """
-        copied = json_copy(value, path="value")
-        if self._lifetime.closed:
-            return await self._lifetime._owner._publish(self._lifetime._state, _NOOP)
-        update = self._update(path, copied)
-        assert update is not None
-        return await self._lifetime._owner._publish(self._lifetime._state, update)
+        return await self._edit(path, json_copy(value, path="value"))
 
     async def remove(self, path: Sequence[str]) -> bool:
         """Remove the value at ``path``; ``path=()`` removes the whole key (``{key: null}``).
@@ -672,13 +716,7 @@ class DomainHandle:
         Removing something that is not there changes and sends nothing. Returns ``False`` only
         if the lifetime has ended.
         """
-        if self._lifetime.closed:
-            return await self._lifetime._owner._publish(self._lifetime._state, _NOOP)
-        update = self._update(path, OMITTED)
-        if update is None:
-            await trio.lowlevel.checkpoint()
-            return True
-        return await self._lifetime._owner._publish(self._lifetime._state, update)
+        return await self._edit(path, OMITTED)
 
 
 _NOOP = EncodedUpdate(None, None, False, None, None)
@@ -777,7 +815,8 @@ def _only_broken(group: BaseExceptionGroup[BaseException]) -> TransportBrokenErr
             leaves.extend(exc.exceptions)
         elif isinstance(exc, TransportBrokenError):
             found.append(exc)
+        elif isinstance(exc, OwnerClosedError) and isinstance(exc.__cause__, TransportBrokenError):
+            found.append(exc.__cause__)  # a waiter that learned of the break first
         elif not isinstance(exc, trio.Cancelled):
             return None
     return found[0] if found else None
-

@@ -19,12 +19,14 @@ one pending resync, so memory per session stays bounded however fast producers p
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ._errors import FrameTooLargeError, SessionExistsError
 from ._frames import NULL, fragment, info_frame, object_text
 from ._state import EncodedUpdate, LifetimeState
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["Outgoing", "QueueCounters", "SendQueue"]
 
@@ -73,9 +75,8 @@ class _Info:
             if self.patch is None:
                 self.patch = {}
             for key, frag in update.meta_patch.items():
-                old = self.patch.get(key, _ABSENT)
-                if old is not _ABSENT:
-                    self.patch_size -= _member_size(key, old)
+                if key in self.patch:
+                    self.patch_size -= _member_size(key, self.patch[key])
                 self.patch[key] = frag
                 self.patch_size += _member_size(key, frag)
 
@@ -110,13 +111,13 @@ class _Raw:
 
 
 _Entry = _Info | _Resync | _Raw
-_ABSENT = object()
 
 
-def _member_size(key: str, frag: object) -> int:
-    if isinstance(frag, str):
-        return len(frag) + 1
-    return len(key) + 10  # a removal: "key":null, with escapes rarely longer
+def _member_size(key: str, frag: str | None) -> int:
+    """The bytes one member adds to a patch object (its text and a comma)."""
+    if frag is None:
+        frag = fragment(key, NULL)  # a removal, "key":null
+    return len(frag) + 1
 
 
 def _patch_size(patch: dict[str, str | None] | None) -> int:
@@ -190,12 +191,15 @@ class SendQueue:
         self._current_entry: _Entry | None = None
         self._appended = 0
         self._finished = 0
+        self._repairing: set[LifetimeState] = set()  # lost a frame, repair not yet delivered
 
     # -- configuration -------------------------------------------------------------------
     @property
     def merging(self) -> bool:
         """Whether publications may be merged (coalescing on, and not v1 pass-through)."""
-        return self.coalesce and not (self.protocol_version == 1 and self.v1_meta_mode == "passthrough")
+        return self.coalesce and not (
+            self.protocol_version == 1 and self.v1_meta_mode == "passthrough"
+        )
 
     # -- lifetimes -----------------------------------------------------------------------
     def open_lifetime(self, session_id: str, seed: EncodedUpdate | None = None) -> LifetimeState:
@@ -214,6 +218,7 @@ class SendQueue:
         if state.closed:
             return 0
         state.closed = True
+        self._repairing.discard(state)
         state.open_entry = None
         state.resync_entry = None
         if self.sessions.get(state.session_id) is state:
@@ -270,7 +275,6 @@ class SendQueue:
             self._queued_frames += entry.frames - before
             if self._queued_frames > self.counters.peak_queued_frames:
                 self.counters.peak_queued_frames = self._queued_frames
-            entry.pos = self._appended  # merged content now reaches the wire with this entry
             self.counters.coalesced += 1
             return True
         new = _Info(state, update, counted=needs_room)
@@ -356,11 +360,15 @@ class SendQueue:
         if self._current_entry is not None and self._current_entry.lifetime is lifetime:
             self._finish_current()
         if self.protocol_version == 1 and self.v1_meta_mode == "passthrough":
-            return
+            return  # pass-through sends no resync frames, so there is no repair either
+        self._repairing.add(lifetime)
         self.resync(lifetime, repair_only=True)
 
     def is_flushed(self, target: int) -> bool:
-        """Whether every entry appended up to position ``target`` has been written or dropped."""
+        """Whether every entry appended up to position ``target`` has been written or dropped,
+        and every client view damaged by a lost frame has been repaired since."""
+        if self._repairing:
+            return False
         if self._finished >= target:
             return True
         return not self._queue and self._current is None
@@ -462,6 +470,7 @@ class SendQueue:
                 meta=state.meta_text() or "{}",
                 notification_meta=None,
             )
+            self._repairing.discard(state)  # reached only once the frame was written
             return
         self.counters.resyncs += 1
         yield info_frame(
@@ -476,16 +485,17 @@ class SendQueue:
                 meta=state.meta_text(),
                 notification_meta=None,
             )
+        self._repairing.discard(state)  # reached only once every frame above was written
 
     def _info_frames(self, entry: _Info) -> Iterator[bytes]:
         state = entry.lifetime
         if self.protocol_version == 1 and self.v1_meta_mode == "merged":
-            touched = entry.cleared or entry.patch is not None
+            # v1 cannot express a clear or a removal: every frame carries the whole object (R10).
             yield info_frame(
                 state.prefix,
                 title=entry.title,
                 updated_at=entry.updated_at,
-                meta=(state.meta_text() or "{}") if touched else None,
+                meta=state.meta_text() or "{}",
                 notification_meta=entry.notification_meta,
             )
             return

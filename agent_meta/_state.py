@@ -296,7 +296,9 @@ def edit_domain(
     return root
 
 
-def _remove_at(current: JsonValue | Omitted, path: tuple[str, ...], prune: bool) -> JsonValue | None | Omitted:
+def _remove_at(
+    current: JsonValue | Omitted, path: tuple[str, ...], prune: bool
+) -> JsonValue | None | Omitted:
     if not isinstance(current, dict):
         return OMITTED
     chain: list[JsonObject] = [current]

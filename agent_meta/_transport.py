@@ -16,11 +16,12 @@ fails tells the owner what it may do next:
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
-
-import trio
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ._errors import AgentMetaError, TransportBrokenError
+
+if TYPE_CHECKING:
+    import trio
 
 __all__ = ["FrameLostError", "FrameNotSentError", "StreamTransport", "Transport"]
 

@@ -1,0 +1,1027 @@
+"""Rules R1-R12 of the design, one group of trio-level tests per rule.
+
+Each test drives a real :class:`~agent_meta.MetaOwner` over the fake transports of
+:mod:`agent_meta.testing`, asserts the exact frames written, in order, and folds them with the
+independent :class:`~agent_meta.testing.ClientMirror` to check that what a client holds equals
+``lifetime.snapshot()``. Interleavings are forced with ``GatedTransport``,
+``wait_all_tasks_blocked`` and ``trio.testing.Sequencer``; time only passes on the
+``autojump_clock``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import agent_meta as am
+from agent_meta.testing import (
+    ClientMirror,
+    FailingTransport,
+    GatedTransport,
+    Message,
+    RecordingTransport,
+    SlowTransport,
+)
+
+SID = "sess-1"
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def brief(message: Message) -> dict[str, Any]:
+    """A compact, exact view of one frame: info updates keep every field they carry."""
+    if "id" in message:
+        return {"id": message["id"], **({"error": True} if "error" in message else {})}
+    params = message.get("params", {})
+    update = params.get("update") if isinstance(params, dict) else None
+    if isinstance(update, dict) and update.get("sessionUpdate") == "session_info_update":
+        view = {k: v for k, v in update.items() if k != "sessionUpdate"}
+        view["s"] = params["sessionId"]
+        if "_meta" in params:
+            view["nm"] = params["_meta"]
+        return view
+    return {"method": message["method"]}
+
+
+def wire(transport: RecordingTransport) -> list[dict[str, Any]]:
+    return [brief(m) for m in transport.messages]
+
+
+def recording(version: int = 2) -> tuple[RecordingTransport, ClientMirror]:
+    mirror = ClientMirror(version)
+    return RecordingTransport(mirror=mirror), mirror
+
+
+def gated(version: int = 2) -> tuple[GatedTransport, ClientMirror]:
+    mirror = ClientMirror(version)
+    return GatedTransport(mirror=mirror), mirror
+
+
+def assert_synced(mirror: ClientMirror, lifetime: am.SessionLifetime) -> None:
+    assert mirror.info(lifetime.session_id) == lifetime.snapshot()
+
+
+async def hold_writer(lt: am.SessionLifetime, transport: GatedTransport) -> None:
+    """Publish one frame and wait until the writer is stuck sending it (a backlog starts)."""
+    await lt.publish(meta={"hold": True})
+    await transport.wait_for_waiting(1)
+
+
+# -- R1 shallow patch state ------------------------------------------------------------------
+
+
+async def test_r1_known_state_is_the_fold_of_accepted_publications() -> None:
+    updates: list[Any] = [
+        {"a": 1, "b": {"x": 1}},
+        {"b": {"y": None}},
+        {"a": None, "c": [1]},
+        None,
+        {"d": "v", "never": None},
+        {},
+    ]
+    t, mirror = recording()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        for update in updates:
+            assert await lt.publish(meta=update)
+        await owner.wait_flushed()
+        assert lt.snapshot().meta == am.fold_meta_updates(None, updates)
+        assert lt.snapshot().meta == {"d": "v"}
+        assert_synced(mirror, lt)
+
+
+async def test_r1_published_values_are_json_copies() -> None:
+    value: dict[str, Any] = {"items": [1, 2]}
+    t, mirror = gated()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        await lt.publish(meta={"k": value})
+        value["items"].append(3)
+        value["extra"] = 1
+        assert lt.snapshot().meta == {"hold": True, "k": {"items": [1, 2]}}
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t)[-1] == {"s": SID, "_meta": {"k": {"items": [1, 2]}}}
+    assert_synced(mirror, lt)
+
+
+# -- R2 one FIFO boundary ----------------------------------------------------------------------
+
+
+async def test_r2_patch_resync_and_response_keep_call_order() -> None:
+    t, mirror = gated()
+    async with am.open_owner(t, coalesce=False) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        await lt.publish(meta={"a": 1})
+        await owner.send_notification("session/update", {"sessionId": SID, "update": {}})
+        await lt.resync()
+        await owner.send_response(5, result={"ok": True})
+        await lt.publish(meta={"b": 2})
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t) == [
+        {"s": SID, "_meta": {"hold": True}},
+        {"s": SID, "_meta": {"a": 1}},
+        {"method": "session/update"},
+        {"s": SID, "_meta": None},
+        {"s": SID, "_meta": {"hold": True, "a": 1, "b": 2}},
+        {"id": 5},
+        {"s": SID, "_meta": {"b": 2}},
+    ]
+    assert_synced(mirror, lt)
+
+
+async def test_r2_concurrent_writers_never_interleave_frames() -> None:
+    t, mirror = gated()
+    async with am.open_owner(t) as owner:
+        lts = [owner.open_session(f"s{i}") for i in range(3)]
+        await hold_writer(lts[0], t)
+
+        async def writer(lt: am.SessionLifetime, n: int) -> None:
+            for i in range(n):
+                await lt.publish(meta={"i": i}, notification_meta={"seq": i})
+                await owner.send_notification("x/ping", {"from": lt.session_id})
+
+        async with trio.open_nursery() as nursery:
+            for lt in lts:
+                nursery.start_soon(writer, lt, 20)
+            await trio.testing.wait_all_tasks_blocked()
+            t.open()
+        await owner.wait_flushed()
+    # every frame parsed as one whole message (RecordingTransport checks each line)
+    assert len(t.messages) == 1 + 3 * 20 * 2
+    for lt in lts:
+        seqs = [(nm or {}).get("seq") for nm in mirror.notification_meta(lt.session_id)]
+        assert seqs == list(range(20))
+        assert_synced(mirror, lt)
+
+
+async def test_r2_sequenced_interleaving_keeps_enqueue_order() -> None:
+    seq = trio.testing.Sequencer()
+    t, mirror = gated()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+
+        async def agent() -> None:
+            async with seq(0):
+                await lt.publish(meta={"a": 1})
+            async with seq(2):
+                await lt.resync()
+                await owner.send_response(1, result=None)
+
+        async def extension() -> None:
+            async with seq(1):
+                await lt.domain("ext").set(["k"], "v")
+            async with seq(3):
+                await lt.publish(meta={"late": 1})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent)
+            nursery.start_soon(extension)
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t) == [
+        {"s": SID, "_meta": {"hold": True}},
+        {"s": SID, "_meta": {"a": 1, "ext": {"k": "v"}}},
+        {"s": SID, "_meta": None},
+        {"s": SID, "_meta": {"hold": True, "a": 1, "ext": {"k": "v"}, "late": 1}},
+        {"id": 1},
+        {"s": SID, "_meta": {"late": 1}},
+    ]
+    assert_synced(mirror, lt)
+
+
+# -- R3 coalescing keeps meaning -----------------------------------------------------------------
+
+
+async def test_r3_backlogged_patches_coalesce_and_converge() -> None:
+    t, mirror = gated()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        for i in range(200):
+            assert lt.publish_nowait(meta={f"k{i % 7}": i, f"k{(i + 3) % 7}": None})
+        stats = owner.statistics()
+        assert stats.coalesced == 199
+        assert stats.queued_frames <= 2
+        t.open()
+        await owner.wait_flushed()
+    assert len(t.frames) == 2
+    assert_synced(mirror, lt)
+
+
+async def test_r3_clear_then_object_stays_two_frames() -> None:
+    t, mirror = gated()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        await lt.publish(meta={"a": 1})
+        await lt.publish(meta=None)
+        await lt.publish(meta={"b": 2, "gone": None})
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t)[1:] == [{"s": SID, "_meta": None}, {"s": SID, "_meta": {"b": 2, "gone": None}}]
+    assert_synced(mirror, lt)
+
+
+async def test_r3_notification_meta_frames_are_never_merged() -> None:
+    t, mirror = gated()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        await lt.publish(meta={"a": 1})
+        await lt.publish(meta={"a": 2}, notification_meta={"trace": "t1"})
+        await lt.publish(meta={"a": 3})
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t)[1:] == [
+        {"s": SID, "_meta": {"a": 1}},
+        {"s": SID, "_meta": {"a": 2}, "nm": {"trace": "t1"}},
+        {"s": SID, "_meta": {"a": 3}},
+    ]
+    assert_synced(mirror, lt)
+
+
+async def test_r3_publish_never_waits_for_a_slow_reader_with_coalescing() -> None:
+    t, _ = gated()
+    async with am.open_owner(t, capacity=1) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        await owner.send_response(1, result=None)  # the queue is now full
+        for i in range(10):
+            lt.publish_nowait(meta={"n": i})  # would raise trio.WouldBlock if it had to wait
+            lt.resync_nowait()
+        bound = owner.statistics().queued
+        for i in range(1000):
+            lt.publish_nowait(meta={"n": i})
+            lt.resync_nowait()
+        assert owner.statistics().queued == bound <= 5  # held frame, response, and 3 entries
+        t.open()
+
+
+async def test_r3_coalesce_off_sends_every_update_as_its_own_frame() -> None:
+    t, mirror = gated()
+    async with am.open_owner(t, coalesce=False) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        for i in range(5):
+            await lt.publish(meta={"n": i})
+        assert owner.statistics().coalesced == 0
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t)[1:] == [{"s": SID, "_meta": {"n": i}} for i in range(5)]
+    assert_synced(mirror, lt)
+
+
+async def test_r3_publish_nowait_raises_wouldblock_when_full() -> None:
+    t, mirror = gated()
+    async with am.open_owner(t, coalesce=False, capacity=1) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        lt.publish_nowait(meta={"a": 1})
+        with pytest.raises(trio.WouldBlock):
+            lt.publish_nowait(meta={"b": 2})
+        assert lt.snapshot().meta == {"hold": True, "a": 1}
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t)[1:] == [{"s": SID, "_meta": {"a": 1}}]
+    assert_synced(mirror, lt)
+
+
+async def test_r3_cancelled_while_waiting_for_room_publishes_nothing() -> None:
+    t, mirror = gated()
+    async with am.open_owner(t, coalesce=False, capacity=1) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        await lt.publish(meta={"a": 1})
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(functools.partial(lt.publish, meta={"b": 2}))
+                await trio.testing.wait_all_tasks_blocked()
+                assert owner.statistics().waiting_producers == 1
+                scope.cancel()
+        assert lt.snapshot().meta == {"hold": True, "a": 1}
+        assert owner.statistics().publications == 2
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t)[1:] == [{"s": SID, "_meta": {"a": 1}}]
+    assert_synced(mirror, lt)
+
+
+async def test_r3_producer_waiting_for_room_resumes_when_the_writer_frees_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    t, mirror = recording()
+    with trio.fail_after(60):
+        async with am.open_owner(t, coalesce=False, capacity=1) as owner:
+            lt = owner.open_session(SID)
+            for i in range(5):
+                await lt.publish(meta={"n": i})
+            for i in range(3):
+                await owner.send_response(i, result=None)
+    assert len(t.frames) == 8
+    assert_synced(mirror, lt)
+
+
+# -- R4 resync -----------------------------------------------------------------------------------
+
+
+async def test_r4_resync_is_clear_then_snapshot_before_the_response() -> None:
+    t, mirror = recording()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await lt.publish(title="T", updated_at="2025-01-02T03:04:05Z", meta={"a": 1})
+        await owner.wait_flushed()
+        mirror.reset(SID)  # a client that reconnects knows nothing
+        await lt.resync()
+        await owner.send_response("resume-1", result={})
+    assert wire(t)[1:] == [
+        {"s": SID, "_meta": None},
+        {"s": SID, "title": "T", "updatedAt": "2025-01-02T03:04:05Z", "_meta": {"a": 1}},
+        {"id": "resume-1"},
+    ]
+    assert owner.statistics().resyncs == 1
+    assert_synced(mirror, lt)
+
+
+async def test_r4_snapshot_is_taken_when_written_not_when_requested() -> None:
+    t, mirror = gated()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        await lt.resync()
+        await lt.publish(meta={"newer": 1})
+        t.release(1)  # the held frame
+        await t.wait_for_waiting(1)  # the clear is being written; the snapshot is not rendered
+        await lt.publish(meta={"newest": 1})
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t) == [
+        {"s": SID, "_meta": {"hold": True}},
+        {"s": SID, "_meta": None},
+        {"s": SID, "_meta": {"hold": True, "newer": 1, "newest": 1}},
+        {"s": SID, "_meta": {"newer": 1, "newest": 1}},
+    ]
+    assert_synced(mirror, lt)
+
+
+async def test_r4_unknown_title_is_omitted_from_the_snapshot() -> None:
+    t, mirror = recording()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await lt.publish(meta={"a": 1})
+        await lt.resync()
+    assert wire(t)[-1] == {"s": SID, "_meta": {"a": 1}}
+    assert_synced(mirror, lt)
+
+
+async def test_r4_nothing_known_sends_only_the_clear() -> None:
+    t, _ = recording()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await lt.resync()
+    assert wire(t) == [{"s": SID, "_meta": None}]
+
+
+async def test_r4_pending_resyncs_are_deduplicated() -> None:
+    t, mirror = gated()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        for _ in range(5):
+            await lt.resync()
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t)[1:] == [{"s": SID, "_meta": None}, {"s": SID, "_meta": {"hold": True}}]
+    assert_synced(mirror, lt)
+
+
+# -- R5 lifetime -----------------------------------------------------------------------------------
+
+
+class _AgentSession:
+    """An agent's per-session object, rebuilt on every resume (like codex-acp's SessionState)."""
+
+    def __init__(self, owner: am.MetaOwner, session_id: str) -> None:
+        self.meta = (
+            owner.lifetime(session_id)
+            if owner.has_session(session_id)
+            else owner.open_session(session_id)
+        )
+
+
+async def test_r5_state_survives_reinstalled_agent_objects() -> None:
+    t, mirror = recording()
+    async with am.open_owner(t) as owner:
+        first = _AgentSession(owner, SID)
+        await first.meta.publish(title="t", meta={"a": 1})
+        second = _AgentSession(owner, SID)  # active resume
+        assert second.meta.snapshot() == first.meta.snapshot()
+        await second.meta.publish(meta={"b": 2})
+        await second.meta.resync()
+    assert wire(t)[-1] == {"s": SID, "title": "t", "_meta": {"a": 1, "b": 2}}
+    assert_synced(mirror, second.meta)
+
+
+async def test_r5_close_then_reopen_starts_a_fresh_lifetime() -> None:
+    t, _ = recording()
+    async with am.open_owner(t) as owner:
+        old = owner.open_session(SID)
+        await old.publish(title="old", meta={"old": 1})
+        owner.close_session(SID)
+        assert not owner.has_session(SID)
+        new = owner.open_session(SID, seed=am.SessionInfoPatch(meta={"seeded": True}))
+        assert new.snapshot() == am.SessionInfo(meta={"seeded": True})
+        await new.resync()
+    assert wire(t)[-2:] == [{"s": SID, "_meta": None}, {"s": SID, "_meta": {"seeded": True}}]
+
+
+# -- R6 fencing ------------------------------------------------------------------------------------
+
+
+async def test_r6_close_drops_queued_frames_and_rejects_later_calls() -> None:
+    t, _ = gated()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        other = owner.open_session("other")
+        await hold_writer(lt, t)
+        await lt.publish(meta={"queued": 1})
+        await other.publish(meta={"o": 1})
+        await lt.resync()
+        owner.close_session(SID)
+        fenced_at_close = owner.statistics().fenced
+        assert fenced_at_close >= 3
+        assert lt.closed
+        assert not await lt.publish(meta={"late": 1})
+        assert not await lt.resync()
+        assert not await lt.domain("d").set(["k"], 1)
+        assert not await lt.report_failure("f", 1, {})
+        assert owner.statistics().fenced == fenced_at_close + 4
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t) == [{"s": SID, "_meta": {"hold": True}}, {"s": "other", "_meta": {"o": 1}}]
+
+
+async def test_r6_close_stops_a_resync_in_flight() -> None:
+    t, _ = gated()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await lt.publish(meta={"a": 1})
+        t.release(1)
+        await t.wait_for_frames(1)
+        await lt.resync()
+        await t.wait_for_waiting(1)  # the clear is being written
+        owner.close_session(SID)
+        await lt.publish(meta={"late": 1})
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t) == [{"s": SID, "_meta": {"a": 1}}, {"s": SID, "_meta": None}]
+
+
+async def test_r6_old_handles_stay_fenced_after_reopen() -> None:
+    t, mirror = recording()
+    async with am.open_owner(t) as owner:
+        old = owner.open_session(SID)
+        owner.close_session(SID)
+        new = owner.open_session(SID)
+        assert not await old.publish(meta={"stale": 1})
+        await new.publish(meta={"fresh": 1})
+        assert owner.lifetime(SID).snapshot() == new.snapshot()
+    assert wire(t) == [{"s": SID, "_meta": {"fresh": 1}}]
+    assert_synced(mirror, new)
+
+
+# -- R7 failure incidents --------------------------------------------------------------------------
+
+AIR_PATH = ("jetbrains", "air", "sessionFailure")
+
+
+async def test_r7_nested_failure_record_keeps_siblings() -> None:
+    t, mirror = recording()
+    async with am.open_owner(t, failure_path=AIR_PATH) as owner:
+        lt = owner.open_session(SID)
+        await lt.publish(meta={"jetbrains": {"air": {"goal": "g"}, "other": 1}})
+        await owner.wait_flushed()
+        assert await lt.report_failure("inc-1", 1, {"title": "boom"})
+        await owner.wait_flushed()
+        reported = lt.current_failure
+        assert reported == am.FailureIncident("inc-1", 1)
+        assert await lt.resolve_failure("inc-1", 1)
+        assert lt.current_failure is None
+    assert wire(t)[1:] == [
+        {
+            "s": SID,
+            "_meta": {
+                "jetbrains": {
+                    "air": {"goal": "g", "sessionFailure": {"title": "boom"}},
+                    "other": 1,
+                }
+            },
+        },
+        {"s": SID, "_meta": {"jetbrains": {"air": {"goal": "g"}, "other": 1}}},
+    ]
+    assert_synced(mirror, lt)
+
+
+async def test_r7_stale_resolution_changes_nothing() -> None:
+    t, mirror = recording()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await lt.report_failure("inc-1", 1, {"r": 1})
+        await lt.report_failure("inc-1", 2, {"r": 2})
+        await owner.wait_flushed()
+        sent = len(t.frames)
+        assert not await lt.resolve_failure("inc-1", 1)  # older revision
+        assert not await lt.resolve_failure("inc-0", 2)  # other id
+        assert not await lt.report_failure("inc-1", 1, {"r": "late"})  # stale report
+        await owner.wait_flushed()
+        assert len(t.frames) == sent
+        assert lt.snapshot().meta == {"agent-meta": {"failure": {"r": 2}}}
+        assert lt.current_failure == am.FailureIncident("inc-1", 2)
+        assert await lt.resolve_failure("inc-1", 2)
+    assert wire(t)[-1] == {"s": SID, "_meta": {"agent-meta": None}}
+    assert_synced(mirror, lt)
+
+
+async def test_r7_newer_incident_replaces_and_survives_late_resolution() -> None:
+    t, mirror = recording()
+    async with am.open_owner(t, failure_path=("failure",)) as owner:
+        lt = owner.open_session(SID)
+        await lt.report_failure("a", 1, "first")
+        await owner.wait_flushed()
+        await lt.report_failure("b", 1, "second")
+        assert not await lt.resolve_failure("a", 1)
+        assert lt.snapshot().meta == {"failure": "second"}
+    assert wire(t) == [
+        {"s": SID, "_meta": {"failure": "first"}},
+        {"s": SID, "_meta": {"failure": "second"}},
+    ]
+    assert_synced(mirror, lt)
+
+
+async def test_r7_incident_survives_agent_object_reinstallation() -> None:
+    t, mirror = recording()
+    async with am.open_owner(t) as owner:
+        await _AgentSession(owner, SID).meta.report_failure("inc", 3, {"x": 1})
+        again = _AgentSession(owner, SID)
+        assert again.meta.current_failure == am.FailureIncident("inc", 3)
+        assert await again.meta.resolve_failure("inc", 3)
+    assert_synced(mirror, again.meta)
+    assert mirror.meta(SID) is None
+
+
+# -- R8 domain patches -----------------------------------------------------------------------------
+
+
+async def test_r8_domain_edits_send_whole_top_level_values() -> None:
+    t, mirror = recording()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        ext = lt.domain("ext")
+        steps = [
+            lt.publish(meta={"other": 1}),
+            ext.set(["a", "b"], 1),
+            ext.set(["a", "c"], [None]),
+            ext.remove(["a", "b"]),
+            ext.remove(["missing"]),  # nothing there: nothing sent
+            ext.remove([]),
+        ]
+        for step in steps:
+            await step
+            await owner.wait_flushed()
+        assert ext.get() is am.OMITTED
+    assert wire(t) == [
+        {"s": SID, "_meta": {"other": 1}},
+        {"s": SID, "_meta": {"ext": {"a": {"b": 1}}}},
+        {"s": SID, "_meta": {"ext": {"a": {"b": 1, "c": [None]}}}},
+        {"s": SID, "_meta": {"ext": {"a": {"c": [None]}}}},
+        {"s": SID, "_meta": {"ext": None}},
+    ]
+    assert_synced(mirror, lt)
+
+
+async def test_r8_domain_handle_cannot_write_outside_its_key() -> None:
+    t, mirror = recording()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await lt.publish(meta={"other": {"x": 1}})
+        ext = lt.domain("ext")
+        await ext.set(["other"], 2)
+        await ext.set([".."], 3)
+        with pytest.raises(am.MetaPathError):
+            await ext.set("other", 1)  # a bare str is not a path
+        with pytest.raises(am.MetaPathError):
+            await ext.set([1], 1)  # type: ignore[list-item]
+        with pytest.raises(am.MetaValueError):
+            lt.domain(1)  # type: ignore[arg-type]
+        await ext.set(["leaf"], 1)
+        with pytest.raises(am.MetaPathError):
+            await ext.set(["leaf", "below"], 1)
+        assert lt.snapshot().meta == {"other": {"x": 1}, "ext": {"other": 2, "..": 3, "leaf": 1}}
+    for frame in wire(t)[1:]:
+        assert set(frame["_meta"]) == {"ext"}
+    assert_synced(mirror, lt)
+
+
+async def test_r8_writers_sharing_a_key_never_lose_edits() -> None:
+    t, mirror = gated()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+
+        async def writer(name: str) -> None:
+            handle = owner.lifetime(SID).domain("shared")
+            for i in range(10):
+                await handle.set([name, str(i)], i)
+
+        async with trio.open_nursery() as nursery:
+            for name in "abc":
+                nursery.start_soon(writer, name)
+        t.open()
+        await owner.wait_flushed()
+    expected = {name: {str(i): i for i in range(10)} for name in "abc"}
+    assert lt.snapshot().meta == {"hold": True, "shared": expected}
+    assert_synced(mirror, lt)
+
+
+async def test_r8_domain_writers_waiting_for_room_never_lose_edits(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    t, mirror = gated()
+    with trio.fail_after(60):  # virtual time: a producer that is never woken fails, not hangs
+        lt = await _two_domain_writers_waiting_for_room(t)
+    assert lt.snapshot().meta == {"hold": True, "d": {"a": 1, "b": 2}}
+    assert_synced(mirror, lt)
+
+
+async def _two_domain_writers_waiting_for_room(t: GatedTransport) -> am.SessionLifetime:
+    async with am.open_owner(t, coalesce=False, capacity=2) as owner:
+        lt = owner.open_session(SID)
+        filler = owner.open_session("filler")
+        await hold_writer(lt, t)
+        await filler.publish(meta={"f": 1})
+        await filler.publish(meta={"f": 2})  # the queue is full
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lt.domain("d").set, ["a"], 1)
+            nursery.start_soon(lt.domain("d").set, ["b"], 2)
+            await trio.testing.wait_all_tasks_blocked()
+            owner.close_session("filler")  # frees the room (and wakes the producers)
+        t.open()
+        await owner.wait_flushed()
+    return lt
+
+
+# -- R9 notification metadata ----------------------------------------------------------------------
+
+
+async def test_r9_notification_meta_is_forwarded_never_stored() -> None:
+    t, mirror = recording()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await lt.publish(meta={"a": 1}, notification_meta={"traceparent": "00-abc-01"})
+        await lt.publish(title="t", notification_meta={"n": [None]})
+        assert lt.snapshot() == am.SessionInfo(title="t", meta={"a": 1})
+        await lt.resync()
+    assert wire(t) == [
+        {"s": SID, "_meta": {"a": 1}, "nm": {"traceparent": "00-abc-01"}},
+        {"s": SID, "title": "t", "nm": {"n": [None]}},
+        {"s": SID, "_meta": None},
+        {"s": SID, "title": "t", "_meta": {"a": 1}},
+    ]
+    assert_synced(mirror, lt)
+
+
+# -- R10 protocol versions -------------------------------------------------------------------------
+
+
+async def test_r10_v1_merged_sends_complete_objects_and_one_frame_resync() -> None:
+    t, mirror = recording(1)
+    async with am.open_owner(t, protocol_version=1) as owner:
+        lt = owner.open_session(SID)
+        await lt.publish(meta={"a": 1})
+        await owner.wait_flushed()
+        await lt.publish(meta={"b": 2})
+        await owner.wait_flushed()
+        await lt.publish(meta={"a": None})
+        await owner.wait_flushed()
+        await lt.publish(meta=None)
+        await owner.wait_flushed()
+        await lt.publish(meta={"c": 3})
+        await lt.resync()
+        await owner.send_response(1, result={})
+    assert wire(t) == [
+        {"s": SID, "_meta": {"a": 1}},
+        {"s": SID, "_meta": {"a": 1, "b": 2}},
+        {"s": SID, "_meta": {"b": 2}},
+        {"s": SID, "_meta": {}},
+        {"s": SID, "_meta": {"c": 3}},
+        {"s": SID, "_meta": {"c": 3}},
+        {"id": 1},
+    ]
+    assert_synced(mirror, lt)
+
+
+async def test_r10_v1_passthrough_keeps_legacy_frames() -> None:
+    t, _ = gated(1)
+    async with am.open_owner(t, protocol_version=1, v1_meta_mode="passthrough") as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        await lt.publish(meta={"a": 1})
+        await lt.publish(meta={"b": None})
+        await lt.resync()
+        t.open()
+        await owner.wait_flushed()
+    assert wire(t) == [
+        {"s": SID, "_meta": {"hold": True}},
+        {"s": SID, "_meta": {"a": 1}},
+        {"s": SID, "_meta": {"b": None}},
+    ]
+
+
+async def test_r10_protocol_version_is_set_before_the_first_lifetime() -> None:
+    t, mirror = recording(1)
+    async with am.open_owner(t) as owner:
+        owner.set_protocol_version(1)
+        lt = owner.open_session(SID)
+        with pytest.raises(RuntimeError):
+            owner.set_protocol_version(2)
+        with pytest.raises(ValueError):
+            owner.set_protocol_version(3)
+        await lt.publish(updated_at="2025-01-01T00:00:00", meta={"a": 1})  # v1: no offset needed
+    assert wire(t) == [{"s": SID, "updatedAt": "2025-01-01T00:00:00", "_meta": {"a": 1}}]
+    assert_synced(mirror, lt)
+
+
+# -- R11 write failures never wedge ----------------------------------------------------------------
+
+
+async def test_r11_frame_not_sent_is_retried_and_delivered(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    mirror = ClientMirror()
+    t = FailingTransport(fail_on={2, 3}, mode="not_sent", mirror=mirror)
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await lt.publish(meta={"a": 1})
+        await owner.wait_flushed()
+        await lt.publish(meta={"b": 2})
+        await owner.send_response(1, result=None)
+    stats = owner.statistics()
+    assert stats.retried_writes == 2
+    assert stats.write_failures == 0
+    assert wire(t) == [{"s": SID, "_meta": {"a": 1}}, {"s": SID, "_meta": {"b": 2}}, {"id": 1}]
+    assert_synced(mirror, lt)
+
+
+async def test_r11_retries_exhausted_then_the_session_is_repaired(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    mirror = ClientMirror()
+    t = FailingTransport(fail_on=lambda call, _frame: call <= 5, mode="not_sent", mirror=mirror)
+    with caplog.at_level(logging.WARNING, logger="agent_meta"):
+        async with am.open_owner(t) as owner:
+            lt = owner.open_session(SID)
+            await lt.publish(meta={"a": 1})
+            await owner.wait_flushed()
+            await lt.publish(meta={"b": 2})
+    stats = owner.statistics()
+    assert stats.write_failures == 1
+    assert stats.repairs == 1
+    assert stats.retried_writes == 4
+    assert wire(t) == [
+        {"s": SID, "_meta": None},  # the repair of the undelivered {"a": 1}
+        {"s": SID, "_meta": {"a": 1}},
+        {"s": SID, "_meta": {"b": 2}},
+    ]
+    assert any("not delivered" in r.getMessage() for r in caplog.records)
+    assert_synced(mirror, lt)
+
+
+async def test_r11_lost_frame_marks_the_session_for_repair() -> None:
+    mirror = ClientMirror()
+    t = FailingTransport(fail_on=2, mode="lost", mirror=mirror)
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        other = owner.open_session("other")
+        await lt.publish(meta={"a": 1})
+        await owner.wait_flushed()
+        await lt.publish(meta={"a": 2, "b": 2})  # lost
+        await owner.wait_flushed()
+        await other.publish(meta={"o": 1})
+        await lt.publish(meta={"c": 3})
+    assert len(t.lost) == 1
+    assert wire(t) == [
+        {"s": SID, "_meta": {"a": 1}},
+        {"s": SID, "_meta": None},
+        {"s": SID, "_meta": {"a": 2, "b": 2}},
+        {"s": "other", "_meta": {"o": 1}},
+        {"s": SID, "_meta": {"c": 3}},
+    ]
+    stats = owner.statistics()
+    assert (stats.write_failures, stats.repairs) == (1, 1)
+    assert_synced(mirror, lt)
+
+
+async def test_r11_partial_write_stops_the_owner_and_nothing_follows() -> None:
+    t = FailingTransport(fail_on=2, mode="partial")
+    lifetimes: list[am.SessionLifetime] = []
+
+    async def run() -> None:
+        async with am.open_owner(t) as owner:
+            lifetimes.append(owner.open_session(SID))
+            await lifetimes[0].publish(meta={"a": 1})
+            await owner.send_response(1, result=None)
+            await owner.send_response(2, result=None)
+            await trio.sleep_forever()
+
+    with pytest.raises(am.TransportBrokenError):
+        await run()
+    lt = lifetimes[0]
+    assert wire(t) == [{"s": SID, "_meta": {"a": 1}}]
+    assert t.calls == 2  # nothing was attempted after the half line
+    assert t.partial
+    with pytest.raises(am.OwnerClosedError):
+        await lt.publish(meta={"b": 2})
+
+
+async def test_r11_broken_transport_while_flushing_raises_transport_broken() -> None:
+    t = FailingTransport(fail_on=1, mode="partial")
+
+    async def run() -> None:
+        async with am.open_owner(t) as owner:
+            lt = owner.open_session(SID)
+            await lt.publish(meta={"a": 1})
+            await owner.wait_flushed()
+
+    with pytest.raises(am.TransportBrokenError):
+        await run()
+
+
+async def test_r11_stream_transport_failure_is_transport_broken() -> None:
+    send, receive = trio.testing.memory_stream_one_way_pair()
+    await receive.aclose()
+
+    async def run() -> None:
+        async with am.open_owner(send) as owner:
+            lt = owner.open_session(SID)
+            await lt.publish(meta={"a": 1})
+            await trio.sleep_forever()
+
+    with pytest.raises(am.TransportBrokenError):
+        await run()
+
+
+# -- R12 bad input ---------------------------------------------------------------------------------
+
+
+def _cycle() -> list[Any]:
+    loop: list[Any] = []
+    loop.append(loop)
+    return loop
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"meta": {"a": math.nan}},
+        {"meta": {"a": -math.inf}},
+        {"meta": {"a": b"x"}},
+        {"meta": {"a": frozenset()}},
+        {"meta": {1: "x"}},
+        {"meta": {"a": _cycle()}},
+        {"meta": ["a"]},
+        {"meta": "a"},
+        {"updated_at": "2025-01-01T00:00:00"},
+        {"title": 1},
+        {"notification_meta": {"x": math.nan}},
+    ],
+    ids=repr,
+)
+async def test_r12_bad_input_raises_and_changes_nothing(fields: dict[str, Any]) -> None:
+    t, _ = recording()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await lt.publish(meta={"ok": 1})
+        before = lt.snapshot()
+        with pytest.raises(am.MetaValueError):
+            await lt.publish(**fields)
+        with pytest.raises(am.MetaValueError):
+            lt.publish_nowait(**fields)
+        assert lt.snapshot() == before
+        assert owner.statistics().publications == 1
+    assert wire(t) == [{"s": SID, "_meta": {"ok": 1}}]
+
+
+async def test_r12_bad_domain_and_failure_values_raise() -> None:
+    t, _ = recording()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        with pytest.raises(am.MetaValueError):
+            await lt.domain("d").set(["k"], math.nan)
+        with pytest.raises(am.MetaValueError):
+            await lt.report_failure("id", 1, {"x": {1, 2}})  # type: ignore[dict-item]
+        with pytest.raises(am.MetaValueError):
+            await lt.report_failure("id", "1", {})  # type: ignore[arg-type]
+        with pytest.raises(am.MetaValueError):
+            await owner.send_response(1, result=math.inf)
+        with pytest.raises(am.MetaValueError):
+            await owner.send_response(1, error={"message": "no code"})
+        with pytest.raises(am.MetaValueError):
+            await owner.send_notification("x", {"a": b"bytes"})
+        assert lt.snapshot() == am.SessionInfo()
+        assert lt.current_failure is None
+    assert t.frames == []
+
+
+async def test_r12_oversized_frames_raise_frame_too_large() -> None:
+    t, _ = recording()
+    async with am.open_owner(t, max_frame_bytes=1000) as owner:
+        lt = owner.open_session(SID)
+        with pytest.raises(am.FrameTooLargeError):
+            await lt.publish(meta={"big": "x" * 2000})
+        with pytest.raises(am.FrameTooLargeError):
+            await owner.send_response(1, result="x" * 2000)
+        with pytest.raises(am.FrameTooLargeError):
+            owner.open_session("seeded", seed=am.SessionInfoPatch(meta={"big": "x" * 2000}))
+        assert not owner.has_session("seeded")
+        assert lt.snapshot() == am.SessionInfo()
+    assert t.frames == []
+
+
+async def test_r12_unknown_and_existing_sessions_raise() -> None:
+    t, _ = recording()
+    async with am.open_owner(t) as owner:
+        with pytest.raises(am.UnknownSessionError):
+            owner.lifetime("nope")
+        with pytest.raises(am.UnknownSessionError):
+            owner.close_session("nope")
+        owner.open_session(SID)
+        with pytest.raises(am.SessionExistsError):
+            owner.open_session(SID)
+        owner.close_session(SID)
+        with pytest.raises(am.UnknownSessionError):
+            owner.close_session(SID)
+        with pytest.raises(am.UnknownSessionError):
+            owner.lifetime(SID)
+    assert t.frames == []
+
+
+# -- statistics and flushing -----------------------------------------------------------------------
+
+
+async def test_statistics_count_what_happened() -> None:
+    t, _ = gated()
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await hold_writer(lt, t)
+        await lt.publish(meta={"a": 1})
+        await lt.publish(meta={"a": 2})
+        await lt.resync()
+        await lt.resync()
+        doomed = owner.open_session("doomed")
+        await doomed.publish(meta={"d": 1})
+        owner.close_session("doomed")
+        await doomed.publish(meta={"d": 2})
+        stats = owner.statistics()
+        assert stats.open_sessions == 1
+        assert stats.publications == 4
+        assert stats.coalesced == 2
+        assert stats.fenced == 2
+        assert stats.waiting_producers == 0
+        t.open()
+        await owner.wait_flushed()
+    stats = owner.statistics()
+    assert stats.frames_written == len(t.frames) == 4
+    assert stats.bytes_written == len(t.data)
+    assert stats.resyncs == 1
+    assert stats.repairs == 0
+    assert stats.write_failures == 0
+    assert stats.queued == 0
+
+
+async def test_owner_exit_writes_every_enqueued_frame(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    t = SlowTransport(1.0)
+    async with am.open_owner(t) as owner:
+        lt = owner.open_session(SID)
+        await lt.publish(meta={"hold": True})
+        await trio.testing.wait_all_tasks_blocked()  # the writer is inside the slow send
+        await lt.publish(meta={"a": 1})
+        await owner.send_response(1, result={})
+        await lt.publish(meta={"a": 2})  # merged into the entry queued before the response
+    assert wire(t) == [
+        {"s": SID, "_meta": {"hold": True}},
+        {"s": SID, "_meta": {"a": 2}},
+        {"id": 1},
+    ]

@@ -1,0 +1,220 @@
+"""Random programs against one owner: the client's view must always catch up with the agent's.
+
+Each example draws a protocol version, coalescing on or off, and a program of operations on
+three session ids: publications, domain edits, failure reports and resolutions, resyncs,
+close and reopen (a reopen is followed by a resync, as a resume handler does), slow writes,
+injected write failures, and drains. The transport feeds only the frames it actually delivered
+to an independent :class:`~agent_meta.testing.ClientMirror`.
+
+Invariants:
+
+- after every drain, for every open lifetime, the mirror's metadata equals the owner's known
+  metadata, and so do ``title`` / ``updatedAt`` wherever the owner knows them (R1, R3, R4, R11);
+- no frame of a session is *started* while that session is closed (R6);
+- fenced handles of ended lifetimes write nothing and return ``False``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agent_meta
+from agent_meta import FrameLostError, FrameNotSentError
+from agent_meta.testing import ClientMirror
+
+SESSIONS = ("s0", "s1", "s2")
+KEYS = ("a", "b", "c", "agent-meta", "zed.dev/x")
+
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.sampled_from(["", "x", "é"]))
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=2), st.dictionaries(st.sampled_from("xyz"), inner, max_size=2)
+    ),
+    max_leaves=4,
+)
+meta_update = st.one_of(
+    st.just(agent_meta.OMITTED),
+    st.none(),
+    st.dictionaries(st.sampled_from(KEYS), st.one_of(st.none(), json_value), max_size=3),
+)
+text_update = st.one_of(st.just(agent_meta.OMITTED), st.none(), st.sampled_from(["T1", "T2"]))
+stamp_update = st.one_of(
+    st.just(agent_meta.OMITTED), st.none(), st.sampled_from(["2026-11-30T12:00:00Z"])
+)
+session = st.sampled_from(SESSIONS)
+path = st.lists(st.sampled_from(["p", "q"]), max_size=2)
+
+operation = st.one_of(
+    st.tuples(st.just("publish"), session, text_update, stamp_update, meta_update, st.booleans()),
+    st.tuples(st.just("domain_set"), session, st.sampled_from(KEYS), path, json_value),
+    st.tuples(st.just("domain_rm"), session, st.sampled_from(KEYS), path),
+    st.tuples(st.just("fail"), session, st.sampled_from(["i1", "i2"]), st.integers(0, 3)),
+    st.tuples(st.just("resolve"), session, st.sampled_from(["i1", "i2"]), st.integers(0, 3)),
+    st.tuples(st.just("resync"), session),
+    st.tuples(st.just("close"), session),
+    st.tuples(st.just("reopen"), session),
+    st.tuples(st.just("fenced_publish"), session),
+    st.tuples(st.just("yield"), st.integers(0, 3)),
+    st.tuples(st.just("inject"), st.sampled_from(["not_sent", "lost"]), st.integers(1, 3)),
+    st.tuples(
+        st.just("drain"),
+    ),
+)
+
+
+@dataclass
+class ScriptedTransport:
+    """Delivers frames to a mirror after a short (virtual) delay; fails on request."""
+
+    mirror: ClientMirror
+    closed: set[str]
+    delay: float = 0.001
+    failures: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    delivered: int = 0
+
+    async def send_frame(self, frame: bytes) -> None:
+        message = json.loads(frame)
+        session_id = message.get("params", {}).get("sessionId")
+        if session_id in self.closed:
+            self.violations.append(f"frame for closed session {session_id}: {frame!r}")
+        await trio.sleep(self.delay)
+        if self.failures:
+            mode = self.failures.pop(0)
+            if mode == "not_sent":
+                raise FrameNotSentError("scripted: nothing written")
+            raise FrameLostError("scripted: frame lost")
+        self.mirror.feed(frame)
+        self.delivered += 1
+
+
+def assert_in_sync(owner: agent_meta.MetaOwner, mirror: ClientMirror) -> None:
+    for session_id in owner.session_ids():
+        known = owner.lifetime(session_id).snapshot()
+        seen = mirror.info(session_id)
+        assert seen.meta == known.meta, session_id
+        if known.title is not agent_meta.OMITTED:
+            assert seen.title == known.title, session_id
+        if known.updated_at is not agent_meta.OMITTED:
+            assert seen.updated_at == known.updated_at, session_id
+
+
+async def run_program(
+    version: Literal[1, 2], coalesce: bool, program: list[tuple[Any, ...]]
+) -> None:
+    mirror = ClientMirror(protocol_version=version)
+    closed: set[str] = set(SESSIONS)
+    transport = ScriptedTransport(mirror, closed)
+    fenced_handles: list[agent_meta.SessionLifetime] = []
+    async with agent_meta.open_owner(
+        transport, protocol_version=version, coalesce=coalesce, capacity=4
+    ) as owner:
+
+        def handle(session_id: str) -> agent_meta.SessionLifetime | None:
+            return owner.lifetime(session_id) if owner.has_session(session_id) else None
+
+        async def reopen(session_id: str) -> None:
+            # What a resume handler does for a session with no open lifetime.
+            if not owner.has_session(session_id):
+                closed.discard(session_id)
+                lifetime = owner.open_session(session_id)
+                await lifetime.resync()
+
+        for op in program:
+            kind = op[0]
+            if kind == "publish":
+                _, sid, title, stamp, meta, with_trace = op
+                lifetime = handle(sid)
+                if lifetime is not None:
+                    trace = {"traceparent": "00-1"} if with_trace else None
+                    accepted = await lifetime.publish(
+                        title=title, updated_at=stamp, meta=meta, notification_meta=trace
+                    )
+                    assert accepted
+            elif kind == "domain_set":
+                _, sid, key, steps, value = op
+                lifetime = handle(sid)
+                if lifetime is not None:
+                    # A step holding a non-object is refused, and nothing changes.
+                    with contextlib.suppress(agent_meta.MetaPathError):
+                        await lifetime.domain(key).set(steps, value)
+            elif kind == "domain_rm":
+                _, sid, key, steps = op
+                lifetime = handle(sid)
+                if lifetime is not None:
+                    await lifetime.domain(key).remove(steps)
+            elif kind == "fail":
+                _, sid, incident, revision = op
+                lifetime = handle(sid)
+                if lifetime is not None:
+                    with contextlib.suppress(agent_meta.MetaPathError):
+                        await lifetime.report_failure(incident, revision, {"id": incident})
+            elif kind == "resolve":
+                _, sid, incident, revision = op
+                lifetime = handle(sid)
+                if lifetime is not None:
+                    before = lifetime.current_failure
+                    resolved = await lifetime.resolve_failure(incident, revision)
+                    matches = before == agent_meta.FailureIncident(incident, revision)
+                    assert resolved == matches
+            elif kind == "resync":
+                lifetime = handle(op[1])
+                if lifetime is not None:
+                    assert await lifetime.resync()
+            elif kind == "close":
+                lifetime = handle(op[1])
+                if lifetime is not None:
+                    owner.close_session(op[1])
+                    closed.add(op[1])
+                    fenced_handles.append(lifetime)
+            elif kind == "reopen":
+                await reopen(op[1])
+            elif kind == "fenced_publish":
+                for old in fenced_handles:
+                    if old.session_id == op[1]:
+                        assert not await old.publish(meta={"late": 1})
+                        assert not await old.domain("late").set([], 1)
+                        assert not await old.resync()
+            elif kind == "yield":
+                await trio.sleep(op[1] * 0.001)
+            elif kind == "inject":
+                transport.failures.extend([op[1]] * op[2])
+            else:
+                assert kind == "drain"
+                await owner.wait_flushed()
+                assert_in_sync(owner, mirror)
+            if not owner.session_ids():
+                await reopen("s0")
+        transport.failures.clear()
+        await owner.wait_flushed()
+        assert_in_sync(owner, mirror)
+        stats = owner.statistics()
+        assert stats.queued == 0
+    assert transport.violations == []
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    version=st.sampled_from([1, 2]),
+    coalesce=st.booleans(),
+    program=st.lists(operation, max_size=40).map(lambda ops: [("reopen", "s0"), *ops]),
+)
+def test_client_view_converges_and_fenced_lifetimes_stay_silent(
+    version: Literal[1, 2], coalesce: bool, program: list[tuple[Any, ...]]
+) -> None:
+    trio.run(
+        run_program, version, coalesce, program, clock=trio.testing.MockClock(autojump_threshold=0)
+    )
