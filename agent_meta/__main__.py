@@ -1,0 +1,7 @@
+"""``python -m agent_meta``: the same as the ``agent-meta`` command."""
+
+import sys
+
+from ._cli import main
+
+sys.exit(main())

@@ -1,0 +1,158 @@
+"""The ``agent-meta`` command line (also ``python -m agent_meta``).
+
+``agent-meta agent`` runs the reference agent on stdio, for any ACP client to launch;
+``agent-meta demo`` runs the demo (which needs the ``demo`` extra). stdout carries only ACP
+messages in ``agent`` mode; diagnostics go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+from ._errors import AgentMetaError
+from ._jsonrpc import DEFAULT_MAX_LINE_BYTES
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+_PROTOCOLS = {"auto": (1, 2), "1": (1,), "2": (2,)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``agent-meta`` (exposed for tests and docs)."""
+    parser = argparse.ArgumentParser(
+        prog="agent-meta",
+        description=(
+            "Session-info _meta ownership for ACP agents: run the reference agent on stdio, "
+            "or the demo that drives it with a real ACP client."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    agent = commands.add_parser(
+        "agent",
+        help="run the reference ACP agent on stdin/stdout",
+        description=(
+            "Run the reference ACP agent on stdin/stdout (NDJSON JSON-RPC). Prompt lines are "
+            "commands: /meta set KEY JSON, /meta rm KEY, /meta patch JSON_OBJECT, /meta clear, "
+            "/title [TEXT], /domain set KEY PATH JSON, /domain rm KEY PATH, "
+            "/fail ID REVISION [TITLE], /resolve ID REVISION, /burst N KEY; other lines are "
+            "echoed. Logs go to stderr."
+        ),
+    )
+    agent.add_argument(
+        "--protocol",
+        choices=sorted(_PROTOCOLS),
+        default="auto",
+        help="ACP version(s) to accept at initialize: auto negotiates 1 or 2 (default: auto)",
+    )
+    agent.add_argument(
+        "--failure-path",
+        default="agent-meta.failure",
+        metavar="A.B",
+        help="dotted place of the failure record in _meta (default: agent-meta.failure)",
+    )
+    agent.add_argument(
+        "--max-line",
+        type=_positive_int,
+        default=DEFAULT_MAX_LINE_BYTES,
+        metavar="BYTES",
+        help=f"longest inbound message line accepted (default: {DEFAULT_MAX_LINE_BYTES})",
+    )
+    agent.add_argument(
+        "--v1-meta-mode",
+        choices=("merged", "passthrough"),
+        default="merged",
+        help="v1 frames: the complete merged _meta (default) or patches as published",
+    )
+    agent.add_argument(
+        "--no-coalesce",
+        action="store_true",
+        help="send every update as its own frame (producers wait for queue room)",
+    )
+    agent.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
+
+    demo = commands.add_parser(
+        "demo",
+        help="run the demo (needs: pip install 'agent-meta[demo]')",
+        description="Drive the reference agent with the official ACP Python SDK and show the "
+        "session-info frames. Every argument after 'demo' is passed to the demo.",
+    )
+    demo.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive: {value}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``agent-meta`` console script; returns the exit status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["demo"]:  # everything after it, --help included, is the demo's
+        return _run_demo(arguments[1:])
+    parser = build_parser()
+    args = parser.parse_args(arguments)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="agent-meta: %(levelname)s %(name)s: %(message)s",
+    )
+    from ._connection import run_stdio_agent
+    from .reference_agent import ReferenceAgent
+    from .reference_agent._commands import CommandError, parse_dotted_path
+
+    try:
+        failure_path = parse_dotted_path(args.failure_path)
+    except CommandError as exc:
+        parser.error(f"--failure-path: {exc}")
+
+    try:
+        run_stdio_agent(
+            ReferenceAgent,
+            protocol_versions=_PROTOCOLS[args.protocol],
+            max_line_bytes=args.max_line,
+            owner_options={
+                "failure_path": failure_path,
+                "v1_meta_mode": args.v1_meta_mode,
+                "coalesce": not args.no_coalesce,
+            },
+        )
+    except KeyboardInterrupt:
+        return 130
+    except (AgentMetaError, ExceptionGroup) as exc:
+        print(f"agent-meta: stopped: {exc!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_demo(args: list[str]) -> int:
+    try:
+        demo = importlib.import_module("agent_meta._demo")
+    except ImportError as exc:
+        print(
+            f"agent-meta demo needs the optional 'demo' dependencies ({exc}).\n"
+            "Install them with: pip install 'agent-meta[demo]'",
+            file=sys.stderr,
+        )
+        return 2
+    status = demo.main(args)
+    return status if isinstance(status, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

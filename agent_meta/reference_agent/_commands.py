@@ -1,0 +1,224 @@
+"""Parsing the reference agent's prompt lines into commands (pure; no I/O, no owner).
+
+A line whose first word is a known command (``/meta``, ``/title``, ``/domain``, ``/fail``,
+``/resolve``, ``/burst``) is parsed strictly; bad arguments raise :class:`CommandError` with
+a message meant for the user. Any other line is not a command (``parse_line`` returns
+``None``) and is echoed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Final, TypeAlias
+
+from .._json import JsonObject, JsonValue, json_copy
+from .._wire import parse_json_line
+
+__all__ = [
+    "COMMANDS",
+    "Burst",
+    "Command",
+    "CommandError",
+    "DomainRemove",
+    "DomainSet",
+    "Fail",
+    "MetaClear",
+    "MetaPatchCommand",
+    "MetaRemove",
+    "MetaSet",
+    "Resolve",
+    "SetTitle",
+    "parse_dotted_path",
+    "parse_line",
+]
+
+MAX_BURST: Final = 1_000_000
+"""Largest ``/burst`` count accepted."""
+
+COMMANDS: Final[tuple[tuple[str, str, str], ...]] = (
+    ("meta", "Edit _meta: set KEY JSON | rm KEY | patch JSON_OBJECT | clear", "set KEY JSON"),
+    ("title", "Set the session title (no text: clear it)", "TEXT"),
+    ("domain", "Edit inside a top-level key: set KEY PATH JSON | rm KEY PATH", "set KEY a.b JSON"),
+    ("fail", "Report a failure incident", "ID REVISION [TITLE]"),
+    ("resolve", "Resolve a failure incident (only if id and revision match)", "ID REVISION"),
+    ("burst", "Publish {KEY: 1} .. {KEY: N} in the background, as fast as possible", "N KEY"),
+)
+"""``(name, description, input hint)`` of every command, as advertised to clients."""
+
+
+class CommandError(ValueError):
+    """A command line is malformed; the message explains how, for the user."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetaSet:
+    key: str
+    value: JsonValue
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetaRemove:
+    key: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetaPatchCommand:
+    patch: JsonObject
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetaClear:
+    pass
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SetTitle:
+    title: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DomainSet:
+    key: str
+    path: tuple[str, ...]
+    value: JsonValue
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DomainRemove:
+    key: str
+    path: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fail:
+    incident_id: str
+    revision: int
+    title: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Resolve:
+    incident_id: str
+    revision: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Burst:
+    count: int
+    key: str
+
+
+Command: TypeAlias = (
+    MetaSet
+    | MetaRemove
+    | MetaPatchCommand
+    | MetaClear
+    | SetTitle
+    | DomainSet
+    | DomainRemove
+    | Fail
+    | Resolve
+    | Burst
+)
+
+
+def parse_line(line: str) -> Command | None:
+    """Parse one prompt line; ``None`` means "not a command, echo it"."""
+    text = line.strip()
+    head, _, rest = text.partition(" ")
+    rest = rest.strip()
+    if head == "/meta":
+        return _parse_meta(rest)
+    if head == "/title":
+        return SetTitle(rest or None)
+    if head == "/domain":
+        return _parse_domain(rest)
+    if head == "/fail":
+        parts = rest.split(None, 2)
+        if len(parts) < 2:
+            raise CommandError("usage: /fail ID REVISION [TITLE]")
+        return Fail(parts[0], _revision(parts[1]), parts[2] if len(parts) > 2 else None)
+    if head == "/resolve":
+        parts = rest.split()
+        if len(parts) != 2:
+            raise CommandError("usage: /resolve ID REVISION")
+        return Resolve(parts[0], _revision(parts[1]))
+    if head == "/burst":
+        parts = rest.split()
+        if len(parts) != 2:
+            raise CommandError("usage: /burst N KEY")
+        count = _integer(parts[0], "N")
+        if not 1 <= count <= MAX_BURST:
+            raise CommandError(f"N must be between 1 and {MAX_BURST}, not {count}")
+        return Burst(count, parts[1])
+    return None
+
+
+def _parse_meta(rest: str) -> Command:
+    action, _, args = rest.partition(" ")
+    args = args.strip()
+    if action == "set":
+        key, _, value = args.partition(" ")
+        if not key or not value.strip():
+            raise CommandError("usage: /meta set KEY JSON")
+        return MetaSet(key, _json(value))
+    if action == "rm":
+        if not args or len(args.split()) != 1:
+            raise CommandError("usage: /meta rm KEY")
+        return MetaRemove(args)
+    if action == "patch":
+        if not args:
+            raise CommandError("usage: /meta patch JSON_OBJECT")
+        patch = _json(args)
+        if not isinstance(patch, dict):
+            raise CommandError('/meta patch takes a JSON object, e.g. {"a": 1, "b": null}')
+        return MetaPatchCommand(patch)
+    if action == "clear":
+        if args:
+            raise CommandError("usage: /meta clear (no arguments)")
+        return MetaClear()
+    raise CommandError("usage: /meta set KEY JSON | /meta rm KEY | /meta patch JSON | /meta clear")
+
+
+def _parse_domain(rest: str) -> Command:
+    action, _, args = rest.partition(" ")
+    if action == "set":
+        parts = args.split(None, 2)
+        if len(parts) != 3:
+            raise CommandError("usage: /domain set KEY PATH JSON (PATH is dotted, e.g. a.b)")
+        return DomainSet(parts[0], parse_dotted_path(parts[1]), _json(parts[2]))
+    if action == "rm":
+        parts = args.split()
+        if len(parts) != 2:
+            raise CommandError("usage: /domain rm KEY PATH (PATH is dotted, e.g. a.b)")
+        return DomainRemove(parts[0], parse_dotted_path(parts[1]))
+    raise CommandError("usage: /domain set KEY PATH JSON | /domain rm KEY PATH")
+
+
+def parse_dotted_path(text: str) -> tuple[str, ...]:
+    """``"a.b"`` -> ``("a", "b")``; empty names raise :class:`CommandError`."""
+    steps = tuple(text.split("."))
+    if not all(steps):
+        raise CommandError(f"bad PATH {text!r}: use dot-separated, non-empty names, e.g. a.b")
+    return steps
+
+
+def _json(text: str) -> JsonValue:
+    try:
+        return json_copy(parse_json_line(text))
+    except ValueError as exc:
+        raise CommandError(f"bad JSON {text!r}: {exc}") from None
+
+
+def _integer(text: str, name: str) -> int:
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise CommandError(f"{name} must be an integer, not {text!r}") from None
+
+
+def _revision(text: str) -> int:
+    revision = _integer(text, "REVISION")
+    if revision < 0:
+        raise CommandError(f"REVISION must not be negative, not {revision}")
+    return revision

@@ -1,0 +1,210 @@
+"""The ``agent-meta`` command line, and the reference agent as a real subprocess over pipes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import types
+from typing import Any
+
+import pytest
+import trio
+
+from agent_meta import __version__
+from agent_meta._cli import build_parser, main
+from agent_meta._jsonrpc import (
+    DEFAULT_MAX_LINE_BYTES,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    RESOURCE_NOT_FOUND,
+)
+
+# --------------------------------------------------------------------------- argument parsing
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"agent-meta {__version__}"
+
+
+def test_agent_defaults() -> None:
+    args = build_parser().parse_args(["agent"])
+    assert args.protocol == "auto"
+    assert args.failure_path == "agent-meta.failure"
+    assert args.max_line == DEFAULT_MAX_LINE_BYTES
+    assert args.v1_meta_mode == "merged"
+    assert args.no_coalesce is False
+
+
+def test_agent_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["agent", "--help"])
+    out = capsys.readouterr().out
+    for word in ("--protocol", "--failure-path", "--max-line", "/meta set", "/burst"):
+        assert word in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["agent", "--protocol", "3"], ["agent", "--max-line", "0"], ["agent", "--max-line", "x"], []],
+)
+def test_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "usage: agent-meta" in capsys.readouterr().err
+
+
+def test_bad_failure_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["agent", "--failure-path", "a..b"])
+    assert exit_info.value.code == 2
+    assert "non-empty names" in capsys.readouterr().err
+
+
+def test_demo_without_its_dependencies_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "agent_meta._demo", None)  # makes the import fail
+    assert main(["demo"]) == 2
+    assert "pip install 'agent-meta[demo]'" in capsys.readouterr().err
+
+
+def test_demo_gets_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def fake_main(argv: list[str]) -> int:
+        seen.append(argv)
+        return 3
+
+    monkeypatch.setitem(sys.modules, "agent_meta._demo", types.SimpleNamespace(main=fake_main))
+    assert main(["demo", "--fast", "x"]) == 3
+    assert seen == [["--fast", "x"]]
+
+
+# --------------------------------------------------------------------------- a real subprocess
+
+
+class AgentProcess:
+    """The reference agent in a child process; frames are read with a hang guard."""
+
+    def __init__(self, process: trio.Process) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self.process = process
+        self.stdin = process.stdin
+        self.stdout = process.stdout
+        self._buffer = b""
+        self.received: list[dict[str, Any]] = []
+
+    async def send_raw(self, data: bytes) -> None:
+        await self.stdin.send_all(data)
+
+    async def request(self, request_id: int, method: str, params: Any = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send_raw(json.dumps(message).encode() + b"\n")
+
+    async def receive(self) -> dict[str, Any] | None:
+        """The next frame, or ``None`` at the end of the agent's output."""
+        while b"\n" not in self._buffer:
+            chunk = await self.stdout.receive_some(65536)
+            if not chunk:
+                assert not self._buffer.strip(), f"partial frame at EOF: {self._buffer!r}"
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        frame: dict[str, Any] = json.loads(line)
+        self.received.append(frame)
+        return frame
+
+    async def response(self, request_id: int | None) -> dict[str, Any]:
+        """Read frames until the response with this id (``None``: an error with id null)."""
+        while True:
+            frame = await self.receive()
+            assert frame is not None, f"agent output ended before response {request_id}"
+            if "method" not in frame and frame.get("id") == request_id:
+                return frame
+
+
+def _error_code(frame: dict[str, Any]) -> int:
+    error = frame["error"]
+    assert isinstance(error["message"], str)
+    assert error["message"]
+    code = error["code"]
+    assert isinstance(code, int)
+    return code
+
+
+async def test_bad_inbound_input_over_a_real_pipe() -> None:
+    command = [sys.executable, "-m", "agent_meta", "agent", "--max-line", "2048"]
+    process = await trio.lowlevel.open_process(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    agent = AgentProcess(process)
+    try:
+        with trio.fail_after(30):
+            await agent.request(
+                0, "initialize", {"protocolVersion": 2, "info": {"name": "t", "version": "0"}}
+            )
+            assert (await agent.response(0))["result"]["protocolVersion"] == 2
+            sessions = []
+            for request_id in (1, 2):
+                await agent.request(request_id, "session/new", {"cwd": "/tmp"})
+                sessions.append((await agent.response(request_id))["result"]["sessionId"])
+            a, b = sessions
+            await agent.request(
+                3,
+                "session/prompt",
+                {"sessionId": a, "prompt": [{"type": "text", "text": "/meta set k 1"}]},
+            )
+            await agent.response(3)
+
+            await agent.send_raw(b'{"jsonrpc": "2.0", "id": 4, "method": \n')
+            assert _error_code(await agent.response(None)) == PARSE_ERROR
+            await agent.send_raw(b'{"jsonrpc": "2.0", "id": 5}\n')
+            assert _error_code(await agent.response(5)) == INVALID_REQUEST
+            await agent.request(6, "session/frobnicate", {})
+            assert _error_code(await agent.response(6)) == METHOD_NOT_FOUND
+            await agent.request(7, "session/new", {"cwd": 42})
+            assert _error_code(await agent.response(7)) == INVALID_PARAMS
+            huge = json.dumps(
+                {"jsonrpc": "2.0", "id": 8, "method": "x", "params": {"p": "y" * 4096}}
+            )
+            await agent.send_raw(huge.encode() + b"\n")
+            assert _error_code(await agent.response(None)) == PARSE_ERROR
+            await agent.request(
+                9,
+                "session/prompt",
+                {"sessionId": "nope", "prompt": [{"type": "text", "text": "hi"}]},
+            )
+            assert _error_code(await agent.response(9)) == RESOURCE_NOT_FOUND
+
+            # Nothing was lost for the real sessions: both still work and keep their state.
+            await agent.request(
+                10,
+                "session/prompt",
+                {"sessionId": b, "prompt": [{"type": "text", "text": "/meta set other 2"}]},
+            )
+            assert "result" in await agent.response(10)
+            await agent.request(11, "session/list", {})
+            listed = {s["sessionId"]: s for s in (await agent.response(11))["result"]["sessions"]}
+            assert listed[a]["_meta"] == {"k": 1}
+            assert listed[b]["_meta"] == {"other": 2}
+
+            # EOF in the middle of a line: one parse error, then a clean exit.
+            await agent.send_raw(b'{"jsonrpc": "2.0", "id": 12, "meth')
+            await agent.stdin.aclose()
+            assert _error_code(await agent.response(None)) == PARSE_ERROR
+            assert await agent.receive() is None
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

@@ -1,0 +1,264 @@
+"""The agent-side connection with a toy agent: negotiation, errors, concurrency, ordering."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+import trio.testing
+from test_connection_peer import serve
+
+from agent_meta._connection import AgentConnection, BaseAgent, RequestContext, serve_agent
+from agent_meta._jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    RESOURCE_NOT_FOUND,
+    JsonRpcError,
+)
+
+if TYPE_CHECKING:
+    from agent_meta._json import JsonObject
+
+INIT_V2 = {"protocolVersion": 2, "info": {"name": "test", "version": "0"}}
+
+
+class ToyAgent(BaseAgent):
+    """Sessions are names; prompts can be held open until cancelled or released."""
+
+    def __init__(self) -> None:
+        self.release = trio.Event()
+        self.prompt_started = trio.Event()
+        self.scopes: dict[str, trio.CancelScope] = {}
+        self.cancelled: list[str] = []
+
+    async def initialize(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
+        return {"agentVersion": ctx.protocol_version}
+
+    async def new_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise JsonRpcError(INVALID_PARAMS, "invalid params: 'name' must be a string")
+        lifetime = ctx.owner.open_session(name)
+        await lifetime.publish(meta={"created": True})
+
+        async def after() -> None:
+            await ctx.connection.session_update(name, {"sessionUpdate": "after_new"})
+
+        ctx.after_response(after)
+        return {"sessionId": name}
+
+    async def prompt(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
+        session_id = str(params.get("sessionId"))
+        if session_id == "boom":
+            raise RuntimeError("kaboom")
+        lifetime = ctx.owner.lifetime(session_id)  # UnknownSessionError -> -32002
+        if params.get("hold"):
+            with trio.CancelScope() as scope:
+                self.scopes[session_id] = scope
+                self.prompt_started.set()
+                await self.release.wait()
+            if scope.cancelled_caught:
+                return {"stopReason": "cancelled"}
+        await ctx.connection.session_update(session_id, {"sessionUpdate": "before_reply"})
+        await lifetime.publish(title="done")
+        return {"stopReason": "end_turn"}
+
+    async def cancel(self, connection: AgentConnection, params: JsonObject) -> None:
+        session_id = str(params.get("sessionId"))
+        self.cancelled.append(session_id)
+        scope = self.scopes.get(session_id)
+        if scope is not None:
+            scope.cancel()
+
+
+def _code(response: dict[str, Any]) -> int:
+    assert "result" not in response
+    assert response["error"]["message"]
+    code = response["error"]["code"]
+    assert isinstance(code, int)
+    return code
+
+
+@pytest.mark.parametrize(
+    ("allowed", "requested", "negotiated"),
+    [
+        ((1, 2), 2, 2),
+        ((1, 2), 1, 1),
+        ((1, 2), 7, 2),
+        ((1,), 2, 1),
+        ((2,), 1, 2),  # nothing at or below 1: answer our latest; the client decides
+    ],
+)
+async def test_initialize_negotiates_the_version(
+    allowed: tuple[int, ...], requested: int, negotiated: int
+) -> None:
+    async with serve(ToyAgent(), protocol_versions=allowed) as peer:
+        response = await peer.request("initialize", {"protocolVersion": requested})
+    assert response["result"] == {"protocolVersion": negotiated, "agentVersion": negotiated}
+
+
+async def test_initialize_rejects_a_bad_version_and_methods_before_it() -> None:
+    async with serve(ToyAgent()) as peer:
+        assert _code(await peer.request("session/new", {"name": "a"})) == INVALID_REQUEST
+        assert _code(await peer.request("initialize", {"protocolVersion": "2"})) == INVALID_PARAMS
+        assert _code(await peer.request("initialize", {})) == INVALID_PARAMS
+        assert (await peer.request("initialize", INIT_V2))["result"]["protocolVersion"] == 2
+
+
+async def test_the_version_cannot_change_once_a_session_is_open() -> None:
+    async with serve(ToyAgent()) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.request("session/new", {"name": "a"})
+        assert _code(await peer.request("initialize", {"protocolVersion": 1})) == INVALID_REQUEST
+
+
+async def test_malformed_input_gets_the_right_error_and_the_connection_survives() -> None:
+    async with serve(ToyAgent()) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.send_raw(b"{not json\n")
+        assert _code((await peer.until_response(None))[-1]) == PARSE_ERROR
+        await peer.send_raw(b'{"jsonrpc": "2.0", "id": 5, "method": "x", "params": NaN}\n')
+        assert _code((await peer.until_response(None))[-1]) == PARSE_ERROR
+        await peer.send_raw(b'{"jsonrpc": "1.0", "id": 6, "method": "x"}\n')
+        assert _code((await peer.until_response(6))[-1]) == INVALID_REQUEST
+        await peer.send_raw(b'[{"jsonrpc": "2.0", "id": 7, "method": "x"}]\n')
+        assert _code((await peer.until_response(None))[-1]) == INVALID_REQUEST
+        await peer.send_raw(b'{"jsonrpc": "2.0", "id": 8, "method": "x", "params": [1]}\n')
+        assert _code((await peer.until_response(8))[-1]) in (INVALID_REQUEST, INVALID_PARAMS)
+        assert _code(await peer.request("session/frobnicate", {})) == METHOD_NOT_FOUND
+        assert _code(await peer.request("_vendor/thing", {})) == METHOD_NOT_FOUND
+        assert _code(await peer.request("session/new", {"name": 3})) == INVALID_PARAMS
+        assert _code(await peer.request("session/prompt", {"sessionId": "x"})) == RESOURCE_NOT_FOUND
+        assert _code(await peer.request("session/prompt", {"sessionId": "boom"})) == INTERNAL_ERROR
+        # Unknown notifications and stray responses are ignored, without an answer.
+        await peer.notify("_vendor/ping", {})
+        await peer.send({"id": 99, "result": {}})
+        assert (await peer.request("session/new", {"name": "a"}))["result"] == {"sessionId": "a"}
+
+
+async def test_an_overlong_line_is_a_parse_error_and_the_next_line_is_served() -> None:
+    async with serve(ToyAgent(), max_line_bytes=256) as peer:
+        await peer.send_raw(b'{"jsonrpc": "2.0", "id": 1, "method": "x", "p": "' + b"z" * 1000)
+        assert _code((await peer.until_response(None))[-1]) == PARSE_ERROR
+        await peer.send_raw(b'"}\n')
+        assert (await peer.request("initialize", INIT_V2))["result"]["protocolVersion"] == 2
+
+
+async def test_eof_inside_a_line_answers_a_parse_error_then_stops_cleanly() -> None:
+    async with serve(ToyAgent()) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.send_raw(b'{"jsonrpc": "2.0", "id": 3, "meth')
+        await peer.to_agent.aclose()
+        assert _code((await peer.until_response(None))[-1]) == PARSE_ERROR
+        assert await peer.receive() is None
+
+
+async def test_frames_enqueued_by_a_handler_precede_its_response_and_after_response_follows() -> (
+    None
+):
+    async with serve(ToyAgent()) as peer:
+        await peer.request("initialize", INIT_V2)
+        before, response = await peer.call("session/new", {"name": "a"})
+        assert [f["params"]["update"]["sessionUpdate"] for f in before] == ["session_info_update"]
+        assert response["result"] == {"sessionId": "a"}
+        after = await peer.receive()
+        assert after is not None
+        assert after["params"]["update"] == {"sessionUpdate": "after_new"}
+        before, response = await peer.call("session/prompt", {"sessionId": "a"})
+        kinds = [f["params"]["update"]["sessionUpdate"] for f in before]
+        assert kinds == ["before_reply", "session_info_update"]
+        assert peer.mirror.info("a").title == "done"
+
+
+async def test_a_long_prompt_blocks_neither_cancel_nor_other_sessions() -> None:
+    agent = ToyAgent()
+    async with serve(agent) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.request("session/new", {"name": "slow"})
+        await peer.request("session/new", {"name": "fast"})
+        await peer.send(
+            {
+                "id": "held",
+                "method": "session/prompt",
+                "params": {"sessionId": "slow", "hold": True},
+            }
+        )
+        await agent.prompt_started.wait()
+        # Another session's prompt is served while the first one is held open.
+        assert (await peer.request("session/prompt", {"sessionId": "fast"}))["result"] == {
+            "stopReason": "end_turn"
+        }
+        await peer.notify("session/cancel", {"sessionId": "slow"})
+        frames = await peer.until_response("held")
+        assert frames[-1]["result"] == {"stopReason": "cancelled"}
+        assert agent.cancelled == ["slow"]
+
+
+async def test_cancel_request_answers_request_cancelled() -> None:
+    agent = ToyAgent()
+    async with serve(agent) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.request("session/new", {"name": "s"})
+        await peer.send(
+            {"id": 41, "method": "session/prompt", "params": {"sessionId": "s", "hold": True}}
+        )
+        await agent.prompt_started.wait()
+        await peer.notify("$/cancel_request", {"requestId": 41})
+        assert _code((await peer.until_response(41))[-1]) == REQUEST_CANCELLED
+
+
+async def test_a_duplicate_request_id_in_flight_is_rejected() -> None:
+    agent = ToyAgent()
+    async with serve(agent) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.request("session/new", {"name": "s"})
+        held = {"id": 5, "method": "session/prompt", "params": {"sessionId": "s", "hold": True}}
+        await peer.send(held)
+        await agent.prompt_started.wait()
+        await peer.send(held)
+        assert _code((await peer.until_response(5))[-1]) == INVALID_REQUEST
+        agent.release.set()
+        assert (await peer.until_response(5))[-1]["result"] == {"stopReason": "end_turn"}
+
+
+async def test_eof_lets_requests_in_flight_finish_and_cancels_background_tasks() -> None:
+    agent = ToyAgent()
+    background_cancelled = trio.Event()
+
+    class WithBackground(ToyAgent):
+        async def initialize(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
+            async def forever() -> None:
+                try:
+                    await trio.sleep_forever()
+                finally:
+                    background_cancelled.set()
+
+            ctx.connection.start_background(forever, name="forever")
+            return {}
+
+    agent = WithBackground()
+    async with serve(agent) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.request("session/new", {"name": "s"})
+        await peer.send(
+            {"id": 9, "method": "session/prompt", "params": {"sessionId": "s", "hold": True}}
+        )
+        await agent.prompt_started.wait()
+        await peer.to_agent.aclose()
+        await trio.testing.wait_all_tasks_blocked()
+        assert not background_cancelled.is_set()  # still serving the held prompt
+        agent.release.set()
+        assert (await peer.until_response(9))[-1]["result"] == {"stopReason": "end_turn"}
+        assert await peer.receive() is None
+    assert background_cancelled.is_set()
+
+
+async def test_protocol_versions_are_checked() -> None:
+    send, receive = trio.testing.memory_stream_one_way_pair()
+    with pytest.raises(ValueError, match="subset"):
+        await serve_agent(ToyAgent(), receive, send, protocol_versions=(3,))
