@@ -1,0 +1,1 @@
+"""Real-client integration tests, the Node client project and their harness."""

@@ -1,0 +1,244 @@
+"""Drive the reference agent with real ACP clients and keep an exact, ordered wire record.
+
+The official Python SDK client runs each notification handler as its own asyncio task, so its
+handlers can see updates late or out of order. The raw ``observers=`` hook runs synchronously in
+the receive loop, before a response resolves its request: that record is the evidence here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import acp
+from acp.schema import ClientCapabilities, Implementation
+
+from agent_meta.testing import ClientMirror
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+
+    from acp.connection import StreamEvent
+
+REPO = Path(__file__).resolve().parent.parent
+NODE_DIR = REPO / "integration" / "node"
+#: Generous per-run bound: a hung agent fails the test instead of hanging the suite.
+RUN_TIMEOUT = 30.0
+LINE_LIMIT = 50 * 2**20
+
+
+def agent_command(*extra: str) -> list[str]:
+    """The reference agent as a real subprocess, run by this interpreter."""
+    return [sys.executable, "-m", "agent_meta", "agent", *extra]
+
+
+def agent_env() -> dict[str, str]:
+    """What the agent child needs: ``spawn_agent_process`` passes only a trimmed environment."""
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    return {"PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    """One JSON-RPC message as the client saw it go by."""
+
+    incoming: bool
+    message: dict[str, Any]
+
+
+class Transcript:
+    """Every message of one connection, in the exact order the client's receive loop saw it.
+
+    Incoming messages are also folded, as they arrive, by a :class:`ClientMirror` with the
+    client's protocol rules.
+    """
+
+    def __init__(self, protocol_version: int = 1) -> None:
+        self.events: list[Event] = []
+        self.mirror = ClientMirror(protocol_version=protocol_version)
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Event]] = []
+
+    def observe(self, event: StreamEvent) -> None:
+        """The SDK's raw ``observers=`` hook: synchronous, so the order is the wire order."""
+        incoming = event.direction.value == "incoming"
+        self.events.append(Event(incoming, event.message))
+        if incoming:
+            self.mirror.feed(event.message)
+        for condition, ready in self._waiters:
+            if condition():
+                ready.set()
+
+    async def until(self, condition: Callable[[], bool], within: float = 10.0) -> None:
+        """Wait until what was received makes ``condition`` true (checked at each message)."""
+        if condition():
+            return
+        ready = asyncio.Event()
+        self._waiters.append((condition, ready))
+        try:
+            await asyncio.wait_for(ready.wait(), within)
+        finally:
+            self._waiters.remove((condition, ready))
+
+    def mark(self) -> int:
+        return len(self.events)
+
+    def incoming(self, since: int = 0) -> list[dict[str, Any]]:
+        return [e.message for e in self.events[since:] if e.incoming]
+
+    def between(self, start: int, end: int) -> list[dict[str, Any]]:
+        """Incoming messages among the events from mark ``start`` to mark ``end``."""
+        return [e.message for e in self.events[start:end] if e.incoming]
+
+    def response_position(self, method: str, since: int = 0) -> int:
+        """Position, among ``incoming(since)``, of the response to the first ``method`` request."""
+        request_ids = [
+            e.message["id"]
+            for e in self.events[since:]
+            if not e.incoming and e.message.get("method") == method and "id" in e.message
+        ]
+        if not request_ids:
+            raise AssertionError(f"no {method} request after position {since}")
+        for position, message in enumerate(self.incoming(since)):
+            if "method" not in message and message.get("id") == request_ids[0]:
+                return position
+        raise AssertionError(f"no response to {method} (id {request_ids[0]}) was received")
+
+
+def session_updates(messages: Iterable[dict[str, Any]], kind: str | None = None) -> list[Any]:
+    """The ``update`` objects of the ``session/update`` notifications, optionally of one kind."""
+    return [
+        m["params"]["update"]
+        for m in messages
+        if m.get("method") == "session/update"
+        and (kind is None or m["params"]["update"].get("sessionUpdate") == kind)
+    ]
+
+
+def info_updates(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return session_updates(messages, "session_info_update")
+
+
+class QuietClient:
+    """A duck-typed ``acp.Client``: the transcript is the record, so handlers do nothing."""
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        return None
+
+    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the reference agent never asks for permission")
+
+
+@asynccontextmanager
+async def python_client(
+    *agent_args: str, transcript: Transcript | None = None
+) -> AsyncIterator[tuple[Any, Transcript]]:
+    """Spawn the reference agent under the official Python SDK client and initialize (v1)."""
+    record = transcript if transcript is not None else Transcript()
+    command = agent_command(*agent_args)
+    async with (
+        acp.spawn_agent_process(
+            cast("acp.Client", QuietClient()),  # duck-typed, as the SDK allows
+            command[0],
+            *command[1:],
+            env=agent_env(),
+            cwd=str(REPO),
+            observers=[record.observe],
+            transport_kwargs={"stderr": None, "limit": LINE_LIMIT},
+        ) as (conn, _process)
+    ):
+        await conn.initialize(
+            protocol_version=acp.PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(),
+            client_info=Implementation(name="agent-meta-integration", version="0"),
+        )
+        yield conn, record
+
+
+def text(value: str) -> list[Any]:
+    return [acp.text_block(value)]
+
+
+def run_async(main: Any) -> Any:
+    """Run an asyncio coroutine from a plain sync test, with a bound so nothing hangs."""
+
+    async def bounded() -> Any:
+        return await asyncio.wait_for(main, RUN_TIMEOUT)
+
+    return asyncio.run(bounded())
+
+
+# --- Node clients -----------------------------------------------------------------------------
+
+
+def node_ready() -> str | None:
+    """Why the Node clients cannot run here, or None when they can."""
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if not (NODE_DIR / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
+        return "integration/node/node_modules is missing: run `npm ci` in integration/node"
+    return None
+
+
+@dataclasses.dataclass
+class NodeRun:
+    """The lines printed by ``client_v2.mjs``, parsed."""
+
+    lines: list[dict[str, Any]]
+    stderr: str
+
+    def received(self) -> list[dict[str, Any]]:
+        return [line["message"] for line in self.lines if line["type"] == "recv"]
+
+    def step_received(self, index: int) -> list[dict[str, Any]]:
+        """The raw messages received between step ``index`` being sent and its response marker."""
+        start = next(
+            i
+            for i, line in enumerate(self.lines)
+            if line["type"] == "step" and line["index"] == index
+        )
+        end = next(
+            i
+            for i, line in enumerate(self.lines)
+            if line["type"] == "response" and line["index"] == index
+        )
+        return [line["message"] for line in self.lines[start:end] if line["type"] == "recv"]
+
+    def handled_updates(self) -> list[dict[str, Any]]:
+        """``session/update`` params as the SDK's own handler got them (parsed, validated)."""
+        return [line["params"] for line in self.lines if line["type"] == "update"]
+
+
+def trace_agent_command() -> list[str]:
+    """The test-only agent of :mod:`integration.trace_agent` (sets notification ``_meta``)."""
+    return [sys.executable, "-m", "integration.trace_agent"]
+
+
+def run_node_client(
+    scenario: str, *, agent: Sequence[str] | None = None, steps: Any = None
+) -> NodeRun:
+    """Run ``client_v2.mjs`` (ACP v2, the official TypeScript SDK) against an agent command."""
+    env = dict(os.environ)
+    env.update(agent_env())
+    env["AGENT_META_AGENT"] = json.dumps(list(agent or agent_command()))
+    env["AGENT_META_CWD"] = str(REPO)
+    argv = ["node", str(NODE_DIR / "client_v2.mjs"), scenario]
+    if steps is not None:
+        argv.append(json.dumps(steps))
+    done = subprocess.run(
+        argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not lines or lines[-1]["type"] != "done":
+        raise AssertionError(
+            f"client_v2.mjs {scenario} failed (exit {done.returncode})\n"
+            f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+        )
+    return NodeRun(lines, done.stderr)

@@ -1,0 +1,132 @@
+"""The official TypeScript SDK 2.x (`/experimental/v2` entry point) as an ACP v2 client.
+
+``integration/node/client_v2.mjs`` drives the agent and prints every message it received, raw
+and in order (a synchronous TransformStream tap in front of the SDK), plus a marker when each
+request resolves. These tests assert that order and fold the raw frames with
+:class:`ClientMirror` (v2 rules); they also check what the SDK's own handler was given.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_meta.testing import ClientMirror
+from integration.harness import NodeRun, info_updates, run_node_client, trace_agent_command
+
+pytestmark = pytest.mark.usefixtures("node")
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def _fold(messages: list[dict[str, Any]]) -> ClientMirror:
+    mirror = ClientMirror(protocol_version=2)
+    for message in messages:
+        mirror.feed(message)
+    return mirror
+
+
+def _session_id(run: NodeRun, index: int = 0) -> str:
+    responses = [line for line in run.lines if line["type"] == "response" and line["op"] == "new"]
+    session_id = responses[index]["result"]["sessionId"]
+    assert isinstance(session_id, str)
+    return session_id
+
+
+def _is_message(update: dict[str, Any]) -> bool:
+    return update.get("sessionUpdate") in ("user_message", "agent_message", "agent_message_chunk")
+
+
+def assert_resync(received: list[dict[str, Any]], expected_meta: Any, *, replay: bool) -> None:
+    """Before a resume's response: [replay...] then ``_meta: null`` then the snapshot, if any."""
+    updates = [m["params"]["update"] for m in received if m.get("method") == "session/update"]
+    clears = [i for i, u in enumerate(updates) if "_meta" in u and u["_meta"] is None]
+    assert clears, f"no _meta: null before the response: {updates}"
+    clear = clears[-1]
+    replayed = [i for i, u in enumerate(updates) if _is_message(u)]
+    if replay:
+        assert replayed, f"replayFrom start replayed nothing: {updates}"
+        assert max(replayed) < clear, f"the clear came before the end of the replay: {updates}"
+    else:
+        assert not replayed, f"a resume without replayFrom replayed history: {updates}"
+    after = [u for u in updates[clear:] if u["sessionUpdate"] == "session_info_update"]
+    sent = [u["_meta"] for u in after if "_meta" in u]
+    expected = [None] if expected_meta is None else [None, expected_meta]
+    assert sent == expected, f"resync sent {sent}, expected {expected}"
+
+
+def test_resume_without_and_with_replay() -> None:
+    run = run_node_client("resume")
+    session = _session_id(run)
+    expected = {"a": {"x": 1}}
+
+    prompt = info_updates(run.step_received(1))
+    assert _fold(run.step_received(1)).meta(session) == expected
+    assert any(
+        u.get("_meta") == {"b": None} or (u.get("_meta") or {}).get("b", 0) is None for u in prompt
+    ), f"the removal of b was not sent: {prompt}"
+
+    assert_resync(run.step_received(2), expected, replay=False)
+    assert_resync(run.step_received(3), expected, replay=True)
+
+    mirror = _fold(run.received())
+    assert mirror.meta(session) == expected
+    assert mirror.info(session).title == "Plan"
+    # The SDK itself kept the explicit null (a key present with a null value).
+    handled = [p["update"] for p in run.handled_updates() if p["sessionId"] == session]
+    assert sum(1 for u in handled if "_meta" in u and u["_meta"] is None) == 2
+
+
+def test_removal_of_a_never_seen_key_is_sent() -> None:
+    run = run_node_client("remove-unseen")
+    session = _session_id(run)
+    sent = [u["_meta"] for u in info_updates(run.step_received(1)) if "_meta" in u]
+    assert any(isinstance(m, dict) and "never" in m and m["never"] is None for m in sent), sent
+    handled = [p["update"].get("_meta") for p in run.handled_updates()]
+    assert any(isinstance(m, dict) and m.get("never", 0) is None for m in handled), handled
+    assert _fold(run.received()).meta(session) == {"kept": 1}
+    assert_resync(run.step_received(2), {"kept": 1}, replay=False)
+
+
+def test_nested_nulls_survive_the_wire_the_sdk_and_the_resync() -> None:
+    run = run_node_client("nested-null")
+    session = _session_id(run)
+    value = {"a": None, "b": {"c": None}, "d": [None]}
+    sent = [u["_meta"] for u in info_updates(run.step_received(1)) if "_meta" in u]
+    assert sent == [{"k": value}]
+    handled = [p["update"].get("_meta") for p in run.handled_updates()]
+    assert {"k": value} in handled
+    assert_resync(run.step_received(2), {"k": value}, replay=True)
+    assert _fold(run.received()).meta(session) == {"k": value}
+
+
+def test_notification_meta_is_forwarded_and_never_restored() -> None:
+    run = run_node_client("notification-meta", agent=trace_agent_command())
+    session = _session_id(run)
+    traced = [
+        m for m in run.received() if m.get("method") == "session/update" and "_meta" in m["params"]
+    ]
+    assert [m["params"]["_meta"] for m in traced] == [{"traceparent": TRACEPARENT}]
+    assert traced[0]["params"]["update"]["_meta"] == {"a": 1}
+    assert traced in [run.step_received(1)[i : i + 1] for i in range(len(run.step_received(1)))]
+    # The SDK hands params._meta to the handler.
+    handled = [p for p in run.handled_updates() if "_meta" in p]
+    assert [p["_meta"] for p in handled] == [{"traceparent": TRACEPARENT}]
+
+    assert_resync(run.step_received(3), {"a": 1, "b": 2}, replay=True)
+    mirror = _fold(run.received())
+    assert mirror.meta(session) == {"a": 1, "b": 2}
+    assert mirror.notification_meta(session) == [{"traceparent": TRACEPARENT}]
+
+
+def test_close_then_resume_starts_a_fresh_lifetime() -> None:
+    run = run_node_client("close")
+    session = _session_id(run)
+    assert _fold(run.step_received(1)).meta(session) == {"a": 1}
+    assert info_updates(run.step_received(2)) == [], "close itself sent session info"
+    # The closed lifetime is gone: resuming it resyncs to nothing, then only new state exists.
+    assert_resync(run.step_received(3), None, replay=True)
+    assert_resync(run.step_received(5), {"b": 2}, replay=False)
+    mirror = _fold(run.received())
+    assert mirror.meta(session) == {"b": 2}
