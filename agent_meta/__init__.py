@@ -41,6 +41,28 @@ from ._transport import FrameNotSentError as FrameNotSentError
 from ._transport import StreamTransport as StreamTransport
 from ._transport import Transport as Transport
 from ._version import __version__ as __version__
+from ._wire import InvalidMessageError as InvalidMessageError
+from ._wire import JsonRpcErrorObject as JsonRpcErrorObject
+from ._wire import JsonRpcErrorResponse as JsonRpcErrorResponse
+from ._wire import JsonRpcMessage as JsonRpcMessage
+from ._wire import JsonRpcNotification as JsonRpcNotification
+from ._wire import JsonRpcRequest as JsonRpcRequest
+from ._wire import JsonRpcSuccessResponse as JsonRpcSuccessResponse
+from ._wire import MessageDecodeError as MessageDecodeError
+from ._wire import MessageParseError as MessageParseError
+from ._wire import RequestId as RequestId
+from ._wire import SessionInfoUpdate as SessionInfoUpdate
+from ._wire import SessionInfoUpdateV1 as SessionInfoUpdateV1
+from ._wire import SessionNotification as SessionNotification
+from ._wire import SessionNotificationV1 as SessionNotificationV1
+from ._wire import WireModel as WireModel
+from ._wire import decode_message as decode_message
+from ._wire import encode_frame as encode_frame
+from ._wire import encode_session_update as encode_session_update
+from ._wire import message_from_json as message_from_json
+from ._wire import parse_json_line as parse_json_line
+from ._wire import patch_from_update as patch_from_update
+from ._wire import update_from_patch as update_from_patch
 
 __all__ = [
     "OMITTED",
@@ -51,34 +73,56 @@ __all__ = [
     "FrameLostError",
     "FrameNotSentError",
     "FrameTooLargeError",
+    "InvalidMessageError",
     "JsonObject",
+    "JsonRpcErrorObject",
+    "JsonRpcErrorResponse",
+    "JsonRpcMessage",
+    "JsonRpcNotification",
+    "JsonRpcRequest",
+    "JsonRpcSuccessResponse",
     "JsonValue",
+    "MessageDecodeError",
+    "MessageParseError",
+    "MetaOwner",
     "MetaPatch",
     "MetaPathError",
     "MetaUpdate",
-    "MetaOwner",
     "MetaValueError",
     "Omitted",
     "OwnerClosedError",
     "OwnerStatistics",
+    "RequestId",
     "SessionExistsError",
     "SessionInfo",
     "SessionInfoPatch",
+    "SessionInfoUpdate",
+    "SessionInfoUpdateV1",
     "SessionLifetime",
+    "SessionNotification",
+    "SessionNotificationV1",
     "StreamTransport",
     "Transport",
     "TransportBrokenError",
     "UnknownSessionError",
+    "WireModel",
     "__version__",
     "agui_metadata_to_meta_patch",
     "apply_meta_update",
     "apply_session_info_patch",
     "compose_meta_updates",
     "compose_session_info_patches",
+    "decode_message",
     "default_retry",
+    "encode_frame",
+    "encode_session_update",
     "fold_meta_updates",
     "is_rfc3339",
     "json_copy",
     "merge_agui_metadata",
+    "message_from_json",
     "open_owner",
+    "parse_json_line",
+    "patch_from_update",
+    "update_from_patch",
 ]

@@ -1,0 +1,73 @@
+"""Developer sessions: ``nox -s tests lint docs integration`` is what CI runs (see ``.ci/run``).
+
+Each session builds its own virtualenv under ``.nox/`` and installs the project with the extras
+it needs, so a session proves that the declared dependencies are enough.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = ["tests", "lint", "docs", "integration"]
+
+PYTHON = "3.11"
+ROOT = Path(__file__).parent
+NODE_CLIENT = ROOT / "integration" / "node"
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Unit, property and actor tests with branch coverage; extra arguments go to pytest."""
+    session.install("-e", ".[test]")
+    session.run("coverage", "erase")
+    session.run("coverage", "run", "-m", "pytest", "tests", *session.posargs)
+    session.run("coverage", "report")
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff (lint and format) and mypy --strict over the package, tests, integration, noxfile."""
+    session.install("-e", ".[lint,test,demo]")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the documentation site; any mkdocs warning fails the build."""
+    session.install("-e", ".[docs]")
+    # NO_MKDOCS_2_WARNING silences mkdocs-material's end-of-life banner (not a build warning).
+    session.run(
+        "mkdocs",
+        "build",
+        "--strict",
+        "--site-dir",
+        str(ROOT / "site"),
+        env={"NO_MKDOCS_2_WARNING": "1"},
+    )
+
+
+@nox.session(python=PYTHON)
+def integration(session: nox.Session) -> None:
+    """Real clients (Python SDK, TypeScript SDK under Node) against the reference agent."""
+    session.install("-e", ".[test,demo]")
+    if (NODE_CLIENT / "package-lock.json").exists():
+        with session.chdir(NODE_CLIENT):
+            session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+    # pytest exits 5 when it collects nothing, which fails the session like any other error.
+    session.run("pytest", "integration", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks (``python -m integration.bench``); speed is measured here, never asserted."""
+    if not any(
+        (ROOT / "integration" / name).exists() for name in ("bench.py", "bench/__main__.py")
+    ):
+        session.skip("integration.bench is not there yet")
+    session.install("-e", ".[test,demo]")
+    session.run("python", "-m", "integration.bench", *session.posargs)
