@@ -6,6 +6,14 @@ The public surface is exactly what this module re-exports (``tests/test_exports.
 from ._agui import AguiConversion as AguiConversion
 from ._agui import agui_metadata_to_meta_patch as agui_metadata_to_meta_patch
 from ._agui import merge_agui_metadata as merge_agui_metadata
+from ._connection import SUPPORTED_PROTOCOL_VERSIONS as SUPPORTED_PROTOCOL_VERSIONS
+from ._connection import Agent as Agent
+from ._connection import AgentConnection as AgentConnection
+from ._connection import BaseAgent as BaseAgent
+from ._connection import RequestContext as RequestContext
+from ._connection import run_stdio_agent as run_stdio_agent
+from ._connection import serve_agent as serve_agent
+from ._connection import serve_stdio as serve_stdio
 from ._errors import AgentMetaError as AgentMetaError
 from ._errors import FrameTooLargeError as FrameTooLargeError
 from ._errors import MetaPathError as MetaPathError
@@ -17,6 +25,14 @@ from ._errors import UnknownSessionError as UnknownSessionError
 from ._json import JsonObject as JsonObject
 from ._json import JsonValue as JsonValue
 from ._json import json_copy as json_copy
+from ._jsonrpc import INTERNAL_ERROR as INTERNAL_ERROR
+from ._jsonrpc import INVALID_PARAMS as INVALID_PARAMS
+from ._jsonrpc import INVALID_REQUEST as INVALID_REQUEST
+from ._jsonrpc import METHOD_NOT_FOUND as METHOD_NOT_FOUND
+from ._jsonrpc import PARSE_ERROR as PARSE_ERROR
+from ._jsonrpc import REQUEST_CANCELLED as REQUEST_CANCELLED
+from ._jsonrpc import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
+from ._jsonrpc import JsonRpcError as JsonRpcError
 from ._owner import DomainHandle as DomainHandle
 from ._owner import MetaOwner as MetaOwner
 from ._owner import OwnerStatistics as OwnerStatistics
@@ -65,9 +81,20 @@ from ._wire import patch_from_update as patch_from_update
 from ._wire import update_from_patch as update_from_patch
 
 __all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
     "OMITTED",
+    "PARSE_ERROR",
+    "REQUEST_CANCELLED",
+    "RESOURCE_NOT_FOUND",
+    "SUPPORTED_PROTOCOL_VERSIONS",
+    "Agent",
+    "AgentConnection",
     "AgentMetaError",
     "AguiConversion",
+    "BaseAgent",
     "DomainHandle",
     "FailureIncident",
     "FrameLostError",
@@ -75,6 +102,7 @@ __all__ = [
     "FrameTooLargeError",
     "InvalidMessageError",
     "JsonObject",
+    "JsonRpcError",
     "JsonRpcErrorObject",
     "JsonRpcErrorResponse",
     "JsonRpcMessage",
@@ -92,6 +120,7 @@ __all__ = [
     "Omitted",
     "OwnerClosedError",
     "OwnerStatistics",
+    "RequestContext",
     "RequestId",
     "SessionExistsError",
     "SessionInfo",
@@ -124,5 +153,8 @@ __all__ = [
     "open_owner",
     "parse_json_line",
     "patch_from_update",
+    "run_stdio_agent",
+    "serve_agent",
+    "serve_stdio",
     "update_from_patch",
 ]

@@ -14,6 +14,24 @@ from pathlib import Path
 import agent_meta
 
 PUBLIC_NAMES = [
+    # _connection
+    "Agent",
+    "AgentConnection",
+    "BaseAgent",
+    "RequestContext",
+    "run_stdio_agent",
+    "serve_agent",
+    "serve_stdio",
+    "SUPPORTED_PROTOCOL_VERSIONS",
+    # _jsonrpc
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "JsonRpcError",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "REQUEST_CANCELLED",
+    "RESOURCE_NOT_FOUND",
     # _agui
     "agui_metadata_to_meta_patch",
     "AguiConversion",

@@ -1,0 +1,110 @@
+"""The owner's fast frame renderer agrees with the pydantic reference encoder.
+
+The owner joins pre-encoded fragments instead of dumping a model per frame (see
+``agent_meta/_frames.py``). These properties pin that shortcut to the wire models: for any
+publication, the frame the send queue renders parses to exactly what
+:func:`agent_meta.encode_session_update` produces, and every frame is one ASCII line.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import json_values, session_info_patches
+
+import agent_meta
+from agent_meta._frames import notification_frame, response_frame
+from agent_meta._sendqueue import SendQueue
+from agent_meta._state import encode_update
+
+session_ids = st.text(min_size=1, max_size=8)
+notification_metas = st.one_of(
+    st.none(), st.dictionaries(st.text(max_size=4), json_values, max_size=3)
+)
+
+
+def rendered(
+    protocol_version: Literal[1, 2],
+    session_id: str,
+    patch: agent_meta.SessionInfoPatch,
+    notification_meta: dict[str, Any] | None,
+) -> bytes:
+    """The single frame the send queue writes for one publication into a fresh lifetime."""
+    queue = SendQueue(protocol_version=protocol_version, v1_meta_mode="passthrough")
+    state = queue.open_lifetime(session_id)
+    update = encode_update(
+        title=patch.title,
+        updated_at=patch.updated_at,
+        meta=patch.meta,
+        notification_meta=notification_meta,
+        protocol_version=protocol_version,
+    )
+    assert queue.publish(state, update)
+    out = queue.next_frame()
+    assert out is not None
+    assert queue.next_frame() is None
+    return out.frame
+
+
+def assert_one_ascii_line(frame: bytes) -> None:
+    assert frame.endswith(b"\n")
+    assert frame.count(b"\n") == 1
+    frame.decode("ascii")  # raises if any byte is not ASCII
+
+
+@given(session_ids, session_info_patches(), notification_metas)
+def test_v2_frames_match_the_reference_encoder(
+    session_id: str, patch: agent_meta.SessionInfoPatch, notification_meta: dict[str, Any] | None
+) -> None:
+    frame = rendered(2, session_id, patch, notification_meta)
+    reference = agent_meta.encode_session_update(session_id, patch, 2, notification_meta)
+    assert json.loads(frame) == json.loads(reference)
+    assert_one_ascii_line(frame)
+
+
+@given(session_ids, session_info_patches(), notification_metas)
+def test_v1_passthrough_frames_match_the_reference_encoder(
+    session_id: str, patch: agent_meta.SessionInfoPatch, notification_meta: dict[str, Any] | None
+) -> None:
+    frame = rendered(1, session_id, patch, notification_meta)
+    reference = agent_meta.encode_session_update(session_id, patch, 1, notification_meta)
+    assert json.loads(frame) == json.loads(reference)
+    assert_one_ascii_line(frame)
+
+
+@given(
+    st.text(max_size=12), st.one_of(st.none(), st.dictionaries(st.text(max_size=4), json_values))
+)
+def test_notification_frames_match_the_wire_model(
+    method: str, params: dict[str, Any] | None
+) -> None:
+    params_text = None if params is None else json.dumps(params)
+    frame = notification_frame(method, params_text)
+    if params is None:
+        model = agent_meta.JsonRpcNotification(method=method)
+    else:
+        model = agent_meta.JsonRpcNotification(method=method, params=params)
+    assert json.loads(frame) == json.loads(agent_meta.encode_frame(model))
+
+
+@given(
+    st.one_of(st.integers(), st.text(max_size=6)),
+    st.one_of(st.none(), st.dictionaries(st.text(max_size=4), json_values, max_size=3)),
+)
+def test_response_frames_match_the_wire_model(
+    request_id: int | str, result: dict[str, Any] | None
+) -> None:
+    frame = response_frame(json.dumps(request_id), result=json.dumps(result), error=None)
+    model = agent_meta.JsonRpcSuccessResponse(id=request_id, result=result)
+    assert json.loads(frame) == json.loads(agent_meta.encode_frame(model))
+
+
+def test_non_ascii_text_is_escaped_and_survives() -> None:
+    patch = agent_meta.SessionInfoPatch(title="Zürich ✓ \U0001f600", meta={"k": "\u2028"})
+    frame = rendered(2, "s", patch, None)
+    assert_one_ascii_line(frame)
+    assert json.loads(frame)["params"]["update"]["title"] == "Zürich ✓ \U0001f600"
+    assert json.loads(frame)["params"]["update"]["_meta"] == {"k": "\u2028"}

@@ -1,0 +1,50 @@
+"""Deterministic pins for bugs the stateful property test once found.
+
+Each test names the program hypothesis shrank to, so the failure stays covered even when the
+random search does not draw it again.
+"""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+import agent_meta
+from agent_meta.testing import ClientMirror, FailingTransport
+
+
+async def test_a_frame_retried_after_not_sent_is_dropped_once_its_session_closed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # publish; the write fails with FrameNotSentError; the session closes during the backoff.
+    # The retry must not send the frame of the ended lifetime (R6).
+    # The direct write and the policy's immediate first retry fail; then it backs off.
+    transport = FailingTransport(fail_on=[1, 2], mode="not_sent")
+    async with agent_meta.open_owner(transport) as owner:
+        lifetime = owner.open_session("s0")
+        await lifetime.publish(meta={"a": 1})
+        await trio.testing.wait_all_tasks_blocked()  # the writer sleeps in its backoff now
+        assert transport.calls == 2
+        owner.close_session("s0")
+        await trio.sleep(60)  # virtual time: far past every backoff of the retry policy
+        assert owner.statistics().fenced >= 1
+    assert transport.calls == 2
+    assert transport.frames == []
+
+
+async def test_a_drain_waits_for_the_repair_of_a_lost_frame(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Shrunk program: reopen s0 (open + resync), two lost writes, publish title=None, drain.
+    # The drain used to return before the repair resync went out, leaving the client behind.
+    mirror = ClientMirror(protocol_version=2)
+    transport = FailingTransport(fail_on=[1, 2], mode="lost")
+    transport.mirror = mirror
+    async with agent_meta.open_owner(transport) as owner:
+        lifetime = owner.open_session("s0")
+        await lifetime.resync()
+        await lifetime.publish(title=None)
+        await owner.wait_flushed()
+        assert mirror.info("s0").title is None
+        assert mirror.info("s0") == lifetime.snapshot()
+        assert owner.statistics().repairs >= 1
