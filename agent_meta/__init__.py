@@ -51,6 +51,14 @@ from ._session_info import SessionInfoPatch as SessionInfoPatch
 from ._session_info import apply_session_info_patch as apply_session_info_patch
 from ._session_info import compose_session_info_patches as compose_session_info_patches
 from ._state import FailureIncident as FailureIncident
+from ._store import LifetimeStore as LifetimeStore
+from ._store import MemoryStore as MemoryStore
+from ._store import StoreCorruptError as StoreCorruptError
+from ._store import StoredLifetime as StoredLifetime
+from ._store import StoreError as StoreError
+from ._store import StoreLockedError as StoreLockedError
+from ._store import StoreSchemaError as StoreSchemaError
+from ._store_sqlite import SQLiteStore as SQLiteStore
 from ._timestamps import is_rfc3339 as is_rfc3339
 from ._transport import FrameLostError as FrameLostError
 from ._transport import FrameNotSentError as FrameNotSentError
@@ -110,6 +118,8 @@ __all__ = [
     "JsonRpcRequest",
     "JsonRpcSuccessResponse",
     "JsonValue",
+    "LifetimeStore",
+    "MemoryStore",
     "MessageDecodeError",
     "MessageParseError",
     "MetaOwner",
@@ -122,6 +132,7 @@ __all__ = [
     "OwnerStatistics",
     "RequestContext",
     "RequestId",
+    "SQLiteStore",
     "SessionExistsError",
     "SessionInfo",
     "SessionInfoPatch",
@@ -130,6 +141,11 @@ __all__ = [
     "SessionLifetime",
     "SessionNotification",
     "SessionNotificationV1",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreLockedError",
+    "StoreSchemaError",
+    "StoredLifetime",
     "StreamTransport",
     "Transport",
     "TransportBrokenError",

@@ -10,8 +10,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING
+
+import trio
 
 from ._errors import AgentMetaError
 from ._jsonrpc import DEFAULT_MAX_LINE_BYTES
@@ -19,6 +22,8 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from ._store import LifetimeStore, StoredLifetime
 
 __all__ = ["build_parser", "main"]
 
@@ -78,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="send every update as its own frame (producers wait for queue room)",
     )
+    agent.add_argument(
+        "--store",
+        metavar="PATH",
+        help=(
+            "keep session lifetimes and conversation history in this SQLite file, so a "
+            "restarted agent restores them on session/resume (one agent process per file)"
+        ),
+    )
     agent.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
 
     demo = commands.add_parser(
@@ -121,23 +134,83 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         parser.error(f"--failure-path: {exc}")
 
+    owner_options: dict[str, object] = {
+        "failure_path": failure_path,
+        "v1_meta_mode": args.v1_meta_mode,
+        "coalesce": not args.no_coalesce,
+    }
     try:
-        run_stdio_agent(
-            ReferenceAgent,
-            protocol_versions=_PROTOCOLS[args.protocol],
-            max_line_bytes=args.max_line,
-            owner_options={
-                "failure_path": failure_path,
-                "v1_meta_mode": args.v1_meta_mode,
-                "coalesce": not args.no_coalesce,
-            },
-        )
+        if args.store is None:
+            run_stdio_agent(
+                ReferenceAgent,
+                protocol_versions=_PROTOCOLS[args.protocol],
+                max_line_bytes=args.max_line,
+                owner_options=owner_options,
+            )
+        else:
+            trio.run(
+                _serve_with_store,
+                args.store,
+                _PROTOCOLS[args.protocol],
+                args.max_line,
+                owner_options,
+            )
     except KeyboardInterrupt:
         return 130
     except (AgentMetaError, ExceptionGroup) as exc:
         print(f"agent-meta: stopped: {exc!r}", file=sys.stderr)
         return 1
     return 0
+
+
+CRASH_AFTER_PERSIST = "AGENT_META_TEST_CRASH_AFTER_PERSIST"
+"""Test hook: with ``N`` in this environment variable, ``agent --store`` kills its own process
+(``os._exit(137)``, like ``kill -9``) right after the Nth store write, before the frame that
+write protects is written. Only for crash tests."""
+
+
+async def _serve_with_store(
+    path: str, versions: tuple[int, ...], max_line: int, owner_options: dict[str, object]
+) -> None:
+    from ._connection import serve_stdio
+    from ._store_sqlite import SQLiteStore
+    from .reference_agent import ReferenceAgent
+
+    async with await SQLiteStore.open(path) as store:
+        agent = await ReferenceAgent.with_store(store)
+        crash_after = os.environ.get(CRASH_AFTER_PERSIST)
+        owner_store: LifetimeStore = store
+        if crash_after:
+            owner_store = _CrashAfterWrites(store, int(crash_after))
+        await serve_stdio(
+            agent,
+            protocol_versions=versions,
+            max_line_bytes=max_line,
+            owner_options={**owner_options, "store": owner_store},
+        )
+
+
+class _CrashAfterWrites:
+    """The :data:`CRASH_AFTER_PERSIST` hook: a store that ends the process after N writes."""
+
+    def __init__(self, store: LifetimeStore, writes: int) -> None:
+        self._store = store
+        self._left = writes
+
+    @property
+    def location(self) -> str:
+        return self._store.location
+
+    async def load_lifetimes(self) -> dict[str, StoredLifetime]:
+        return await self._store.load_lifetimes()
+
+    async def write(self, saves: Sequence[StoredLifetime], deletes: Sequence[str]) -> None:
+        await self._store.write(saves, deletes)
+        self._left -= 1
+        if self._left <= 0:
+            sys.stderr.write(f"agent-meta: {CRASH_AFTER_PERSIST}: crashing after a store write\n")
+            sys.stderr.flush()
+            os._exit(137)
 
 
 def _run_demo(args: list[str]) -> int:

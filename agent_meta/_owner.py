@@ -42,6 +42,7 @@ from ._state import (
     edit_domain,
     encode_update,
 )
+from ._store import LifetimeStore, StoredLifetime, StoreError, record_of, restore_state
 from ._transport import FrameLostError, FrameNotSentError, StreamTransport, Transport
 
 if TYPE_CHECKING:
@@ -107,6 +108,8 @@ class OwnerStatistics:
     """Resyncs written to repair a client view after a lost frame."""
     waiting_producers: int
     """Tasks blocked waiting for queue room."""
+    store_writes: int = 0
+    """Batches written to the lifetime store (0 without a store)."""
 
 
 @final
@@ -124,6 +127,7 @@ class MetaOwner:
         coalesce: bool,
         capacity: int,
         retry: tenacity.AsyncRetrying,
+        store: LifetimeStore | None = None,
     ) -> None:
         _check_version(protocol_version)
         if v1_meta_mode not in ("merged", "passthrough"):
@@ -155,6 +159,15 @@ class MetaOwner:
         self._closing = False
         self._retried = 0
         self._opened_any = False
+        # Durability (see docs/durability.md): lifetimes loaded from the store and not yet
+        # reopened, ids whose records must be deleted, and store write counters.
+        self._store = store
+        self._stored: dict[str, StoredLifetime] = {}
+        self._deletes: list[str] = []
+        self._store_started = 0
+        self._store_done = 0
+        if store is not None:
+            self._queue.dirty = {}
 
     # -- configuration ---------------------------------------------------------------------
     @property
@@ -185,7 +198,9 @@ class MetaOwner:
         """Start the lifetime of ``session_id``. ``seed`` is known state applied without sending.
 
         Raises :class:`~agent_meta.SessionExistsError` if one is open already (use
-        :meth:`lifetime` to get it, e.g. on an active resume: its state is kept, R5).
+        :meth:`lifetime` to get it, e.g. on an active resume: its state is kept, R5). With a
+        store, a lifetime the store holds for ``session_id`` is resumed: its known state,
+        failure incident and repair flag come back (``seed`` is then applied on top).
         """
         self._check_running()
         if not isinstance(session_id, str):
@@ -198,7 +213,16 @@ class MetaOwner:
                 meta=seed.meta,
                 protocol_version=self.protocol_version,
             )
-        state = self._queue.open_lifetime(session_id, encoded)
+        record = self._stored.get(session_id)
+        restore = None
+        if record is not None and self._store is not None:
+            location = self._store.location
+
+            def restore(state: LifetimeState) -> None:
+                restore_state(state, record, location)
+
+        state = self._queue.open_lifetime(session_id, encoded, restore)
+        self._stored.pop(session_id, None)
         lifetime = SessionLifetime._create(self, state)
         self._lifetimes[session_id] = lifetime
         self._opened_any = True
@@ -210,6 +234,19 @@ class MetaOwner:
             return self._lifetimes[session_id]
         except KeyError:
             raise UnknownSessionError(f"no open lifetime for session {session_id!r}") from None
+
+    def has_stored_session(self, session_id: str) -> bool:
+        """Whether the store holds a lifetime of ``session_id`` that is not open yet."""
+        return session_id in self._stored
+
+    def stored_snapshot(self, session_id: str) -> SessionInfo | None:
+        """The known state the store holds for ``session_id`` (not open yet), else ``None``."""
+        record = self._stored.get(session_id)
+        if record is None or self._store is None:
+            return None
+        state = LifetimeState(session_id)
+        restore_state(state, record, self._store.location)
+        return state.snapshot()
 
     def has_session(self, session_id: str) -> bool:
         """Whether ``session_id`` has an open lifetime."""
@@ -228,6 +265,11 @@ class MetaOwner:
         lifetime = self.lifetime(session_id)
         del self._lifetimes[session_id]
         self._queue.close_lifetime(lifetime._state)
+        if self._store is not None:
+            # Deleted from the store before any frame enqueued from now on is written (the
+            # session/close response included).
+            self._deletes.append(session_id)
+            self._work.unpark_all()
         self._room.unpark_all()
         self._progress.unpark_all()
 
@@ -290,11 +332,15 @@ class MetaOwner:
     async def wait_flushed(self) -> None:
         """Wait until everything enqueued before this call has been written (or dropped).
 
+        With a store, it also waits until every change accepted before the call is stored.
         Cancelling the wait changes nothing. Raises if the owner stops first.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         target = self._queue.position
-        while not self._queue.is_flushed(target):
+        stored = self._store_done
+        if self._queue.dirty or self._deletes:
+            stored = self._store_started + 1  # a store write that starts after this call
+        while not self._queue.is_flushed(target) or self._store_done < stored:
             self._check_stopped()
             await self._progress.park()
         await trio.lowlevel.cancel_shielded_checkpoint()
@@ -317,6 +363,7 @@ class MetaOwner:
             resyncs=c.resyncs,
             repairs=c.repairs,
             waiting_producers=self._room.statistics().tasks_waiting,
+            store_writes=self._store_done,
         )
 
     # -- internals used by SessionLifetime -----------------------------------------------
@@ -329,6 +376,8 @@ class MetaOwner:
         if self._stopped is not None:
             if isinstance(self._stopped, TransportBrokenError):
                 raise OwnerClosedError("the owner stopped: its transport broke") from self._stopped
+            if isinstance(self._stopped, StoreError):
+                raise OwnerClosedError(f"the owner stopped: {self._stopped}") from self._stopped
             raise OwnerClosedError("the owner has stopped") from self._stopped
 
     def _publish_nowait(self, state: LifetimeState, update: EncodedUpdate) -> bool:
@@ -373,6 +422,8 @@ class MetaOwner:
             break
         if accepted and on_success is not None:
             on_success()
+            self._queue.mark_dirty(state)  # a failure change may carry no frame of its own
+            self._work.unpark_all()
         await trio.lowlevel.cancel_shielded_checkpoint()
         return accepted
 
@@ -394,16 +445,49 @@ class MetaOwner:
                 out = queue.next_frame()
                 self._room.unpark_all()  # taking an entry may have freed room
                 if out is None:
+                    if await self._persist():  # changes that carry no frame (yet)
+                        continue
                     self._progress.unpark_all()
                     if self._closing:
                         return
                     await self._work.park()
                     continue
+                if self._store is not None:
+                    # Persist before write: the frame's state (and every change accepted before
+                    # it) is stored before the frame can reach the client.
+                    await self._persist()
+                    lifetime = out.lifetime
+                    if lifetime is not None and lifetime.closed:
+                        queue.counters.fenced += 1  # ended while its state was being stored
+                        continue
                 await self._write(out)
                 self._progress.unpark_all()
         except BaseException as exc:
             self._stop(exc)
             raise
+
+    async def _persist(self) -> bool:
+        """Store pending deletes and every changed lifetime in one batch; False if none."""
+        store = self._store
+        dirty = self._queue.dirty
+        if store is None or dirty is None or not (dirty or self._deletes):
+            return False
+        saves = [record_of(state) for state in dirty]
+        deletes = self._deletes
+        dirty.clear()
+        self._deletes = []
+        self._store_started += 1
+        try:
+            await store.write(saves, deletes)
+        except (StoreError, trio.Cancelled):
+            raise
+        except Exception as exc:
+            raise StoreError(
+                store.location, f"saving lifetimes failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        self._store_done += 1
+        self._progress.unpark_all()
+        return True
 
     async def _write(self, out: Outgoing) -> None:
         try:
@@ -747,6 +831,7 @@ async def open_owner(
     capacity: int = 256,
     retry: tenacity.AsyncRetrying | None = None,
     drain_timeout: float = math.inf,
+    store: LifetimeStore | None = None,
 ) -> AsyncIterator[MetaOwner]:
     """Run a :class:`MetaOwner` writing to ``stream`` for the duration of the block.
 
@@ -764,10 +849,16 @@ async def open_owner(
     - ``capacity``: how many frames that cannot be merged may wait before producers block.
     - ``retry``: a :class:`tenacity.AsyncRetrying` used only for frames the transport proves
       unsent (:class:`~agent_meta.FrameNotSentError`); see :func:`default_retry`.
+    - ``store``: a :class:`~agent_meta.LifetimeStore` (e.g. :class:`~agent_meta.SQLiteStore`)
+      that keeps lifetimes across restarts. Every stored lifetime is loaded now; opening one of
+      those session ids resumes it. Each change is stored before any frame carrying it is
+      written; a store failure stops the owner with :class:`~agent_meta.StoreError` (raised
+      from this block) before that frame. The owner never closes the store.
 
     On normal exit the block waits (up to ``drain_timeout`` seconds) for queued frames to be
-    written, then stops. If the transport breaks for good the owner stops, the block is
-    cancelled, and :class:`~agent_meta.TransportBrokenError` is raised from it.
+    written (and stored), then stops. If the transport breaks for good or the store fails, the
+    owner stops, the block is cancelled, and :class:`~agent_meta.TransportBrokenError` (or
+    :class:`~agent_meta.StoreError`) is raised from it.
     """
     transport: Transport
     if isinstance(stream, trio.abc.SendStream):
@@ -785,7 +876,10 @@ async def open_owner(
         coalesce=coalesce,
         capacity=capacity,
         retry=retry if retry is not None else default_retry(),
+        store=store,
     )
+    if store is not None:
+        owner._stored = await store.load_lifetimes()
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(owner._run_writer)
@@ -805,17 +899,22 @@ async def open_owner(
         owner._stop(OwnerClosedError("the owner was closed"))
 
 
-def _only_broken(group: BaseExceptionGroup[BaseException]) -> TransportBrokenError | None:
-    """The TransportBrokenError if it is all the group holds (besides cancellations)."""
-    found: list[TransportBrokenError] = []
+def _only_broken(
+    group: BaseExceptionGroup[BaseException],
+) -> TransportBrokenError | StoreError | None:
+    """The TransportBrokenError or StoreError, if it is all the group holds (besides
+    cancellations)."""
+    found: list[TransportBrokenError | StoreError] = []
     leaves: list[BaseException] = [group]
     while leaves:
         exc = leaves.pop()
         if isinstance(exc, BaseExceptionGroup):
             leaves.extend(exc.exceptions)
-        elif isinstance(exc, TransportBrokenError):
+        elif isinstance(exc, TransportBrokenError | StoreError):
             found.append(exc)
-        elif isinstance(exc, OwnerClosedError) and isinstance(exc.__cause__, TransportBrokenError):
+        elif isinstance(exc, OwnerClosedError) and isinstance(
+            exc.__cause__, TransportBrokenError | StoreError
+        ):
             found.append(exc.__cause__)  # a waiter that learned of the break first
         elif not isinstance(exc, trio.Cancelled):
             return None

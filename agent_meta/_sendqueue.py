@@ -26,7 +26,7 @@ from ._frames import NULL, fragment, info_frame, object_text
 from ._state import EncodedUpdate, LifetimeState
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 __all__ = ["Outgoing", "QueueCounters", "SendQueue"]
 
@@ -192,6 +192,8 @@ class SendQueue:
         self._appended = 0
         self._finished = 0
         self._repairing: set[LifetimeState] = set()  # lost a frame, repair not yet delivered
+        # Lifetimes whose state changed since the owner last stored it (None: no store).
+        self.dirty: dict[LifetimeState, None] | None = None
 
     # -- configuration -------------------------------------------------------------------
     @property
@@ -202,16 +204,38 @@ class SendQueue:
         )
 
     # -- lifetimes -----------------------------------------------------------------------
-    def open_lifetime(self, session_id: str, seed: EncodedUpdate | None = None) -> LifetimeState:
-        """Start a lifetime; ``seed`` is applied as known state without sending anything."""
+    def open_lifetime(
+        self,
+        session_id: str,
+        seed: EncodedUpdate | None = None,
+        restore: Callable[[LifetimeState], None] | None = None,
+    ) -> LifetimeState:
+        """Start a lifetime; ``seed`` is applied as known state without sending anything.
+
+        ``restore`` first fills the new state from a store (a resumed lifetime).
+        """
         if session_id in self.sessions:
             raise SessionExistsError(f"session {session_id!r} already has an open lifetime")
         state = LifetimeState(session_id)
+        if restore is not None:
+            restore(state)
+            size = state.snapshot_size()
+            if size > self.max_frame_bytes:
+                raise FrameTooLargeError(
+                    f"stored session {session_id!r} holds about {size} bytes of session info, "
+                    f"over the frame limit of {self.max_frame_bytes} bytes"
+                )
         if seed is not None:
             self._check_sizes(state, seed)
             state.apply(seed)
+            self.mark_dirty(state)
         self.sessions[session_id] = state
         return state
+
+    def mark_dirty(self, state: LifetimeState) -> None:
+        """Note that ``state`` changed and must be stored before its next frame is written."""
+        if self.dirty is not None and not state.closed:
+            self.dirty[state] = None
 
     def close_lifetime(self, state: LifetimeState) -> int:
         """End a lifetime (R6): drop its queued frames and stop any frame of it in flight."""
@@ -219,6 +243,8 @@ class SendQueue:
             return 0
         state.closed = True
         self._repairing.discard(state)
+        if self.dirty is not None:
+            self.dirty.pop(state, None)
         state.open_entry = None
         state.resync_entry = None
         if self.sessions.get(state.session_id) is state:
@@ -266,6 +292,8 @@ class SendQueue:
         self._check_sizes(state, update)
         needs_room = self.publication_needs_room(state, update)
         state.apply(update)
+        if self.dirty is not None:
+            self.dirty[state] = None
         self.counters.publications += 1
         entry = state.open_entry
         if not needs_room and isinstance(entry, _Info):
@@ -357,6 +385,7 @@ class SendQueue:
         if lifetime is None or lifetime.closed:
             return
         lifetime.needs_repair = True
+        self.mark_dirty(lifetime)
         if self._current_entry is not None and self._current_entry.lifetime is lifetime:
             self._finish_current()
         if self.protocol_version == 1 and self.v1_meta_mode == "passthrough":
@@ -458,7 +487,8 @@ class SendQueue:
     def _resync_frames(self, state: LifetimeState) -> Iterator[bytes]:
         if state.needs_repair:
             self.counters.repairs += 1
-        state.needs_repair = False
+            state.needs_repair = False
+            self.mark_dirty(state)
         if self.protocol_version == 1:
             if self.v1_meta_mode == "passthrough":
                 return

@@ -72,6 +72,15 @@ PUBLIC_NAMES = [
     "SessionInfoPatch",
     # _state
     "FailureIncident",
+    # _store, _store_sqlite
+    "LifetimeStore",
+    "MemoryStore",
+    "SQLiteStore",
+    "StoreCorruptError",
+    "StoredLifetime",
+    "StoreError",
+    "StoreLockedError",
+    "StoreSchemaError",
     # _timestamps
     "is_rfc3339",
     # _transport

@@ -48,10 +48,12 @@ from ._commands import (
     SetTitle,
     parse_line,
 )
+from ._storage import HistoryStore
 
 if TYPE_CHECKING:
     from .._json import JsonObject, JsonValue
     from .._owner import SessionLifetime
+    from .._store_sqlite import SQLiteStore
 
 __all__ = ["AGENT_NAME", "ReferenceAgent"]
 
@@ -73,10 +75,11 @@ class _Session:
     history: list[_Message] = dataclasses.field(default_factory=list)
     last_info: JsonObject = dataclasses.field(default_factory=dict)
     prompts: set[trio.CancelScope] = dataclasses.field(default_factory=set)
-    counter: itertools.count[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
+    counter: int = 0
 
     def next_id(self, role: str) -> str:
-        return f"{role}-{next(self.counter)}"
+        self.counter += 1
+        return f"{role}-{self.counter}"
 
 
 def _now() -> str:
@@ -90,9 +93,46 @@ class ReferenceAgent(BaseAgent):
     error becomes an agent message explaining it; it never fails the request.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, history: HistoryStore | None = None) -> None:
         self._sessions: dict[str, _Session] = {}
         self._ids = itertools.count(1)
+        self._history = history
+
+    @classmethod
+    async def with_store(cls, store: SQLiteStore) -> ReferenceAgent:
+        """An agent that keeps sessions and history in ``store``'s file (``--store``).
+
+        Pass the same store to the owner (``open_owner(..., store=store)``) so that a fresh
+        process resumes both the conversation and the session-info lifetimes.
+        """
+        history = HistoryStore(store)
+        agent = cls(history)
+        for session_id, cwd, updated_at, last_info, counter, messages in await history.load():
+            session = _Session(session_id, cwd, updated_at, last_info=last_info, counter=counter)
+            session.history = [_Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
+            agent._sessions[session_id] = session
+        return agent
+
+    async def _save_session(self, session: _Session) -> None:
+        if self._history is not None:
+            await self._history.save_session(
+                session.session_id,
+                session.cwd,
+                session.updated_at,
+                session.last_info,
+                session.counter,
+            )
+
+    async def _add_message(self, session: _Session, message: _Message) -> None:
+        session.history.append(message)
+        if self._history is not None:
+            await self._history.add_message(
+                session.session_id,
+                len(session.history),
+                message.role,
+                message.message_id,
+                message.text,
+            )
 
     # ----------------------------------------------------------------------- setup
 
@@ -114,6 +154,7 @@ class ReferenceAgent(BaseAgent):
         cwd = require_str(params, "cwd")
         session_id = f"sess-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
         session = _Session(session_id=session_id, cwd=cwd, updated_at=_now())
+        await self._save_session(session)
         ctx.owner.open_session(session_id)
         self._sessions[session_id] = session
 
@@ -154,9 +195,13 @@ class ReferenceAgent(BaseAgent):
         return {"sessions": entries}
 
     def _info(self, ctx: RequestContext, session: _Session) -> JsonObject:
-        if not ctx.owner.has_session(session.session_id):
-            return session.last_info
-        snapshot = ctx.owner.lifetime(session.session_id).snapshot()
+        if ctx.owner.has_session(session.session_id):
+            snapshot = ctx.owner.lifetime(session.session_id).snapshot()
+        else:
+            stored = ctx.owner.stored_snapshot(session.session_id)  # a restarted agent
+            if stored is None:
+                return session.last_info
+            snapshot = stored
         info: JsonObject = {}
         if isinstance(snapshot.title, str):
             info["title"] = snapshot.title
@@ -229,6 +274,7 @@ class ReferenceAgent(BaseAgent):
         session = self._session(params)
         if ctx.owner.has_session(session.session_id):
             session.last_info = self._info(ctx, session)
+            await self._save_session(session)
             ctx.owner.close_session(session.session_id)
         for scope in session.prompts:
             scope.cancel()
@@ -265,8 +311,9 @@ class ReferenceAgent(BaseAgent):
         v2 = ctx.protocol_version >= 2
         user_id = session.next_id("user")
         agent_id = session.next_id("agent")
-        session.history.append(_Message("user", user_id, text))
         session.updated_at = _now()
+        await self._add_message(session, _Message("user", user_id, text))
+        await self._save_session(session)
         sid = session.session_id
         if v2:
             echo = {"sessionUpdate": "user_message", "messageId": user_id, "content": blocks}
@@ -294,7 +341,7 @@ class ReferenceAgent(BaseAgent):
                 session.prompts.discard(scope)
         stop_reason = "cancelled" if scope.cancelled_caught else "end_turn"
         if replies:
-            session.history.append(_Message("agent", agent_id, "\n".join(replies)))
+            await self._add_message(session, _Message("agent", agent_id, "\n".join(replies)))
         if v2:
             await ctx.connection.session_update(
                 sid, {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop_reason}

@@ -1,0 +1,297 @@
+"""A :class:`~agent_meta.LifetimeStore` in one SQLite file (stdlib ``sqlite3``, no server).
+
+The file is opened in WAL mode with an exclusive lock held for as long as the store is open, so
+a second agent process on the same file fails at open with :class:`StoreLockedError` instead of
+two owners overwriting each other. ``PRAGMA application_id`` marks the file as a lifetime store
+and ``PRAGMA user_version`` holds its schema version, both checked at open. Every call runs in a
+worker thread (``trio.to_thread``), one at a time, inside one transaction; ``synchronous=FULL``
+makes each committed batch survive a power loss, not only a process crash.
+
+Applications may keep their own tables in the same file through :meth:`SQLiteStore.run` (the
+reference agent keeps its conversation history there); table names starting with
+``agent_meta_`` are reserved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from typing import TYPE_CHECKING, Literal, Self, TypeGuard, TypeVar, final
+
+import trio
+
+from ._state import FailureIncident
+from ._store import (
+    StoreCorruptError,
+    StoredLifetime,
+    StoreError,
+    StoreLockedError,
+    StoreSchemaError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from types import TracebackType
+
+__all__ = ["SCHEMA_VERSION", "SQLiteStore"]
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+"""The schema version this code writes; a file with a newer one is refused."""
+
+APPLICATION_ID = 0x41474D54  # "AGMT"
+
+_SCHEMA = """
+CREATE TABLE agent_meta_lifetimes (
+    session_id TEXT PRIMARY KEY NOT NULL,
+    title TEXT,
+    updated_at TEXT,
+    meta TEXT,
+    failure_id TEXT,
+    failure_revision INTEGER,
+    needs_repair INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+"""
+
+_LOCKED = {"SQLITE_BUSY", "SQLITE_LOCKED"}
+_CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
+
+
+def _error(location: str, action: str, exc: sqlite3.Error) -> StoreError:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    base = name.split("_")[0:2]
+    family = "_".join(base)
+    reason = f"{action} failed: {exc}" + (f" ({name})" if name else "")
+    if family in _LOCKED:
+        return StoreLockedError(location, reason + "; is another agent process using this file?")
+    if family in _CORRUPT:
+        return StoreCorruptError(location, reason)
+    return StoreError(location, reason)
+
+
+@final
+class SQLiteStore:
+    """Session lifetimes in one SQLite file. Open it with :meth:`open`; close with :meth:`aclose`.
+
+    Use it as ``async with await SQLiteStore.open(path) as store:`` or call :meth:`aclose`.
+    Opening raises :class:`StoreLockedError` (another process holds the file),
+    :class:`StoreSchemaError` (not a store, or a newer schema), :class:`StoreCorruptError` or
+    :class:`StoreError` (unreadable, read-only, disk full), each naming the file and the cause.
+    """
+
+    def __init__(self) -> None:
+        raise TypeError("use await SQLiteStore.open(path)")
+
+    _conn: sqlite3.Connection | None
+    _path: str
+    _lock: trio.Lock
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        lock_timeout: float = 2.0,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> Self:
+        """Open (creating if needed) the store at ``path``.
+
+        ``lock_timeout``: how long to wait for another process to let go of the file before
+        raising :class:`StoreLockedError`. ``synchronous="NORMAL"`` trades durability against
+        power loss (not against a process crash) for fewer fsyncs.
+        """
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError("synchronous must be 'FULL' or 'NORMAL'")
+        location = os.fspath(path)
+        self = object.__new__(cls)
+        self._path = location
+        self._lock = trio.Lock()
+        self._conn = await trio.to_thread.run_sync(_connect, location, lock_timeout, synchronous)
+        return self
+
+    @property
+    def location(self) -> str:
+        return self._path
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the file and release the lock (idempotent)."""
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await trio.to_thread.run_sync(conn.close)
+
+    async def run(self, action: Callable[[sqlite3.Connection], T], *, what: str = "query") -> T:
+        """Run ``action(connection)`` in a worker thread inside one transaction.
+
+        The transaction commits when ``action`` returns and rolls back if it raises. SQLite
+        errors become :class:`StoreError` naming the file; ``what`` names the operation.
+        """
+        async with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise StoreError(self._path, f"{what} failed: the store is closed")
+            return await trio.to_thread.run_sync(self._transaction, conn, action, what)
+
+    def _transaction(
+        self, conn: sqlite3.Connection, action: Callable[[sqlite3.Connection], T], what: str
+    ) -> T:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = action(conn)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise _error(self._path, what, exc) from exc
+        return result
+
+    async def load_lifetimes(self) -> dict[str, StoredLifetime]:
+        rows = await self.run(_select_all, what="loading lifetimes")
+        records: dict[str, StoredLifetime] = {}
+        for session_id, title, updated_at, meta, failure_id, revision, repair in rows:
+            if (
+                not isinstance(session_id, str)
+                or not _optional_str(title)
+                or not _optional_str(updated_at)
+                or not _optional_str(meta)
+                or not _optional_str(failure_id)
+            ):
+                raise StoreCorruptError(self._path, f"lifetime row {session_id!r} is damaged")
+            failure = None
+            if failure_id is not None:
+                if not isinstance(revision, int):
+                    raise StoreCorruptError(
+                        self._path, f"lifetime {session_id!r}: failure revision is damaged"
+                    )
+                failure = FailureIncident(failure_id, revision)
+            records[session_id] = StoredLifetime(
+                session_id, title, updated_at, meta, failure, bool(repair)
+            )
+        return records
+
+    async def write(self, saves: Sequence[StoredLifetime], deletes: Sequence[str]) -> None:
+        rows = [
+            (
+                r.session_id,
+                r.title,
+                r.updated_at,
+                r.meta,
+                None if r.failure is None else r.failure.incident_id,
+                None if r.failure is None else r.failure.revision,
+                int(r.needs_repair),
+            )
+            for r in saves
+        ]
+        ids = [(session_id,) for session_id in deletes]
+
+        def write(conn: sqlite3.Connection) -> None:
+            if ids:
+                conn.executemany("DELETE FROM agent_meta_lifetimes WHERE session_id = ?", ids)
+            if rows:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO agent_meta_lifetimes VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+
+        await self.run(write, what="saving lifetimes")
+
+
+def _optional_str(value: object) -> TypeGuard[str | None]:
+    return value is None or isinstance(value, str)
+
+
+def _select_all(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
+    return conn.execute(
+        "SELECT session_id, title, updated_at, meta, failure_id, failure_revision, needs_repair "
+        "FROM agent_meta_lifetimes"
+    ).fetchall()
+
+
+def _connect(location: str, lock_timeout: float, synchronous: str) -> sqlite3.Connection:
+    """Open, lock, check and (for a new file) create the store; runs in a worker thread."""
+    try:
+        conn = sqlite3.connect(
+            location,
+            timeout=lock_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=location.startswith("file:"),
+        )
+    except sqlite3.Error as exc:
+        raise _error(location, "opening", exc) from exc
+    try:
+        _prepare(conn, location, synchronous)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _prepare(conn: sqlite3.Connection, location: str, synchronous: str) -> None:
+    step = "opening"
+    try:
+        step = "locking"
+        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+        conn.execute("BEGIN EXCLUSIVE")  # takes the write lock now, kept until close
+        step = "checking the file"
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if app_id == 0 and version == 0 and tables == 0:
+            step = "creating the schema"
+            _create(conn)
+        elif app_id != APPLICATION_ID:
+            raise StoreSchemaError(
+                location, "not an agent_meta lifetime store (it holds other data)"
+            )
+        elif version > SCHEMA_VERSION:
+            raise StoreSchemaError(
+                location,
+                f"schema version {version} is newer than this agent_meta supports "
+                f"({SCHEMA_VERSION}); upgrade agent_meta",
+            )
+        elif version < 1:
+            raise StoreSchemaError(location, f"unknown schema version {version}")
+        step = "checking the file"
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            raise StoreCorruptError(location, "integrity check failed: " + "; ".join(problems[:3]))
+        step = "writing"  # a read-only file or a full disk fails here, at open
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute("COMMIT")
+        step = "enabling WAL"
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(location, f"cannot use WAL journaling (got {mode!r})")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+    except sqlite3.Error as exc:
+        raise _error(location, step, exc) from exc
+
+
+def _create(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.execute(_SCHEMA)

@@ -1,0 +1,91 @@
+"""The reference agent's sessions and conversation history, in the lifetime store's SQLite file.
+
+Session-info state is the owner's business (its lifetimes table); this keeps only what the agent
+itself needs to resume a session in a fresh process: the session (id, cwd, last ``updatedAt``,
+last known info for ``session/list``) and its messages, for replay.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from .._json import JsonObject
+    from .._store_sqlite import SQLiteStore
+
+__all__ = ["HistoryStore", "StoredMessage", "StoredSession"]
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS reference_sessions (
+    session_id TEXT PRIMARY KEY NOT NULL,
+    cwd TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    last_info TEXT NOT NULL,
+    counter INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reference_messages (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+"""
+
+StoredMessage = tuple[str, str, str]  # role, message id, text
+StoredSession = tuple[str, str, str, "JsonObject", int, list[StoredMessage]]
+
+
+class HistoryStore:
+    """Reads and writes the reference agent's tables through :meth:`SQLiteStore.run`."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    async def load(self) -> list[StoredSession]:
+        """Every session with its messages (creating the tables on first use)."""
+
+        def load(conn: sqlite3.Connection) -> list[StoredSession]:
+            for statement in _TABLES.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            sessions: list[StoredSession] = []
+            rows = conn.execute(
+                "SELECT session_id, cwd, updated_at, last_info, counter FROM reference_sessions"
+                " ORDER BY rowid"
+            ).fetchall()
+            for session_id, cwd, updated_at, last_info, counter in rows:
+                messages = conn.execute(
+                    "SELECT role, message_id, text FROM reference_messages"
+                    " WHERE session_id = ? ORDER BY seq",
+                    (session_id,),
+                ).fetchall()
+                info = json.loads(last_info)
+                sessions.append((session_id, cwd, updated_at, info, counter, messages))
+            return sessions
+
+        return await self._store.run(load, what="loading the reference agent's sessions")
+
+    async def save_session(
+        self, session_id: str, cwd: str, updated_at: str, last_info: JsonObject, counter: int
+    ) -> None:
+        row = (session_id, cwd, updated_at, json.dumps(last_info), counter)
+
+        def save(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO reference_sessions VALUES (?, ?, ?, ?, ?)", row)
+
+        await self._store.run(save, what="saving a session")
+
+    async def add_message(
+        self, session_id: str, seq: int, role: str, message_id: str, text: str
+    ) -> None:
+        row = (session_id, seq, role, message_id, text)
+
+        def add(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO reference_messages VALUES (?, ?, ?, ?, ?)", row)
+
+        await self._store.run(add, what="saving a message")

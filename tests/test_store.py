@@ -1,0 +1,315 @@
+"""Durable lifetimes: the owner with a store, the SQLite store, and fault injection on both."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+import trio.testing
+
+from agent_meta import OwnerClosedError, open_owner
+from agent_meta._store import (
+    MemoryStore,
+    StoreCorruptError,
+    StoredLifetime,
+    StoreError,
+    StoreLockedError,
+    StoreSchemaError,
+)
+from agent_meta._store_sqlite import SQLiteStore
+from agent_meta.testing import ClientMirror, FailingTransport, RecordingTransport
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from agent_meta._store import LifetimeStore
+
+
+class CheckingTransport(RecordingTransport):
+    """Asserts, as each frame is sent, that the store already holds what the frame carries."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(mirror=ClientMirror())
+        self.store = store
+
+    async def send_frame(self, frame: bytes) -> None:
+        await super().send_frame(frame)
+        assert self.mirror is not None
+        for session_id in self.mirror.session_ids:
+            seen = self.mirror.meta(session_id) or {}
+            record = self.store.records.get(session_id)
+            stored = json.loads(record.meta) if record is not None and record.meta else {}
+            for key, value in seen.items():
+                assert key in stored, f"frame with {key!r} written before it was stored"
+                assert stored[key] >= value
+
+
+class FailingStore:
+    """Wraps a store; the ``fail_on``-th write raises ``error`` (counted from 1)."""
+
+    def __init__(self, inner: LifetimeStore, fail_on: int, error: Exception) -> None:
+        self.inner = inner
+        self.fail_on = fail_on
+        self.error = error
+        self.calls = 0
+
+    @property
+    def location(self) -> str:
+        return self.inner.location
+
+    async def load_lifetimes(self) -> dict[str, StoredLifetime]:
+        return await self.inner.load_lifetimes()
+
+    async def write(self, saves: Sequence[StoredLifetime], deletes: Sequence[str]) -> None:
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise self.error
+        await self.inner.write(saves, deletes)
+
+
+async def test_every_frame_is_stored_before_it_is_written() -> None:
+    store = MemoryStore()
+    transport = CheckingTransport(store)
+    async with open_owner(transport, store=store) as owner:
+        lifetime = owner.open_session("s")
+        for value in range(1, 200):
+            await lifetime.publish(meta={"n": value, f"k{value % 7}": value})
+        await owner.wait_flushed()
+        assert owner.statistics().store_writes >= 1
+    record = store.records["s"]
+    assert record.meta is not None
+    assert json.loads(record.meta)["n"] == 199
+
+
+async def test_a_new_owner_resumes_the_stored_lifetime_and_its_incident() -> None:
+    store = MemoryStore()
+    async with open_owner(RecordingTransport(), store=store) as owner:
+        lifetime = owner.open_session("s")
+        await lifetime.publish(title="T", updated_at="2026-01-01T00:00:00Z", meta={"a": [1, None]})
+        await lifetime.report_failure("inc", 4, {"why": "boom"})
+    mirror = ClientMirror()
+    async with open_owner(RecordingTransport(mirror=mirror), store=store) as owner:
+        assert owner.has_stored_session("s")
+        lifetime = owner.open_session("s")
+        assert lifetime.current_failure is not None
+        assert lifetime.current_failure.revision == 4
+        snapshot = lifetime.snapshot()
+        assert snapshot.title == "T"
+        assert snapshot.meta == {"a": [1, None], "agent-meta": {"failure": {"why": "boom"}}}
+        await lifetime.resync()
+        assert not await lifetime.resolve_failure("inc", 3)
+        assert await lifetime.resolve_failure("inc", 4)
+    assert mirror.meta("s") == {"a": [1, None]}
+    assert mirror.info("s").title == "T"
+    record = store.records["s"]
+    assert record.failure is None
+    assert record.meta == '{"a":[1,null]}'
+
+
+async def test_a_new_incident_with_the_same_record_is_stored() -> None:
+    store = MemoryStore()
+    async with open_owner(RecordingTransport(), store=store) as owner:
+        lifetime = owner.open_session("s")
+        await lifetime.report_failure("a", 1, {"same": True})
+        await owner.wait_flushed()
+        await lifetime.report_failure("b", 1, {"same": True})  # the same record
+        await owner.wait_flushed()
+        failure = store.records["s"].failure
+        assert failure is not None
+        assert failure.incident_id == "b"
+
+
+async def test_close_deletes_the_record_before_later_frames() -> None:
+    store = MemoryStore()
+    seen: list[bool] = []
+
+    class Probe(RecordingTransport):
+        async def send_frame(self, frame: bytes) -> None:
+            if b'"id":7' in frame:
+                seen.append("s" in store.records)
+            await super().send_frame(frame)
+
+    async with open_owner(Probe(), store=store) as owner:
+        lifetime = owner.open_session("s")
+        await lifetime.publish(meta={"a": 1})
+        await owner.wait_flushed()
+        assert "s" in store.records
+        owner.close_session("s")
+        await owner.send_response(7, result={})
+    assert seen == [False]
+    async with open_owner(RecordingTransport(), store=store) as owner:
+        assert owner.open_session("s").snapshot().meta is None  # a fresh lifetime (R5)
+
+
+async def test_a_lost_frame_stores_the_repair_flag() -> None:
+    store = MemoryStore()
+    transport = FailingTransport(fail_on=1, mode="lost")
+    async with open_owner(transport, store=store) as owner:
+        lifetime = owner.open_session("s")
+        await lifetime.publish(meta={"a": 1})
+        await trio.testing.wait_all_tasks_blocked()
+        # The repair resync went out, so the stored flag is clear again.
+        await owner.wait_flushed()
+    assert store.records["s"].needs_repair is False
+    assert transport.lost
+    # A stored flag comes back: the next frame is preceded by a resync.
+    store2 = MemoryStore()
+    await store2.write([StoredLifetime("s", meta='{"a":1}', needs_repair=True)], [])
+    mirror = ClientMirror()
+    async with open_owner(RecordingTransport(mirror=mirror), store=store2) as owner:
+        await owner.open_session("s").publish(meta={"b": 2})
+    assert mirror.meta("s") == {"a": 1, "b": 2}
+    assert owner.statistics().repairs == 1
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        sqlite3.OperationalError("disk I/O error"),
+        OSError(5, "fsync failed"),
+        sqlite3.OperationalError("database or disk is full"),
+    ],
+    ids=["io", "fsync", "full"],
+)
+async def test_a_failing_store_stops_the_owner_before_the_frame(error: Exception) -> None:
+    store = FailingStore(MemoryStore(), fail_on=2, error=error)
+    transport = RecordingTransport(mirror=ClientMirror())
+
+    async def run() -> None:
+        async with open_owner(transport, store=store) as owner:
+            lifetime = owner.open_session("s")
+            await lifetime.publish(meta={"a": 1})
+            await owner.wait_flushed()
+            await lifetime.publish(meta={"b": 2})
+            with pytest.raises(OwnerClosedError):
+                await owner.wait_flushed()
+            with pytest.raises(OwnerClosedError):
+                await lifetime.publish(meta={"c": 3})
+
+    with pytest.raises(StoreError) as caught:
+        await run()
+    assert caught.value.location == ":memory:"
+    assert str(error) in str(caught.value)
+    assert transport.mirror is not None
+    assert transport.mirror.meta("s") == {"a": 1}  # the unstored frame never went out
+
+
+# -- SQLiteStore ------------------------------------------------------------------------------
+
+
+async def test_sqlite_round_trip_and_resume(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    async with (
+        await SQLiteStore.open(path) as store,
+        open_owner(RecordingTransport(), store=store) as owner,
+    ):
+        lifetime = owner.open_session("s")
+        await lifetime.publish(title=None, meta={"a": {"b": "\u00e9"}, "n": 1.5})
+        await lifetime.report_failure("i", 2, "x")
+        owner.open_session("gone")
+        await owner.lifetime("gone").publish(meta={"z": 1})
+        await owner.wait_flushed()
+        owner.close_session("gone")
+    async with await SQLiteStore.open(path) as store:
+        records = await store.load_lifetimes()
+        assert set(records) == {"s"}
+        async with open_owner(RecordingTransport(), store=store) as owner:
+            lifetime = owner.open_session("s")
+            assert lifetime.snapshot().title is None
+            assert lifetime.snapshot().meta == {
+                "a": {"b": "\u00e9"},
+                "n": 1.5,
+                "agent-meta": {"failure": "x"},
+            }
+            assert await lifetime.resolve_failure("i", 2)
+
+
+async def test_sqlite_second_opener_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    async with await SQLiteStore.open(path):
+        with pytest.raises(StoreLockedError) as caught:
+            await SQLiteStore.open(path, lock_timeout=0)
+    assert str(path) in str(caught.value)
+    async with await SQLiteStore.open(path):
+        pass  # released on close
+
+
+async def test_sqlite_refuses_newer_schema_and_foreign_files(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    async with await SQLiteStore.open(path):
+        pass
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreSchemaError, match="newer"):
+        await SQLiteStore.open(path)
+    other = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreSchemaError, match="not an agent_meta"):
+        await SQLiteStore.open(other)
+
+
+async def test_sqlite_refuses_a_corrupt_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    path.write_bytes(os.urandom(8192))
+    with pytest.raises(StoreCorruptError) as caught:
+        await SQLiteStore.open(path)
+    assert str(path) in str(caught.value)
+
+
+async def test_sqlite_refuses_a_damaged_record(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    async with await SQLiteStore.open(path) as store:
+        await store.write([StoredLifetime("s", meta="{not json")], [])
+        with pytest.raises(StoreCorruptError, match="session 's'"):
+            async with open_owner(RecordingTransport(), store=store) as owner:
+                owner.open_session("s")
+
+
+async def test_sqlite_read_only_file_fails_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    async with await SQLiteStore.open(path):
+        pass
+    with pytest.raises(StoreError) as caught:
+        await SQLiteStore.open(f"file:{path}?mode=ro")
+    assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("fault", ["full", "read_only"])
+async def test_sqlite_write_failure_stops_the_owner_with_nothing_partial(
+    tmp_path: Path, fault: str
+) -> None:
+    path = tmp_path / "s.sqlite"
+    transport = RecordingTransport(mirror=ClientMirror())
+
+    async def run(store: SQLiteStore) -> None:
+        async with open_owner(transport, store=store) as owner:
+            lifetime = owner.open_session("s")
+            await lifetime.publish(meta={"a": 1})
+            await owner.wait_flushed()
+            if fault == "full":
+                pages = await store.run(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+                await store.run(lambda c: c.execute(f"PRAGMA max_page_count = {pages}"))
+                await lifetime.publish(meta={"big": "x" * 100_000})
+            else:
+                await store.run(lambda c: c.execute("PRAGMA query_only = 1"))
+                await lifetime.publish(meta={"b": 2})
+            await owner.wait_flushed()
+
+    async with await SQLiteStore.open(path) as store:
+        with pytest.raises(StoreError) as caught:
+            await run(store)
+        assert str(path) in str(caught.value)
+        assert transport.mirror is not None
+        assert transport.mirror.meta("s") == {"a": 1}
+    async with await SQLiteStore.open(path) as store:
+        assert (await store.load_lifetimes())["s"].meta == '{"a":1}'
