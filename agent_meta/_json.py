@@ -19,13 +19,22 @@ Decisions, so that nothing is silently lost:
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Mapping
+from math import isfinite as _isfinite
 from typing import Final, TypeAlias
 
 from ._errors import MetaValueError
 
-__all__ = ["MAX_DEPTH", "JsonObject", "JsonValue", "json_copy", "json_object_copy"]
+__all__ = [
+    "INT_LIMIT",
+    "MAX_DEPTH",
+    "JsonObject",
+    "JsonValue",
+    "int_fits",
+    "json_copy",
+    "json_object_copy",
+]
 
 JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
 """A JSON value as agent_meta stores it."""
@@ -35,6 +44,22 @@ JsonObject: TypeAlias = "dict[str, JsonValue]"
 
 MAX_DEPTH: Final = 256
 """Deepest nesting accepted (objects and arrays), far beyond any real metadata."""
+
+_INT_DIGITS: Final = sys.get_int_max_str_digits()
+INT_LIMIT: Final = 10**_INT_DIGITS if _INT_DIGITS else None
+"""Integers must be smaller than this in magnitude: Python refuses to write longer ones as text
+(``sys.get_int_max_str_digits()``, read at import), so they could never be sent."""
+
+
+def int_fits(value: int) -> bool:
+    """Whether ``value`` can be written as JSON text (see :data:`INT_LIMIT`)."""
+    return INT_LIMIT is None or -INT_LIMIT < value < INT_LIMIT
+
+
+def _checked_int(value: int) -> int:
+    if not int_fits(value):
+        raise _InvalidError(f"an integer of more than {_INT_DIGITS} digits cannot be sent as JSON")
+    return value
 
 
 class _InvalidError(Exception):
@@ -50,6 +75,9 @@ def json_copy(value: object, *, path: str = "value") -> JsonValue:
 
     ``path`` is the name the error message starts from, e.g. ``_meta``.
     """
+    kind = type(value)
+    if kind is str or kind is bool or value is None or (kind is int and int_fits(value)):  # type: ignore[arg-type]
+        return value  # type: ignore[return-value]  # narrowed by the exact type checks
     try:
         return _copy(value, set(), 0)
     except _InvalidError as exc:
@@ -65,26 +93,34 @@ def json_object_copy(value: object, *, path: str = "value") -> JsonObject:
     return copied
 
 
+# The hot path: exact ``str``/``int``/``bool``/``None`` and finite ``float`` values are copied
+# inline by the container loops below; everything else goes through ``_copy``.
+
+
 def _copy(value: object, active: set[int], depth: int) -> JsonValue:
     kind = type(value)
-    if value is None or kind is str or kind is bool or kind is int:
+    if value is None or kind is str or kind is bool:
         return value  # type: ignore[return-value]  # narrowed by the exact type checks
+    if kind is int:
+        return _checked_int(value)  # type: ignore[arg-type]  # exact type checked above
+    if kind is dict:
+        return _copy_object(value, active, depth)  # type: ignore[arg-type]  # exact type
     if kind is float:
         assert isinstance(value, float)
-        if not math.isfinite(value):
+        if not _isfinite(value):
             raise _InvalidError(f"{value!r} is not a JSON number")
         return value
-    if isinstance(value, Mapping):
-        return _copy_object(value, active, depth)
     if kind is list or kind is tuple:
         assert isinstance(value, list | tuple)
         return _copy_array(value, active, depth)
+    if isinstance(value, Mapping):
+        return _copy_object(value, active, depth)
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, bool):  # pragma: no cover - bool cannot be subclassed
         return bool(value)
     if isinstance(value, int):
-        return int.__int__(value)
+        return _checked_int(int.__int__(value))
     if isinstance(value, float):
         return _copy(float.__float__(value), active, depth)
     raise _InvalidError(f"{_kind(value)} is not a JSON value")
@@ -103,13 +139,18 @@ def _enter(container: object, active: set[int], depth: int) -> int:
 def _copy_object(value: Mapping[object, object], active: set[int], depth: int) -> JsonObject:
     ident = _enter(value, active, depth)
     result: JsonObject = {}
+    inner = depth + 1
     for key, item in value.items():
         if type(key) is not str:
             if not isinstance(key, str):
                 raise _InvalidError(f"object key {key!r} is of type {type(key).__name__}, not str")
             key = str.__str__(key)
+        kind = type(item)
+        if kind is str or item is None or kind is bool or (kind is int and int_fits(item)):  # type: ignore[arg-type]
+            result[key] = item  # type: ignore[assignment]  # narrowed by the exact type checks
+            continue
         try:
-            result[key] = _copy(item, active, depth + 1)
+            result[key] = _copy(item, active, inner)
         except _InvalidError as exc:
             exc.steps.append(f"[{key!r}]")
             raise
@@ -122,9 +163,15 @@ def _copy_array(
 ) -> JsonValue:
     ident = _enter(value, active, depth)
     result: list[JsonValue] = []
+    append = result.append
+    inner = depth + 1
     for index, item in enumerate(value):
+        kind = type(item)
+        if kind is str or item is None or kind is bool or (kind is int and int_fits(item)):  # type: ignore[arg-type]
+            append(item)  # type: ignore[arg-type]  # narrowed by the exact type checks
+            continue
         try:
-            result.append(_copy(item, active, depth + 1))
+            append(_copy(item, active, inner))
         except _InvalidError as exc:
             exc.steps.append(f"[{index}]")
             raise

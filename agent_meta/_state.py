@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from ._errors import MetaPathError, MetaValueError
 from ._frames import NULL, encode_json, fragment, object_text, session_prefix
-from ._json import JsonObject, JsonValue, json_copy, json_object_copy
+from ._json import JsonObject, JsonValue, int_fits, json_copy, json_object_copy
 from ._sentinel import OMITTED, Omitted
 from ._session_info import SessionInfo
 from ._timestamps import is_rfc3339
@@ -73,7 +73,7 @@ def _encode_text(value: object, name: str) -> str | None:
 def encode_value(value: object, path: str) -> str:
     """Validate one JSON value and return its JSON text (fast for plain scalars)."""
     kind = type(value)
-    if kind is str or kind is int or kind is bool:
+    if kind is str or kind is bool or (kind is int and int_fits(value)):  # type: ignore[arg-type]
         return encode_json(value)
     if kind is float:
         assert isinstance(value, float)

@@ -307,6 +307,8 @@ def parse_json_line(line: bytes | str) -> Any:
         return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise MessageParseError(f"not a JSON message: {exc}") from None
+    except RecursionError:
+        raise MessageParseError("not a JSON message: nested too deeply to parse") from None
 
 
 def _readable_id(data: Mapping[str, Any]) -> int | str | None:

@@ -206,8 +206,8 @@ def parse_dotted_path(text: str) -> tuple[str, ...]:
 def _json(text: str) -> JsonValue:
     try:
         return json_copy(parse_json_line(text))
-    except ValueError as exc:
-        raise CommandError(f"bad JSON {text!r}: {exc}") from None
+    except ValueError as exc:  # MessageParseError (RecursionError included), MetaValueError
+        raise CommandError(f"bad JSON {text[:80]!r}: {exc}") from None
 
 
 def _integer(text: str, name: str) -> int:
