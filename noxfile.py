@@ -64,10 +64,16 @@ def integration(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks (``python -m integration.bench``); speed is measured here, never asserted."""
-    if not any(
-        (ROOT / "integration" / name).exists() for name in ("bench.py", "bench/__main__.py")
-    ):
-        session.skip("integration.bench is not there yet")
-    session.install("-e", ".[test,demo]")
+    """The performance suite (``python -m integration.bench``): prints one table of figures.
+
+    Speed is measured here, never asserted. Extra arguments go to the suite (``--only slow``).
+    """
+    session.install("-e", ".[test,demo,bench]")
     session.run("python", "-m", "integration.bench", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_smoke(session: nox.Session) -> None:
+    """The performance suite with tiny counts (a few seconds), so that it keeps working."""
+    session.install("-e", ".[test,demo]")
+    session.run("python", "-m", "integration.bench", "--smoke", *session.posargs)

@@ -13,7 +13,7 @@ make a later write fail to encode.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -29,10 +29,41 @@ __all__ = [
     "session_prefix",
 ]
 
-encode_json: Final = json.JSONEncoder(
+_encode_str: Final = json.encoder.encode_basestring_ascii
+_encode_any: Final = json.JSONEncoder(
     ensure_ascii=True, allow_nan=False, separators=(",", ":")
 ).encode
-"""Compact JSON text of an already validated value."""
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+
+
+def _unencodable(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The C encoder behind ``json.dumps``, built once. ``JSONEncoder.encode`` builds a new one on
+# every call, which costs more than encoding a small patch. No cycle markers: values reaching
+# here were validated by ``json_copy`` (a cycle would end in RecursionError, not a loop).
+_encode_chunks: Final = (
+    None
+    if _c_make_encoder is None
+    else _c_make_encoder(None, _unencodable, _encode_str, None, ":", ",", False, False, False)
+)
+
+
+def encode_json(value: object) -> str:
+    """Compact, ASCII-only JSON text of an already validated value (as ``json.dumps`` writes it).
+
+    Plain strings and integers, the common cases, skip the encoder machinery altogether.
+    """
+    kind = type(value)
+    if kind is str:
+        return _encode_str(value)  # type: ignore[arg-type]  # exact type checked above
+    if kind is int:
+        return int.__repr__(value)
+    if _encode_chunks is None:  # pragma: no cover - CPython always has the C encoder
+        return _encode_any(value)
+    return "".join(_encode_chunks(value, 0))
+
 
 NULL: Final = "null"
 

@@ -387,11 +387,19 @@ class MetaOwner:
         if self._queue.publication_needs_room(state, update) and not self._queue.has_room():
             raise trio.WouldBlock
         accepted = self._queue.publish(state, update)
-        self._work.unpark_all()
+        if self._work:
+            self._work.unpark_all()
         return accepted
 
     async def _publish(self, state: LifetimeState, update: EncodedUpdate) -> bool:
-        return await self._publish_edit(state, lambda: update)
+        # Fast path: nothing to wait for, so no closure and no retry loop.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            accepted = self._publish_nowait(state, update)
+        except trio.WouldBlock:
+            return await self._publish_edit(state, lambda: update)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return accepted
 
     async def _publish_edit(
         self,
@@ -443,7 +451,8 @@ class MetaOwner:
         try:
             while True:
                 out = queue.next_frame()
-                self._room.unpark_all()  # taking an entry may have freed room
+                if self._room:  # taking an entry may have freed room
+                    self._room.unpark_all()
                 if out is None:
                     if await self._persist():  # changes that carry no frame (yet)
                         continue
@@ -461,7 +470,8 @@ class MetaOwner:
                         queue.counters.fenced += 1  # ended while its state was being stored
                         continue
                 await self._write(out)
-                self._progress.unpark_all()
+                if self._progress:
+                    self._progress.unpark_all()
         except BaseException as exc:
             self._stop(exc)
             raise

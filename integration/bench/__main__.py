@@ -1,0 +1,66 @@
+"""``python -m integration.bench [--smoke]``: run every section and print one table.
+
+Timing targets are reported (``ok`` / ``MISSED``), never enforced: the exit status is non-zero
+only when a correctness check fails (a client state that is not exact, a lost frame).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from . import patch_cost, scale, slow_client, throughput
+from ._common import Row, machine, render_table
+
+FULL = {
+    "updates": 50_000,
+    "repeats": 3,
+    "patches": 5_000,
+    "sessions": 100,
+    "per_session": 200,
+    "lifetimes": 10_000,
+}
+SMOKE = {
+    "updates": 500,
+    "repeats": 1,
+    "patches": 200,
+    "sessions": 10,
+    "per_session": 50,
+    "lifetimes": 500,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m integration.bench", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny counts: checks the suite runs")
+    parser.add_argument(
+        "--only", choices=("throughput", "patch", "slow", "scale"), action="append", help="sections"
+    )
+    args = parser.parse_args(argv)
+    size = SMOKE if args.smoke else FULL
+    only = set(args.only or ("throughput", "patch", "slow", "scale"))
+    started = time.monotonic()
+    rows: list[Row] = []
+    if "throughput" in only:
+        rows += throughput.rows(size["updates"], size["repeats"])
+    if "patch" in only:
+        rows += patch_cost.rows(size["patches"], size["repeats"])
+    if "slow" in only:
+        rows += slow_client.rows(size["sessions"], size["per_session"])
+    if "scale" in only:
+        rows += scale.rows(size["lifetimes"])
+    print(render_table(rows))
+    print()
+    print(f"machine: {machine()}")
+    mode = "smoke" if args.smoke else "full"
+    command = " ".join(["python -m integration.bench", *sys.argv[1:]])
+    print(f"{mode} run in {time.monotonic() - started:.0f} s: {command}")
+    broken = [row for row in rows if row.verdict == "MISSED" and not row.target]
+    for row in broken:
+        print(f"correctness check failed: {row.section} / {row.name}", file=sys.stderr)
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

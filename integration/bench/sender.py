@@ -1,0 +1,130 @@
+"""The agent end of a throughput pipe: one process that sends ``count`` session-info updates.
+
+``python -m integration.bench.sender KIND COUNT --report PATH`` writes the frames to stdout
+(a pipe to :mod:`.reader`) and reports, as JSON, when it started sending (``t0``, taken after
+all set-up, just before the first update) and what it wrote. Every kind sends the same update
+per step, ``{"_meta": {"progress": {"step": i, "of": COUNT}}}`` for session ``bench-session``:
+
+- ``owner``: agent_meta's owner, ``coalesce=False`` (one frame per update, like for like);
+- ``owner-coalesce``: the same with coalescing on (fewer frames while the pipe is behind);
+- ``sdk``: the official Python SDK (asyncio), ``AgentSideConnection.session_update``;
+- ``raw``: pre-encoded NDJSON lines, one trio ``send_all`` per frame (the floor of any trio
+  agent);
+- ``raw-os``: pre-encoded lines, one blocking ``os.write`` per frame (no event loop at all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+import trio
+
+SESSION_ID = "bench-session"
+KINDS = ("owner", "owner-coalesce", "sdk", "raw", "raw-os")
+
+
+def patch(step: int, count: int) -> dict[str, Any]:
+    """The ``_meta`` patch of update ``step``: one top-level key holding a small object."""
+    return {"progress": {"step": step, "of": count}}
+
+
+def wire_line(step: int, count: int) -> bytes:
+    """The NDJSON frame every kind sends for ``step`` (what the raw baselines pre-encode)."""
+    message = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {
+            "sessionId": SESSION_ID,
+            "update": {"sessionUpdate": "session_info_update", "_meta": patch(step, count)},
+        },
+    }
+    return (json.dumps(message, separators=(",", ":")) + "\n").encode()
+
+
+async def run_owner(count: int, coalesce: bool) -> dict[str, Any]:
+    import agent_meta
+
+    stream = trio.lowlevel.FdStream(os.dup(1))
+    async with agent_meta.open_owner(stream, coalesce=coalesce) as owner:
+        lifetime = owner.open_session(SESSION_ID)
+        t0 = time.monotonic()
+        for step in range(count):
+            await lifetime.publish(meta=patch(step, count))
+        await owner.wait_flushed()
+        t1 = time.monotonic()
+        stats = owner.statistics()
+    await stream.aclose()
+    return {"t0": t0, "t1": t1, "frames": stats.frames_written, "coalesced": stats.coalesced}
+
+
+async def run_raw(count: int) -> dict[str, Any]:
+    lines = [wire_line(step, count) for step in range(count)]
+    stream = trio.lowlevel.FdStream(os.dup(1))
+    t0 = time.monotonic()
+    for line in lines:
+        await stream.send_all(line)
+    t1 = time.monotonic()
+    await stream.aclose()
+    return {"t0": t0, "t1": t1, "frames": count}
+
+
+def run_raw_os(count: int) -> dict[str, Any]:
+    lines = [wire_line(step, count) for step in range(count)]
+    t0 = time.monotonic()
+    for line in lines:
+        view = memoryview(line)
+        while view:
+            view = view[os.write(1, view) :]
+    return {"t0": t0, "t1": time.monotonic(), "frames": count}
+
+
+async def run_sdk(count: int) -> dict[str, Any]:
+    from acp.agent.connection import AgentSideConnection
+    from acp.schema import SessionInfoUpdate
+    from acp.stdio import stdio_streams
+
+    # What acp.run_agent does, minus the read loop (this agent never receives a request).
+    reader, writer = await stdio_streams()
+    conn = AgentSideConnection(_IdleAgent(), writer, reader, listening=False)  # type: ignore[arg-type]
+    t0 = time.monotonic()
+    for step in range(count):
+        update = SessionInfoUpdate(
+            session_update="session_info_update", field_meta=patch(step, count)
+        )
+        await conn.session_update(SESSION_ID, update)
+    await writer.drain()
+    t1 = time.monotonic()
+    return {"t0": t0, "t1": t1, "frames": count}
+
+
+class _IdleAgent:
+    """The SDK wants an agent object; this benchmark never receives a request."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kind", choices=KINDS)
+    parser.add_argument("count", type=int)
+    parser.add_argument("--report", required=True)
+    args = parser.parse_args()
+    kind: str = args.kind
+    count: int = args.count
+    if kind == "sdk":
+        report = asyncio.run(run_sdk(count))
+    elif kind == "raw-os":
+        report = run_raw_os(count)
+    elif kind == "raw":
+        report = trio.run(run_raw, count)
+    else:
+        report = trio.run(run_owner, count, kind == "owner-coalesce")
+    with open(args.report, "w") as file:
+        json.dump(report, file)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The benchmark suite keeps working: CI runs it with tiny counts (timings are not checked)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import trio
+
+import agent_meta
+from agent_meta.testing import ClientMirror
+
+from ._common import ROOT, Row, child_env, module_command, render_table
+from .sender import SESSION_ID, patch, wire_line
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+
+    async def send_frame(self, frame: bytes) -> None:
+        self.frames.append(frame)
+
+
+def test_the_raw_baseline_writes_the_owners_bytes() -> None:
+    """(c) is like for like: the pre-encoded lines are exactly what the owner writes."""
+
+    async def main() -> list[bytes]:
+        recorder = _Recorder()
+        async with agent_meta.open_owner(recorder, coalesce=False) as owner:
+            lifetime = owner.open_session(SESSION_ID)
+            for step in range(3):
+                await lifetime.publish(meta=patch(step, 3))
+        return recorder.frames
+
+    assert trio.run(main) == [wire_line(step, 3) for step in range(3)]
+    mirror = ClientMirror()
+    mirror.feed(wire_line(2, 3))
+    assert mirror.meta(SESSION_ID) == patch(2, 3)
+
+
+def test_render_table_aligns_columns() -> None:
+    table = render_table([Row("s", "figure", "1 x", "<= 2", "ok"), Row("s", "f", "10 x")])
+    lines = table.splitlines()
+    assert len(lines) == 4
+    assert len({len(line) for line in lines}) == 1
+
+
+def test_smoke_run_prints_every_section() -> None:
+    result = subprocess.run(
+        module_command("__main__", "--smoke"),
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for section in ("1 throughput", "2 patch cost", "3 slow client", "4 scale", "machine:"):
+        assert section in result.stdout
+    assert "NO" not in result.stdout.split()  # every client state exact

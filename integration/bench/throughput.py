@@ -1,0 +1,116 @@
+"""Section 1: publish throughput to a real pipe read by a separate process.
+
+Each run starts a :mod:`.reader` process and a :mod:`.sender` process whose stdout is the
+reader's stdin, so the agent side and the client side each have their own interpreter (and,
+on a 2-core machine, their own core). Updates per second are ``count`` divided by the time
+from the sender's first update to the reader having received the last line. The kinds run
+interleaved, ``repeats`` times, and the best run of each kind is kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ._common import ROOT, Row, child_env, module_command, read_report, verdict
+from .sender import KINDS, wire_line
+
+
+@dataclasses.dataclass
+class Run:
+    kind: str
+    count: int
+    seconds: float
+    frames: int
+    lines: int
+    exact: bool
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds
+
+
+def run_once(kind: str, count: int, scratch: Path) -> Run:
+    sender_report = scratch / f"sender-{kind}.json"
+    reader_report = scratch / f"reader-{kind}.json"
+    env = child_env()
+    reader = subprocess.Popen(
+        module_command("reader", "--report", str(reader_report)),
+        stdin=subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
+    )
+    assert reader.stdin is not None
+    sender = subprocess.Popen(
+        module_command("sender", kind, str(count), "--report", str(sender_report)),
+        stdin=subprocess.PIPE,  # the SDK connects a read pipe to stdin; nothing is ever sent
+        stdout=reader.stdin,
+        cwd=ROOT,
+        env=env,
+    )
+    reader.stdin.close()
+    if sender.wait() != 0:
+        raise RuntimeError(f"the {kind} sender failed")
+    assert sender.stdin is not None
+    sender.stdin.close()
+    if reader.wait() != 0:
+        raise RuntimeError("the pipe reader failed")
+    sent = read_report(sender_report)
+    received = read_report(reader_report)
+    # Every kind must end with the same last update (the SDK orders members differently).
+    last = json.loads(received["last_line"])["params"]
+    expected = json.loads(wire_line(count - 1, count))["params"]
+    return Run(
+        kind=kind,
+        count=count,
+        seconds=received["last"] - sent["t0"],
+        frames=int(sent["frames"]),
+        lines=int(received["lines"]),
+        exact=last == expected and received["lines"] == sent["frames"],
+    )
+
+
+def measure(count: int, repeats: int) -> dict[str, Run]:
+    best: dict[str, Run] = {}
+    with tempfile.TemporaryDirectory(prefix="agent-meta-bench-") as tmp:
+        for _ in range(repeats):
+            for kind in KINDS:
+                run = run_once(kind, count, Path(tmp))
+                if kind not in best or run.rate > best[kind].rate:
+                    best[kind] = run
+    return best
+
+
+def rows(count: int, repeats: int) -> list[Row]:
+    runs = measure(count, repeats)
+    owner, sdk, raw = runs["owner"], runs["sdk"], runs["raw"]
+    section = "1 throughput"
+    labels = {
+        "owner": "(a) agent_meta owner, coalesce=False",
+        "sdk": "(b) official Python SDK session_update",
+        "raw": "(c) raw NDJSON, trio send_all per frame",
+        "raw-os": "(c') raw NDJSON, blocking os.write per frame",
+    }
+    out = [
+        Row(section, label, f"{runs[kind].rate:,.0f} updates/s", "", verdict(runs[kind].exact))
+        for kind, label in labels.items()
+    ]
+    ratio_b = owner.rate / sdk.rate
+    ratio_c = owner.rate / raw.rate
+    out.append(Row(section, "ratio a/b", f"{ratio_b:.2f}", ">= 1.5", verdict(ratio_b >= 1.5)))
+    out.append(Row(section, "ratio a/c", f"{ratio_c:.2f}", ">= 0.5", verdict(ratio_c >= 0.5)))
+    out.append(Row(section, "ratio a/c'", f"{owner.rate / runs['raw-os'].rate:.2f}"))
+    co = runs["owner-coalesce"]
+    out.append(
+        Row(
+            section,
+            "(a) with coalescing on",
+            f"{co.rate:,.0f} updates/s, {co.frames:,} frames for {co.count:,} updates",
+            "",
+            verdict(co.exact),
+        )
+    )
+    return out
