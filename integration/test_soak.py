@@ -9,11 +9,11 @@ every frame with :class:`ClientMirror`. It checks two things all the time:
 - at every ``session/resume`` of a live lifetime, and after every restart, the state the client
   held before the resync equals the resync snapshot (``_meta: null``, then the known state).
 
-Restarts alternate between a clean stop (stdin closed) and SIGKILL. With ``--store`` (when the
-CLI offers it) the new process restores the sessions from the SQLite file and is resumed;
-without it, the old sessions are gone and new ones are created. Sessions are also closed and
-reopened (a fresh lifetime) along the way. The agent's RSS (``/proc/PID/status`` VmRSS) is
-sampled over time; figures are printed and only a generous bound is asserted.
+Restarts alternate between a clean stop (stdin closed) and SIGKILL. The agent runs with
+``--store``, so each new process restores the sessions from the SQLite file and is resumed.
+Sessions are also closed and reopened (a fresh lifetime) along the way. The agent's RSS
+(``/proc/PID/status`` VmRSS) is sampled over time; figures are printed and only a generous
+bound is asserted.
 
 ``AGENT_META_SOAK_SECONDS`` sets the duration (default 20 s; keep it <= 60 s in CI).
 """
@@ -42,18 +42,6 @@ RESTARTS = 3
 KEYS = ["a", "b", "ext", "agent-meta", "zed.dev/x"]
 MiB = 1024 * 1024
 pytestmark = pytest.mark.slow
-
-
-def _has_store() -> bool:
-    done = subprocess.run(
-        [*agent_command(), "--help"],
-        env={**os.environ, **agent_env()},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    return "--store" in done.stdout
 
 
 def _rss(pid: int) -> int | None:
@@ -206,9 +194,9 @@ async def _resume_and_compare(agent: Agent, mirror: ClientMirror, sid: str, f: F
         f.divergences.append(f"resume {sid}: title {held.title!r} != snapshot {title!r}")
 
 
-async def _soak(store: Path | None, f: Figures) -> None:
+async def _soak(store: Path, f: Figures) -> None:
     rng = random.Random(int(os.environ.get("AGENT_META_SOAK_SEED") or 5))
-    extra = ("--store", str(store)) if store is not None else ()
+    extra = ("--store", str(store))
     env = {**os.environ, **agent_env()}
     epoch_seconds = SECONDS / (RESTARTS + 1)
     mirror = ClientMirror(protocol_version=2)
@@ -238,7 +226,7 @@ async def _soak(store: Path | None, f: Figures) -> None:
                     await trio.sleep(0.1)
 
             await agent.request(mirror, "initialize", {"protocolVersion": 2})
-            if store is not None and session_ids:
+            if session_ids:
                 for sid in session_ids:  # restored from the store: the resync must match
                     await _resume_and_compare(agent, mirror, sid, f)
             else:
@@ -305,11 +293,11 @@ async def _soak(store: Path | None, f: Figures) -> None:
 
 
 def test_soak_zero_divergence_and_flat_memory(tmp_path: Path, pytestconfig: pytest.Config) -> None:
-    store = tmp_path / "soak.sqlite3" if _has_store() else None
+    store = tmp_path / "soak.sqlite3"
     figures = Figures()
     trio.run(_soak_bounded, store, figures)
     lines = [
-        f"soak: {SECONDS:.0f} s, {SESSIONS} sessions, store={'yes' if store else 'no'}: "
+        f"soak: {SECONDS:.0f} s, {SESSIONS} sessions, store=yes: "
         f"{figures.operations:,} operations, {figures.requests:,} requests, "
         f"{figures.frames:,} frames, {figures.restarts} restarts, {figures.resumes} resumes, "
         f"{figures.checks:,} state checks, {len(figures.divergences)} divergences"
@@ -341,6 +329,6 @@ def test_soak_zero_divergence_and_flat_memory(tmp_path: Path, pytestconfig: pyte
             assert last <= first * 1.5 + 20 * MiB, (first, last)
 
 
-async def _soak_bounded(store: Path | None, figures: Figures) -> None:
+async def _soak_bounded(store: Path, figures: Figures) -> None:
     with trio.fail_after(SECONDS + 120):  # a hang guard, not a timing assertion
         await _soak(store, figures)

@@ -23,6 +23,7 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reporting import show_lines
 
 from agent_meta import MetaValueError
 from agent_meta._connection import serve_agent
@@ -62,20 +63,7 @@ def _report_inputs(request: pytest.FixtureRequest) -> Iterator[None]:
     """Print how many inputs each fuzz target got, so the CI log shows the figures."""
     yield
     lines = [f"fuzz: {name}: {count:,} inputs" for name, count in sorted(TRIED.items())]
-    _show(request.config, lines)
-
-
-def _show(config: pytest.Config, lines: list[str]) -> None:
-    """Write ``lines`` to the terminal even while pytest captures output (no ``-s`` needed)."""
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if capture is None or reporter is None:  # pragma: no cover - plugins disabled
-        print("\n".join(lines))
-        return
-    with capture.global_and_fixture_disabled():
-        reporter.ensure_newline()
-        for line in lines:
-            reporter.write_line(line)
+    show_lines(request.config, lines)
 
 
 # --------------------------------------------------------------------------- line reader

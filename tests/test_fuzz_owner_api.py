@@ -30,6 +30,7 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reporting import show_lines
 
 import agent_meta
 from agent_meta import (
@@ -68,20 +69,7 @@ def _report_inputs(request: pytest.FixtureRequest) -> Iterator[None]:
     lines = [f"fuzz: {name}: {count:,} inputs" for name, count in sorted(TRIED.items())]
     seen = ", ".join(f"{name} x{count:,}" for name, count in RAISED.most_common())
     lines.append(f"fuzz: owner api: exceptions seen: {seen or 'none'}")
-    _show(request.config, lines)
-
-
-def _show(config: pytest.Config, lines: list[str]) -> None:
-    """Write ``lines`` to the terminal even while pytest captures output (no ``-s`` needed)."""
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if capture is None or reporter is None:  # pragma: no cover - plugins disabled
-        print("\n".join(lines))
-        return
-    with capture.global_and_fixture_disabled():
-        reporter.ensure_newline()
-        for line in lines:
-            reporter.write_line(line)
+    show_lines(request.config, lines)
 
 
 # --------------------------------------------------------------------------- values
