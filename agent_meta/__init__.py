@@ -33,10 +33,10 @@ from ._jsonrpc import PARSE_ERROR as PARSE_ERROR
 from ._jsonrpc import REQUEST_CANCELLED as REQUEST_CANCELLED
 from ._jsonrpc import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
 from ._jsonrpc import JsonRpcError as JsonRpcError
-from ._owner import DomainHandle as DomainHandle
+from ._lifetime import DomainHandle as DomainHandle
+from ._lifetime import SessionLifetime as SessionLifetime
 from ._owner import MetaOwner as MetaOwner
 from ._owner import OwnerStatistics as OwnerStatistics
-from ._owner import SessionLifetime as SessionLifetime
 from ._owner import default_retry as default_retry
 from ._owner import open_owner as open_owner
 from ._patch import MetaPatch as MetaPatch

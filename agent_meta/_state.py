@@ -24,7 +24,7 @@ from ._sentinel import OMITTED, Omitted
 from ._session_info import SessionInfo
 from ._timestamps import is_rfc3339
 
-__all__ = ["EncodedUpdate", "FailureIncident", "LifetimeState", "encode_update"]
+__all__ = ["NO_CHANGE", "EncodedUpdate", "FailureIncident", "LifetimeState", "encode_update"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,6 +58,10 @@ class EncodedUpdate:
         self.meta_clear = meta_clear
         self.meta_patch = meta_patch
         self.notification_meta = notification_meta
+
+
+NO_CHANGE = EncodedUpdate(None, None, False, None, None)
+"""An update that changes nothing (what a refused call on an ended lifetime counts as)."""
 
 
 def _encode_text(value: object, name: str) -> str | None:

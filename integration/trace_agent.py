@@ -18,8 +18,8 @@ from agent_meta._connection import run_stdio_agent
 from agent_meta.reference_agent import ReferenceAgent
 
 if TYPE_CHECKING:
+    from agent_meta import SessionLifetime
     from agent_meta._connection import RequestContext
-    from agent_meta._owner import SessionLifetime
 
 USAGE = "usage: /trace TRACEPARENT KEY JSON"
 

@@ -49,13 +49,14 @@ PUBLIC_NAMES = [
     "json_copy",
     "JsonObject",
     "JsonValue",
+    # _lifetime
+    "DomainHandle",
+    "SessionLifetime",
     # _owner
     "default_retry",
-    "DomainHandle",
     "MetaOwner",
     "open_owner",
     "OwnerStatistics",
-    "SessionLifetime",
     # _patch
     "apply_meta_update",
     "compose_meta_updates",

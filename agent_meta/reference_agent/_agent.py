@@ -52,7 +52,7 @@ from ._storage import HistoryStore
 
 if TYPE_CHECKING:
     from .._json import JsonObject, JsonValue
-    from .._owner import SessionLifetime
+    from .._lifetime import SessionLifetime
     from .._store_sqlite import SQLiteStore
 
 __all__ = ["AGENT_NAME", "ReferenceAgent"]
