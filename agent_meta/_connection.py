@@ -310,11 +310,36 @@ class AgentConnection:
             elif error is not None:
                 await self._send_error(request_id, error)
             else:
-                await self.owner.send_response(request_id, result=result)
+                await self._send_result(request_id, method, result)
                 for callback in ctx._after:
-                    await callback()
+                    await self._run_after_response(method, callback)
         finally:
             self._in_flight.pop(request_id, None)
+
+    async def _send_result(self, request_id: RequestId, method: str, result: object) -> None:
+        """Send a handler's result; one the owner refuses becomes ``-32603`` (R12), so a bad
+        result (not JSON, over ``max_frame_bytes``) costs that request, not the connection."""
+        try:
+            await self.owner.send_response(request_id, result=result)
+        except (OwnerClosedError, TransportBrokenError):
+            raise
+        except AgentMetaError as exc:
+            logger.exception("the result of %r cannot be sent", method)
+            await self._send_error(
+                request_id,
+                JsonRpcError(INTERNAL_ERROR, f"internal error: the result cannot be sent ({exc})"),
+            )
+
+    async def _run_after_response(
+        self, method: str, callback: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Run one ``after_response`` callback; its failure is logged, never fatal."""
+        try:
+            await callback()
+        except (OwnerClosedError, TransportBrokenError):
+            raise
+        except Exception:
+            logger.exception("an after_response callback of %r failed", method)
 
     async def _call(
         self, ctx: RequestContext, method: str, params: JsonObject | None
@@ -384,7 +409,14 @@ class AgentConnection:
                 scope.cancel()
 
     async def _send_error(self, request_id: RequestId | None, error: JsonRpcError) -> None:
-        await self.owner.send_response(request_id, error=error.to_error())
+        try:
+            await self.owner.send_response(request_id, error=error.to_error())
+        except (OwnerClosedError, TransportBrokenError):
+            raise
+        except AgentMetaError:  # its data is not JSON, or too large: send it without
+            logger.exception("the data of a %d error response cannot be sent", error.code)
+            bare = JsonRpcError(error.code, error.message[:1000])
+            await self.owner.send_response(request_id, error=bare.to_error())
 
 
 def _params(message: JsonRpcRequest | JsonRpcNotification) -> JsonObject | None:

@@ -130,7 +130,7 @@ class NdjsonLineReader:
             if self._eof:
                 self._finish()
                 return None
-            if not self._discarding and len(self._buffer) > self._limit:
+            if not self._discarding and len(self._buffer) > self._limit + 1:  # + a CR
                 self._buffer.clear()
                 self._discarding = True
                 raise LineTooLongError(self._limit)
@@ -153,10 +153,12 @@ class NdjsonLineReader:
         if self._discarding:
             self._discarding = False
             return b""  # the tail of the overlong line: skipped like a blank line
+        if line.endswith(b"\r"):
+            line = line[:-1]  # CRLF: the limit counts the message, not its line ending
         if len(line) > self._limit:
             self._discarding = False
             raise LineTooLongError(self._limit)
-        return line[:-1] if line.endswith(b"\r") else line
+        return line
 
     def _finish(self) -> None:
         partial = bytes(self._buffer)
@@ -164,6 +166,9 @@ class NdjsonLineReader:
         if self._discarding:
             self._discarding = False
             return
+        message = partial[:-1] if partial.endswith(b"\r") else partial
+        if len(message) > self._limit:
+            raise LineTooLongError(self._limit)  # over the limit matters more than unfinished
         if partial.strip():
             raise IncompleteLineError(partial)
         return

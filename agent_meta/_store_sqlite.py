@@ -131,11 +131,16 @@ class SQLiteStore:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the file and release the lock (idempotent)."""
-        async with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                await trio.to_thread.run_sync(conn.close)
+        """Close the file and release the lock (idempotent).
+
+        Shielded from cancellation: a store left by a timeout or Ctrl-C must still release
+        its exclusive lock, or the file stays locked for the rest of the process.
+        """
+        with trio.CancelScope(shield=True):
+            async with self._lock:
+                conn, self._conn = self._conn, None
+                if conn is not None:
+                    await trio.to_thread.run_sync(conn.close)
 
     async def run(self, action: Callable[[sqlite3.Connection], T], *, what: str = "query") -> T:
         """Run ``action(connection)`` in a worker thread inside one transaction.

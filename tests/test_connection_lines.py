@@ -53,6 +53,13 @@ async def test_a_line_at_the_limit_passes_one_byte_more_does_not() -> None:
     assert await _all(reader) == [b"a" * 16, "too-long", b"next"]
 
 
+async def test_the_limit_does_not_count_a_crlf_line_ending() -> None:
+    # A message of exactly the limit passes with either line ending, even when its CR
+    # arrives in a chunk of its own.
+    reader = await _reader([b"a" * 16 + b"\r\n", b"b" * 16, b"\r", b"\n", b"c" * 17 + b"\r\n"])
+    assert await _all(reader) == [b"a" * 16, b"b" * 16, "too-long"]
+
+
 async def test_an_overlong_line_is_reported_early_and_its_tail_skipped() -> None:
     # 1000 bytes arrive in small chunks; the error comes once, then the next line is intact.
     chunks = [b"c" * 10 for _ in range(100)] + [b"\nok\n"]

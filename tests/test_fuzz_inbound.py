@@ -94,13 +94,13 @@ def _expected_lines(data: bytes, limit: int) -> list[bytes | str]:
     *complete, tail = data.split(b"\n")
     out: list[bytes | str] = []
     for raw in complete:
-        if len(raw) > limit:
+        line = raw[:-1] if raw.endswith(b"\r") else raw  # the limit excludes CRLF's CR
+        if len(line) > limit:
             out.append("too-long")
             continue
-        line = raw[:-1] if raw.endswith(b"\r") else raw
         if line.strip():
             out.append(line)
-    if len(tail) > limit:
+    if len(tail[:-1] if tail.endswith(b"\r") else tail) > limit:
         out.append("too-long")
     elif tail.strip():
         out.append("incomplete")

@@ -239,6 +239,18 @@ async def test_sqlite_second_opener_is_refused(tmp_path: Path) -> None:
         pass  # released on close
 
 
+async def test_sqlite_store_left_by_a_cancellation_still_releases_its_lock(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    store = await SQLiteStore.open(path)
+    with trio.CancelScope() as scope:
+        scope.cancel()  # the block is left in a cancelled scope (a timeout, Ctrl-C)
+        async with store:
+            pass
+    assert store.closed
+    async with await SQLiteStore.open(path, lock_timeout=0):
+        pass  # the lock was released although aclose() ran in a cancelled scope
+
+
 async def test_sqlite_refuses_newer_schema_and_foreign_files(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     async with await SQLiteStore.open(path):

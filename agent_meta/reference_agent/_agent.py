@@ -312,8 +312,10 @@ class ReferenceAgent(BaseAgent):
         user_id = session.next_id("user")
         agent_id = session.next_id("agent")
         session.updated_at = _now()
-        await self._add_message(session, _Message("user", user_id, text))
+        # The id counter is stored before the message: a cancellation between the two leaves a
+        # gap in the ids, never an id that a restarted agent would hand out again.
         await self._save_session(session)
+        await self._add_message(session, _Message("user", user_id, text))
         sid = session.session_id
         if v2:
             echo = {"sessionUpdate": "user_message", "messageId": user_id, "content": blocks}
