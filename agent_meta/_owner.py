@@ -491,12 +491,15 @@ class MetaOwner:
         return True
 
     async def _write(self, out: Outgoing) -> None:
+        """Write one frame: retried while the transport proves it unsent, a loss reported (and
+        repaired), any other failure turned into :class:`TransportBrokenError`."""
         try:
-            await self._transport.send_frame(out.frame)
-        except FrameNotSentError:
-            await self._write_with_retry(out)
-            return
-        except FrameLostError as exc:
+            try:
+                await self._transport.send_frame(out.frame)
+            except FrameNotSentError:
+                if not await self._retry_unsent(out):
+                    return  # its lifetime ended during the backoff
+        except (FrameNotSentError, FrameLostError) as exc:
             self._report_loss(out, exc)
             return
         except trio.Cancelled:
@@ -508,30 +511,21 @@ class MetaOwner:
             ) from exc
         self._queue.written(out)
 
-    async def _write_with_retry(self, out: Outgoing) -> None:
-        # The direct attempt failed; every attempt of the policy is a retry.
+    async def _retry_unsent(self, out: Outgoing) -> bool:
+        """Retry a frame the transport proved unsent, with the retry policy.
+
+        Returns ``False`` if its lifetime ended meanwhile (the frame is dropped, R6). When the
+        policy gives up, its last :class:`FrameNotSentError` propagates.
+        """
         lifetime = out.lifetime
-        try:
-            async for attempt in self._retry:
-                with attempt:
-                    if lifetime is not None and lifetime.closed:
-                        self._queue.counters.fenced += 1  # ended during the backoff (R6)
-                        return
-                    self._retried += 1
-                    await self._transport.send_frame(out.frame)
-        except FrameNotSentError as exc:
-            self._report_loss(out, exc)
-            return
-        except FrameLostError as exc:
-            self._report_loss(out, exc)
-            return
-        except trio.Cancelled:
-            raise
-        except BaseException as exc:
-            raise TransportBrokenError(
-                f"writing a frame failed part-way ({type(exc).__name__}: {exc})"
-            ) from exc
-        self._queue.written(out)
+        async for attempt in self._retry:
+            with attempt:
+                if lifetime is not None and lifetime.closed:
+                    self._queue.counters.fenced += 1  # ended during the backoff (R6)
+                    return False
+                self._retried += 1  # the direct attempt failed: each attempt here is a retry
+                await self._transport.send_frame(out.frame)
+        return True
 
     def _report_loss(self, out: Outgoing, exc: AgentMetaError) -> None:
         lifetime = out.lifetime
