@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ._errors import FrameTooLargeError, SessionExistsError
 from ._frames import NULL, fragment, info_frame, object_text
-from ._state import EncodedUpdate, LifetimeState
+from ._state import EncodedUpdate, LifetimeState, member_size
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -56,7 +56,7 @@ class _Info:
         self.updated_at = update.updated_at
         self.cleared = update.meta_clear
         self.patch = None if update.meta_patch is None else dict(update.meta_patch)
-        self.patch_size = _patch_size(update.meta_patch)
+        self.patch_size = update.patch_size
         self.notification_meta = update.notification_meta
         self.pos = 0
         self.frames = 1
@@ -76,9 +76,9 @@ class _Info:
                 self.patch = {}
             for key, frag in update.meta_patch.items():
                 if key in self.patch:
-                    self.patch_size -= _member_size(key, self.patch[key])
+                    self.patch_size -= member_size(key, self.patch[key])
                 self.patch[key] = frag
-                self.patch_size += _member_size(key, frag)
+                self.patch_size += member_size(key, frag)
 
     def patch_text(self) -> str:
         assert self.patch is not None
@@ -111,19 +111,6 @@ class _Raw:
 
 
 _Entry = _Info | _Resync | _Raw
-
-
-def _member_size(key: str, frag: str | None) -> int:
-    """The bytes one member adds to a patch object (its text and a comma)."""
-    if frag is None:
-        frag = fragment(key, NULL)  # a removal, "key":null
-    return len(frag) + 1
-
-
-def _patch_size(patch: dict[str, str | None] | None) -> int:
-    if not patch:
-        return 0
-    return sum(_member_size(key, frag) for key, frag in patch.items())
 
 
 class Outgoing:
@@ -276,7 +263,7 @@ class SendQueue:
         entry = state.open_entry
         if not isinstance(entry, _Info):
             return False
-        return entry.patch_size + _patch_size(update.meta_patch) > self.max_frame_bytes // 2
+        return entry.patch_size + update.patch_size > self.max_frame_bytes // 2
 
     def publish(self, state: LifetimeState, update: EncodedUpdate) -> bool:
         """Accept one publication: fold it into the known state and queue it.
@@ -418,7 +405,7 @@ class SendQueue:
     # -- internals -----------------------------------------------------------------------
     def _check_sizes(self, state: LifetimeState, update: EncodedUpdate) -> None:
         limit = self.max_frame_bytes
-        own = len(state.prefix) + 64 + _patch_size(update.meta_patch)
+        own = len(state.prefix) + 64 + update.patch_size
         for text in (update.title, update.updated_at, update.notification_meta):
             if text is not None:
                 own += len(text)

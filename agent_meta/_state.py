@@ -24,7 +24,14 @@ from ._sentinel import OMITTED, Omitted
 from ._session_info import SessionInfo
 from ._timestamps import is_rfc3339
 
-__all__ = ["NO_CHANGE", "EncodedUpdate", "FailureIncident", "LifetimeState", "encode_update"]
+__all__ = [
+    "NO_CHANGE",
+    "EncodedUpdate",
+    "FailureIncident",
+    "LifetimeState",
+    "encode_update",
+    "member_size",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,15 +42,30 @@ class FailureIncident:
     revision: int
 
 
+def member_size(key: str, frag: str | None) -> int:
+    """The bytes one member adds to a patch object (its text and a comma)."""
+    if frag is None:
+        frag = fragment(key, NULL)  # a removal, "key":null
+    return len(frag) + 1
+
+
 class EncodedUpdate:
     """One validated ``session_info_update``, as wire text.
 
     ``title`` / ``updated_at``: JSON text, or ``None`` when omitted. ``meta_clear``: the update
     is ``_meta: null``. ``meta_patch``: key -> ``"key":value`` fragment, or ``None`` for a
-    removal; ``None`` when ``_meta`` is omitted or cleared.
+    removal; ``None`` when ``_meta`` is omitted or cleared. ``patch_size``: the bytes of the
+    patch's members, computed once here for every size check that follows.
     """
 
-    __slots__ = ("meta_clear", "meta_patch", "notification_meta", "title", "updated_at")
+    __slots__ = (
+        "meta_clear",
+        "meta_patch",
+        "notification_meta",
+        "patch_size",
+        "title",
+        "updated_at",
+    )
 
     def __init__(
         self,
@@ -58,6 +80,9 @@ class EncodedUpdate:
         self.meta_clear = meta_clear
         self.meta_patch = meta_patch
         self.notification_meta = notification_meta
+        self.patch_size = 0
+        if meta_patch:
+            self.patch_size = sum(member_size(key, frag) for key, frag in meta_patch.items())
 
 
 NO_CHANGE = EncodedUpdate(None, None, False, None, None)
