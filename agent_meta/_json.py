@@ -32,6 +32,7 @@ __all__ = [
     "JsonObject",
     "JsonValue",
     "int_fits",
+    "is_plain_json",
     "json_copy",
     "json_object_copy",
 ]
@@ -60,6 +61,81 @@ def _checked_int(value: int) -> int:
     if not int_fits(value):
         raise _InvalidError(f"an integer of more than {_INT_DIGITS} digits cannot be sent as JSON")
     return value
+
+
+def is_plain_json(value: object) -> bool:
+    """Whether ``value`` is JSON built only of the exact built-in types, nested at most
+    :data:`MAX_DEPTH` deep: ``dict`` with ``str`` keys, ``list``, ``str``, ``int`` that fits,
+    finite ``float``, ``bool`` and ``None``.
+
+    For such a value :func:`json_copy` would return an equal value, so it can be encoded as
+    it is, without the copy. ``False`` says nothing is wrong, only that the value needs
+    :func:`json_copy` (which also reports what is wrong, if anything). A cycle is ``False``
+    (it exceeds the depth).
+    """
+    kind = type(value)
+    if kind is dict:
+        return _plain_object(value, 0)  # type: ignore[arg-type]  # exact type checked above
+    if kind is list:
+        return _plain_array(value, 0)  # type: ignore[arg-type]  # exact type checked above
+    return _plain_scalar(value)
+
+
+def _plain_scalar(value: object) -> bool:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return int_fits(value)  # type: ignore[arg-type]  # exact type checked above
+    if kind is float:
+        return _isfinite(value)  # type: ignore[arg-type]  # exact type checked above
+    return False
+
+
+def _plain_object(value: dict[object, object], depth: int) -> bool:
+    if depth >= MAX_DEPTH:
+        return False
+    for key, item in value.items():
+        if type(key) is not str:
+            return False
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if INT_LIMIT is None or -INT_LIMIT < item < INT_LIMIT:
+                continue
+            return False
+        if kind is dict:
+            if not _plain_object(item, depth + 1):  # type: ignore[arg-type]  # exact type
+                return False
+        elif kind is list:
+            if not _plain_array(item, depth + 1):  # type: ignore[arg-type]  # exact type
+                return False
+        elif not _plain_scalar(item):
+            return False
+    return True
+
+
+def _plain_array(value: list[object], depth: int) -> bool:
+    if depth >= MAX_DEPTH:
+        return False
+    for item in value:
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if INT_LIMIT is None or -INT_LIMIT < item < INT_LIMIT:
+                continue
+            return False
+        if kind is dict:
+            if not _plain_object(item, depth + 1):  # type: ignore[arg-type]  # exact type
+                return False
+        elif kind is list:
+            if not _plain_array(item, depth + 1):  # type: ignore[arg-type]  # exact type
+                return False
+        elif not _plain_scalar(item):
+            return False
+    return True
 
 
 class _InvalidError(Exception):

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Mapping, Sequence
 
 from ._errors import MetaPathError, MetaValueError
 from ._frames import NULL, encode_json, fragment, object_text, session_prefix
-from ._json import JsonObject, JsonValue, int_fits, json_copy, json_object_copy
+from ._json import JsonObject, JsonValue, is_plain_json, json_copy, json_object_copy
 from ._sentinel import OMITTED, Omitted
 from ._session_info import SessionInfo
 from ._timestamps import is_rfc3339
@@ -74,15 +73,19 @@ class EncodedUpdate:
         meta_clear: bool,
         meta_patch: dict[str, str | None] | None,
         notification_meta: str | None,
+        patch_size: int | None = None,
     ) -> None:
         self.title = title
         self.updated_at = updated_at
         self.meta_clear = meta_clear
         self.meta_patch = meta_patch
         self.notification_meta = notification_meta
-        self.patch_size = 0
-        if meta_patch:
-            self.patch_size = sum(member_size(key, frag) for key, frag in meta_patch.items())
+        if patch_size is None:
+            patch_size = 0
+            if meta_patch:
+                for key, frag in meta_patch.items():
+                    patch_size += member_size(key, frag)
+        self.patch_size = patch_size
 
 
 NO_CHANGE = EncodedUpdate(None, None, False, None, None)
@@ -99,32 +102,42 @@ def _encode_text(value: object, name: str) -> str | None:
     raise MetaValueError(f"must be OMITTED, None or a str, not a {type(value).__name__}", path=name)
 
 
-def encode_value(value: object, path: str) -> str:
-    """Validate one JSON value and return its JSON text (fast for plain scalars)."""
-    kind = type(value)
-    if kind is str or kind is bool or (kind is int and int_fits(value)):  # type: ignore[arg-type]
-        return encode_json(value)
-    if kind is float:
-        assert isinstance(value, float)
-        if math.isfinite(value):
-            return encode_json(value)
-    return encode_json(json_copy(value, path=path))
+def encode_meta_patch(
+    meta: Mapping[object, object], path: str = "meta"
+) -> tuple[dict[str, str | None], int]:
+    """Validate a ``_meta`` patch object and encode each member; also return its
+    ``patch_size`` (see :class:`EncodedUpdate`).
 
-
-def encode_meta_patch(meta: Mapping[object, object], path: str = "meta") -> dict[str, str | None]:
-    """Validate a ``_meta`` patch object and encode each member."""
+    A plain value (:func:`~agent_meta._json.is_plain_json`) is encoded as it is; any other is
+    copied by ``json_copy`` first, which converts what it accepts and names what it refuses.
+    """
     patch: dict[str, str | None] = {}
+    size = 0
+    converted = False
     for key, value in meta.items():
-        if not isinstance(key, str):
-            raise MetaValueError(
-                f"object key {key!r} is of type {type(key).__name__}, not str", path=path
-            )
-        key = str.__str__(key)
+        if type(key) is not str:
+            if not isinstance(key, str):
+                raise MetaValueError(
+                    f"object key {key!r} is of type {type(key).__name__}, not str", path=path
+                )
+            key = str.__str__(key)
+            converted = True  # may now equal another key: the later member wins
         if value is None:
             patch[key] = None
+            size += member_size(key, None)
+            continue
+        if is_plain_json(value):
+            text = encode_json(value)
         else:
-            patch[key] = fragment(key, encode_value(value, f"{path}[{key!r}]"))
-    return patch
+            text = encode_json(json_copy(value, path=f"{path}[{key!r}]"))
+        frag = encode_json(key) + ":" + text
+        patch[key] = frag
+        size += len(frag) + 1
+    if converted:
+        size = 0
+        for key, member in patch.items():
+            size += member_size(key, member)
+    return patch, size
 
 
 def encode_update(
@@ -145,18 +158,19 @@ def encode_update(
         )
     meta_clear = False
     meta_patch: dict[str, str | None] | None = None
+    patch_size = 0
     if meta is None:
         meta_clear = True
     elif meta is not OMITTED:
-        if not isinstance(meta, Mapping):
+        if type(meta) is not dict and not isinstance(meta, Mapping):
             raise MetaValueError(
                 f"must be OMITTED, None or a mapping, not a {type(meta).__name__}", path="meta"
             )
-        meta_patch = encode_meta_patch(meta)
+        meta_patch, patch_size = encode_meta_patch(meta)
     nm_text: str | None = None
     if notification_meta is not None:
         nm_text = encode_json(json_object_copy(notification_meta, path="notification_meta"))
-    return EncodedUpdate(title_text, updated_text, meta_clear, meta_patch, nm_text)
+    return EncodedUpdate(title_text, updated_text, meta_clear, meta_patch, nm_text, patch_size)
 
 
 class LifetimeState:

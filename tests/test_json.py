@@ -5,15 +5,23 @@ from __future__ import annotations
 import copy
 import enum
 import json
+import math
 from collections import OrderedDict
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import given
-from strategies import json_values
+from hypothesis import strategies as st
+from strategies import json_scalars, json_values, meta_keys
 
 from agent_meta import JsonValue, MetaValueError, json_copy
-from agent_meta._json import MAX_DEPTH, json_object_copy
+from agent_meta._frames import encode_json
+from agent_meta._json import INT_LIMIT, MAX_DEPTH, is_plain_json, json_object_copy
+from agent_meta._state import EncodedUpdate, encode_meta_patch, encode_update, member_size
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 
 class Color(enum.StrEnum):
@@ -153,3 +161,368 @@ def test_copy_is_equal_fresh_and_leaves_the_input_alone(value: JsonValue) -> Non
         return set()
 
     assert not ids(result) & ids(value)
+
+
+# -- is_plain_json: the licence to skip json_copy ------------------------------------------------
+
+
+def _nested(levels: int, leaf: object, in_dicts: Sequence[bool] = (False,)) -> object:
+    """``leaf`` inside ``levels`` containers, built iteratively; ``in_dicts`` cycles over the
+    levels from the inside out (``True``: an object ``{"k": ...}``, ``False``: an array)."""
+    value = leaf
+    for level in range(levels):
+        value = {"k": value} if in_dicts[level % len(in_dicts)] else [value]
+    return value
+
+
+def _self_list() -> list[object]:
+    loop: list[object] = [1]
+    loop.append(loop)
+    return loop
+
+
+def _self_dict() -> dict[str, object]:
+    loop: dict[str, object] = {"a": 1}
+    loop["self"] = [loop]
+    return loop
+
+
+_TOO_BIG: list[int] = [] if INT_LIMIT is None else [INT_LIMIT, -INT_LIMIT, 3 * INT_LIMIT + 1]
+
+_NOT_PLAIN_SCALARS: list[object] = [
+    Level.HIGH,
+    Color.RED,
+    Name("n"),
+    Meters(1.5),
+    Meters("inf"),
+    math.nan,
+    math.inf,
+    -math.inf,
+    b"",
+    bytearray(b"x"),
+    {1},
+    frozenset(),
+    object(),
+]
+"""Scalars json_copy converts or refuses (integers over the limit are drawn separately: such
+an integer has no ``repr``, so it must not appear in a strategy's description)."""
+
+
+def _convertible_containers(children: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+    keys = st.one_of(st.text(max_size=3), st.sampled_from([Color.RED, Name("k")]))
+    return st.one_of(
+        st.lists(children, max_size=3),
+        st.lists(children, max_size=3).map(tuple),
+        st.dictionaries(keys, children, max_size=3),
+        st.dictionaries(keys, children, max_size=3).map(MappingProxyType),
+        st.dictionaries(keys, children, max_size=3).map(OrderedDict),
+    )
+
+
+_convertible_values: st.SearchStrategy[object] = st.recursive(
+    st.one_of(json_scalars, st.sampled_from([Level.HIGH, Color.RED, Name("n"), Meters(1.5)])),
+    _convertible_containers,
+    max_leaves=10,
+)
+"""Values json_copy accepts but converts: tuples, other mappings, subclasses (also as keys)."""
+
+
+def _wild_containers(children: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+    odd_keys = st.sampled_from([1, True, None, 1.5])
+    return st.one_of(
+        _convertible_containers(children),
+        st.dictionaries(st.one_of(st.text(max_size=3), odd_keys), children, max_size=3),
+    )
+
+
+_too_big_ints: st.SearchStrategy[object] = (
+    st.nothing()
+    if INT_LIMIT is None
+    else st.sampled_from([1, -1, 3]).map(lambda sign: sign * INT_LIMIT)  # type: ignore[operator]
+)
+
+_wild_values: st.SearchStrategy[object] = st.recursive(
+    st.one_of(json_scalars, st.sampled_from(_NOT_PLAIN_SCALARS), _too_big_ints),
+    _wild_containers,
+    max_leaves=10,
+)
+"""JSON mixed with everything json_copy converts or refuses, at any depth."""
+
+
+@st.composite
+def _deep_values(draw: st.DrawFn) -> object:
+    levels = draw(st.sampled_from([MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1]))
+    in_dicts = draw(st.lists(st.booleans(), min_size=1, max_size=3))
+    return _nested(levels, draw(st.one_of(json_values, _wild_values)), in_dicts)
+
+
+@st.composite
+def _cyclic_values(draw: st.DrawFn) -> object:
+    inner: list[object] = draw(st.lists(st.one_of(json_values, _wild_values), max_size=2))
+    loop: object = inner
+    if draw(st.booleans()):
+        box = {"self": inner}
+        inner.append(box)
+        loop = box
+    else:
+        inner.insert(draw(st.integers(0, len(inner))), inner)
+    wrap = draw(st.integers(0, 2))
+    return loop if wrap == 0 else [loop] if wrap == 1 else {"a": loop}
+
+
+@st.composite
+def _one_flaw(draw: st.DrawFn) -> object:
+    """Plain JSON with one thing that is not plain put into one of its containers: the
+    is_plain_json answer then hangs on that one spot."""
+    value: object = draw(
+        st.one_of(
+            st.lists(json_values, max_size=3),
+            st.dictionaries(st.text(max_size=3), json_values, max_size=3),
+        )
+    )
+    flaw = draw(
+        st.one_of(
+            st.sampled_from(_NOT_PLAIN_SCALARS),
+            st.sampled_from([math.nan, math.inf, -math.inf]),
+            _too_big_ints,
+            _convertible_values.filter(lambda v: not is_plain_json(v)),
+            st.sampled_from([1, True, None, 1.5, Color.RED]).map(lambda key: {key: 0}),
+        )
+    )
+    containers: list[object] = []
+    todo = [value]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            containers.append(node)
+            todo.extend(node)
+        elif isinstance(node, dict):
+            containers.append(node)
+            todo.extend(node.values())
+    target = draw(st.sampled_from(containers))
+    if isinstance(target, list):
+        target.insert(draw(st.integers(0, len(target))), flaw)
+    else:
+        assert isinstance(target, dict)
+        target[draw(st.text(max_size=3))] = flaw
+    return value
+
+
+_any_values: st.SearchStrategy[object] = st.one_of(
+    json_values,
+    _convertible_values,
+    _wild_values,
+    _one_flaw(),
+    _one_flaw(),  # twice: the most telling case
+    _deep_values(),
+    _cyclic_values(),
+)
+
+
+@given(_any_values)
+def test_plain_values_need_no_copy(value: object) -> None:
+    """encode_meta_patch skips json_copy when is_plain_json says yes: the copy must then
+    succeed, be equal and encode to the very same text, or the fast path changes the wire."""
+    if not is_plain_json(value):
+        return
+    copied = json_copy(value)
+    assert copied == value
+    assert encode_json(value) == encode_json(copied)
+
+
+@given(json_values)
+def test_json_values_are_plain(value: JsonValue) -> None:
+    """Plain JSON takes the fast path (a too careful is_plain_json would only cost speed,
+    but it would also leave the fast path untested)."""
+    assert is_plain_json(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param((), id="empty-tuple"),
+        pytest.param((1, "a"), id="tuple"),
+        pytest.param(Level.HIGH, id="IntEnum"),
+        pytest.param(Color.RED, id="StrEnum"),
+        pytest.param(Name("n"), id="str-subclass"),
+        pytest.param(Meters(1.5), id="float-subclass"),
+        pytest.param(MappingProxyType({"a": 1}), id="mappingproxy"),
+        pytest.param(OrderedDict(a=1), id="dict-subclass"),
+        pytest.param({1: "x"}, id="int-key"),
+        pytest.param({True: "x"}, id="bool-key"),
+        pytest.param({None: "x"}, id="none-key"),
+        pytest.param({1.5: "x"}, id="float-key"),
+        pytest.param({Color.RED: "x"}, id="StrEnum-key"),
+        pytest.param({"ok": 1, Name("k"): "x"}, id="str-subclass-key-after-a-good-one"),
+        pytest.param(math.nan, id="nan"),
+        pytest.param(math.inf, id="inf"),
+        pytest.param(-math.inf, id="-inf"),
+        pytest.param(b"", id="bytes"),
+        pytest.param({1, 2}, id="set"),
+        pytest.param(object(), id="object"),
+        *(pytest.param(big, id=f"int-limit-{i}") for i, big in enumerate(_TOO_BIG)),
+        pytest.param(_nested(MAX_DEPTH + 1, 0), id="too-deep-lists"),
+        pytest.param(_nested(MAX_DEPTH + 1, 0, (True,)), id="too-deep-dicts"),
+        pytest.param(_self_list(), id="self-list"),
+        pytest.param(_self_dict(), id="self-dict"),
+    ],
+)
+@pytest.mark.parametrize("where", ["bare", "in-list", "in-dict", "after-a-plain-item"])
+def test_not_plain_kinds(value: object, where: str) -> None:
+    """Each kind json_copy would convert or refuse is not plain, wherever it sits (the
+    container loops check items inline, so each position is its own code)."""
+    wrapped = {
+        "bare": value,
+        "in-list": [value],
+        "in-dict": {"k": value},
+        "after-a-plain-item": [{"a": [1, 2.5, "s", None, True]}, {"b": value}],
+    }[where]
+    assert not is_plain_json(wrapped)
+
+
+@pytest.mark.skipif(INT_LIMIT is None, reason="no integer digit limit")
+def test_int_limit_boundary_is_the_same() -> None:
+    """The largest sendable integers are plain; one more is not and json_copy refuses it."""
+    assert INT_LIMIT is not None
+    for fits in (INT_LIMIT - 1, -INT_LIMIT + 1):
+        for value in (fits, [fits], {"n": fits}):
+            assert is_plain_json(value)
+            assert json_copy(value) == value
+    for big in (INT_LIMIT, -INT_LIMIT):
+        for value in (big, [big], {"n": big}):
+            assert not is_plain_json(value)
+            with pytest.raises(MetaValueError):
+                json_copy(value)
+
+
+@pytest.mark.parametrize(
+    "in_dicts",
+    [(False,), (True,), (True, False), (False, False, True)],
+    ids=["lists", "dicts", "alternating", "mixed"],
+)
+def test_plain_depth_limit_is_json_copys(in_dicts: tuple[bool, ...]) -> None:
+    """_enter refuses a container at depth MAX_DEPTH (the root is depth 0): MAX_DEPTH levels
+    pass, MAX_DEPTH + 1 do not. is_plain_json must draw the line at the same place."""
+    leaves: list[object] = [0, "s", [], {}]
+    for leaf in leaves:
+        extra = 1 if isinstance(leaf, list | dict) else 0
+        at_limit = _nested(MAX_DEPTH - extra, leaf, in_dicts)
+        assert is_plain_json(at_limit)
+        assert json_copy(at_limit) == at_limit
+        over = _nested(MAX_DEPTH + 1 - extra, leaf, in_dicts)
+        assert not is_plain_json(over)
+        with pytest.raises(MetaValueError, match=f"nested deeper than {MAX_DEPTH} levels"):
+            json_copy(over)
+
+
+# -- encode_meta_patch: the fast encoding against the copying definition -------------------------
+
+
+def _reference_meta_patch(meta: Mapping[object, object]) -> tuple[dict[str, str | None], int]:
+    """The slow definition: every value goes through json_copy; the size is summed from the
+    finished patch."""
+    patch: dict[str, str | None] = {}
+    for key, value in meta.items():
+        if not isinstance(key, str):
+            json_copy({key: None}, path="meta")  # raises json_copy's own error for the key
+            pytest.fail("json_copy accepted a non-str key")
+        name = str(key)
+        if value is None:
+            patch[name] = None
+        else:
+            text = encode_json(json_copy(value, path=f"meta[{name!r}]"))
+            patch[name] = encode_json(key) + ":" + text
+    return patch, sum(member_size(key, frag) for key, frag in patch.items())
+
+
+def _reference_outcome(
+    meta: Mapping[object, object],
+) -> tuple[dict[str, str | None], int] | MetaValueError:
+    try:
+        return _reference_meta_patch(meta)
+    except MetaValueError as exc:
+        return exc
+
+
+@st.composite
+def _meta_mappings(draw: st.DrawFn) -> Mapping[object, object]:
+    good_key = st.one_of(meta_keys, st.sampled_from([Color.RED, Name("n"), Name("a")]))
+    bad_key = st.sampled_from([1, True, None, 1.5, b"k"])
+    value = st.one_of(st.none(), json_values, _convertible_values, _any_values)
+    items: dict[object, object] = {}
+    for _ in range(draw(st.integers(0, 5))):
+        key = draw(bad_key if draw(st.sampled_from(range(20))) == 19 else good_key)
+        items[key] = draw(value)
+    kind = draw(st.sampled_from([dict, MappingProxyType, OrderedDict]))
+    meta: Mapping[object, object] = kind(items)
+    return meta
+
+
+@given(_meta_mappings())
+def test_encode_meta_patch_is_the_copying_definition(meta: Mapping[object, object]) -> None:
+    """Plain values skip json_copy, yet the patch, its size and every error must be exactly
+    what copying each value first would give."""
+    expected = _reference_outcome(meta)
+    if isinstance(expected, MetaValueError):
+        with pytest.raises(MetaValueError) as exc_info:
+            encode_meta_patch(meta)
+        error = exc_info.value
+        assert type(error) is type(expected)
+        assert (error.path, error.reason, str(error)) == (
+            expected.path,
+            expected.reason,
+            str(expected),
+        )
+        return
+    expected_patch, expected_size = expected
+    patch, size = encode_meta_patch(meta)
+    assert list(patch.items()) == list(expected_patch.items())
+    assert all(type(key) is str for key in patch)
+    assert size == expected_size
+    update = encode_update(meta=meta)
+    assert update.meta_patch == patch
+    assert update.patch_size == size
+    assert EncodedUpdate(None, None, False, patch, None).patch_size == size
+
+
+@pytest.mark.parametrize(
+    ("meta", "path"),
+    [
+        pytest.param({"key": [math.nan]}, "meta['key'][0]", id="nan-in-list"),
+        pytest.param({"ok": 1, "key": {"a": b""}}, "meta['key']['a']", id="bytes"),
+        pytest.param({"key": [{1: 2}]}, "meta['key'][0]", id="int-key-inside"),
+        pytest.param({"key": _self_list()}, "meta['key'][1]", id="cycle"),
+        pytest.param(
+            {"key": _nested(MAX_DEPTH + 1, 0)}, "meta['key']" + "[0]" * MAX_DEPTH, id="too-deep"
+        ),
+        pytest.param({"it's": [math.inf]}, """meta["it's"][0]""", id="quote-in-key"),
+        pytest.param({Color.RED: [Meters("nan")]}, "meta['red'][0]", id="StrEnum-key"),
+        pytest.param({"a": 1, 2: 3}, "meta", id="top-level-int-key"),
+    ],
+)
+def test_encode_meta_patch_names_the_bad_spot(meta: dict[object, object], path: str) -> None:
+    """A bad value deep inside is reported exactly as json_copy reports it, from ``meta``."""
+    with pytest.raises(MetaValueError) as exc_info:
+        encode_meta_patch(meta)
+    assert exc_info.value.path == path
+    reference = _reference_outcome(meta)
+    assert isinstance(reference, MetaValueError)
+    assert str(exc_info.value) == str(reference)
+
+
+class _IdentityKey(str):
+    """A str subclass equal only to itself, so a dict can hold it next to the plain str."""
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+
+def test_patch_size_counts_a_key_once_when_two_keys_become_one() -> None:
+    """Two keys that turn into the same str make one patch member (the later value wins); the
+    size must be that patch's size, as it was when EncodedUpdate summed the finished patch."""
+    meta: dict[object, object] = {_IdentityKey("a"): 1, "a": 2}
+    patch, size = encode_meta_patch(meta)
+    assert patch == {"a": '"a":2'}
+    assert size == member_size("a", '"a":2')
