@@ -95,22 +95,18 @@ def info_frame(
     notification_meta: str | None,
 ) -> bytes:
     """One ``session_info_update`` frame; each argument is JSON text, or ``None`` to omit it."""
-    parts = [prefix]
+    text = prefix
     if title is not None:
-        parts.append(',"title":')
-        parts.append(title)
+        text += ',"title":' + title
     if updated_at is not None:
-        parts.append(',"updatedAt":')
-        parts.append(updated_at)
+        text += ',"updatedAt":' + updated_at
     if meta is not None:
-        parts.append(',"_meta":')
-        parts.append(meta)
-    parts.append("}")
+        text += ',"_meta":' + meta
     if notification_meta is not None:
-        parts.append(',"_meta":')
-        parts.append(notification_meta)
-    parts.append("}}\n")
-    return "".join(parts).encode("ascii")
+        text += '},"_meta":' + notification_meta + "}}\n"
+    else:
+        text += "}}}\n"
+    return text.encode("ascii")
 
 
 def notification_frame(method: str, params_text: str | None) -> bytes:

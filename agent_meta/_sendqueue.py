@@ -26,7 +26,7 @@ from ._frames import NULL, fragment, info_frame, object_text
 from ._state import EncodedUpdate, LifetimeState, member_size
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
 
 __all__ = ["Outgoing", "QueueCounters", "SendQueue"]
 
@@ -42,6 +42,7 @@ class _Info:
         "frames",
         "lifetime",
         "notification_meta",
+        "own_patch",
         "patch",
         "patch_size",
         "pos",
@@ -55,7 +56,8 @@ class _Info:
         self.title = update.title
         self.updated_at = update.updated_at
         self.cleared = update.meta_clear
-        self.patch = None if update.meta_patch is None else dict(update.meta_patch)
+        self.patch = update.meta_patch  # shared until a merge changes it (most never merge)
+        self.own_patch = False
         self.patch_size = update.patch_size
         self.notification_meta = update.notification_meta
         self.pos = 0
@@ -70,22 +72,26 @@ class _Info:
         if update.meta_clear:
             self.cleared = True
             self.patch = None
+            self.own_patch = False
             self.patch_size = 0
         if update.meta_patch is not None:
-            if self.patch is None:
-                self.patch = {}
+            if not self.own_patch:
+                self.patch = {} if self.patch is None else dict(self.patch)
+                self.own_patch = True
+            assert self.patch is not None
             for key, frag in update.meta_patch.items():
                 if key in self.patch:
                     self.patch_size -= member_size(key, self.patch[key])
                 self.patch[key] = frag
                 self.patch_size += member_size(key, frag)
 
-    def patch_text(self) -> str:
-        assert self.patch is not None
-        members = [
-            frag if frag is not None else fragment(key, NULL) for key, frag in self.patch.items()
-        ]
-        return object_text(members)
+
+def _patch_text(patch: Mapping[str, str | None]) -> str:
+    """A patch object's text: each member's fragment, ``"key":null`` for a removal."""
+    members = []
+    for key, frag in patch.items():
+        members.append(frag if frag is not None else fragment(key, NULL))
+    return object_text(members)
 
 
 class _Resync:
@@ -114,13 +120,22 @@ _Entry = _Info | _Resync | _Raw
 
 
 class Outgoing:
-    """One frame for the writer, and the lifetime it belongs to (``None`` for other frames)."""
+    """One frame for the writer, and the lifetime it belongs to (``None`` for other frames).
 
-    __slots__ = ("frame", "lifetime")
+    ``sent`` counts bytes of the frame already written (by a direct write that the pipe took
+    only in part); the writer sends the rest.
+    """
+
+    __slots__ = ("frame", "lifetime", "sent")
 
     def __init__(self, frame: bytes, lifetime: LifetimeState | None) -> None:
         self.frame = frame
         self.lifetime = lifetime
+        self.sent = 0
+
+    def unsent(self) -> bytes:
+        """The part of the frame still to be written."""
+        return self.frame[self.sent :] if self.sent else self.frame
 
 
 class QueueCounters:
@@ -164,9 +179,9 @@ class SendQueue:
     ) -> None:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
+        self._v1_meta_mode: V1MetaMode = v1_meta_mode
+        self._coalesce = coalesce
         self.protocol_version = protocol_version
-        self.v1_meta_mode: V1MetaMode = v1_meta_mode
-        self.coalesce = coalesce
         self.capacity = capacity
         self.max_frame_bytes = max_frame_bytes
         self.sessions: dict[str, LifetimeState] = {}
@@ -178,17 +193,30 @@ class SendQueue:
         self._current_entry: _Entry | None = None
         self._appended = 0
         self._finished = 0
+        self._direct_pos = 0  # position of a frame from publish_now not yet reported; 0: none
         self._repairing: set[LifetimeState] = set()  # lost a frame, repair not yet delivered
         # Lifetimes whose state changed since the owner last stored it (None: no store).
         self.dirty: dict[LifetimeState, None] | None = None
 
     # -- configuration -------------------------------------------------------------------
     @property
-    def merging(self) -> bool:
-        """Whether publications may be merged (coalescing on, and not v1 pass-through)."""
-        return self.coalesce and not (
-            self.protocol_version == 1 and self.v1_meta_mode == "passthrough"
-        )
+    def protocol_version(self) -> int:
+        """The connection's ACP protocol version (1 or 2); the owner sets it at ``initialize``."""
+        return self._protocol_version
+
+    @protocol_version.setter
+    def protocol_version(self, version: int) -> None:
+        self._protocol_version = version
+        # Whether publications may be merged: coalescing on, and not v1 pass-through.
+        self.merging = self._coalesce and not (version == 1 and self._v1_meta_mode == "passthrough")
+
+    @property
+    def coalesce(self) -> bool:
+        return self._coalesce
+
+    @property
+    def v1_meta_mode(self) -> V1MetaMode:
+        return self._v1_meta_mode
 
     # -- lifetimes -----------------------------------------------------------------------
     def open_lifetime(
@@ -265,19 +293,23 @@ class SendQueue:
             return False
         return entry.patch_size + update.patch_size > self.max_frame_bytes // 2
 
-    def publish(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+    def publish(
+        self, state: LifetimeState, update: EncodedUpdate, needs_room: bool | None = None
+    ) -> bool:
         """Accept one publication: fold it into the known state and queue it.
 
         Returns ``False`` (and counts it as fenced) for a closed lifetime. Raises
         :class:`FrameTooLargeError` before changing anything if the frame or the resulting
         snapshot would exceed the frame limit. The caller checks room first (see
-        :meth:`publication_needs_room`); this method never refuses for lack of room.
+        :meth:`publication_needs_room`, whose answer it may pass as ``needs_room``); this method
+        never refuses for lack of room.
         """
         if state.closed:
             self.counters.fenced += 1
             return False
         self._check_sizes(state, update)
-        needs_room = self.publication_needs_room(state, update)
+        if needs_room is None:
+            needs_room = self.publication_needs_room(state, update)
         state.apply(update)
         if self.dirty is not None:
             self.dirty[state] = None
@@ -297,6 +329,39 @@ class SendQueue:
         self._append(new)
         state.open_entry = new if (self.merging and update.notification_meta is None) else None
         return True
+
+    def publish_now(self, state: LifetimeState, update: EncodedUpdate) -> bytes | None:
+        """Accept a publication whose frame can skip the queue, and return that frame.
+
+        It can when nothing is queued or being written, its lifetime is open and needs no
+        repair, and it renders to one frame: no entry could precede it or merge with it, so it
+        is the frame the queue would render next. The caller writes it now (or makes sure the
+        writer finishes it before anything else) and reports it with :meth:`written`.
+        Otherwise returns ``None`` having changed nothing, and the caller uses :meth:`publish`.
+        Raises like :meth:`publish`.
+        """
+        if self._queue or self._current is not None or self._direct_pos:
+            return None
+        if state.closed or state.needs_repair:
+            return None
+        if self._frame_count(update.meta_clear, update.meta_patch) != 1:
+            return None
+        self._check_sizes(state, update)
+        state.apply(update)
+        if self.dirty is not None:
+            self.dirty[state] = None
+        self.counters.publications += 1
+        self._appended += 1
+        self._direct_pos = self._appended
+        frames = self._info_frames(
+            state,
+            update.title,
+            update.updated_at,
+            update.meta_clear,
+            update.meta_patch,
+            update.notification_meta,
+        )
+        return frames[0]
 
     def resync(self, state: LifetimeState, *, repair_only: bool = False) -> bool:
         """Queue a resync of one lifetime (R4): ``_meta: null`` then the snapshot at write time.
@@ -335,6 +400,8 @@ class SendQueue:
     # -- the writer ----------------------------------------------------------------------
     def next_frame(self) -> Outgoing | None:
         """The next frame to write, or ``None`` when nothing is queued."""
+        if self._direct_pos:
+            raise RuntimeError("the frame from publish_now must be reported before the next one")
         while True:
             current = self._current
             if current is not None:
@@ -360,6 +427,20 @@ class SendQueue:
         """The writer reports that ``out`` was written whole."""
         self.counters.frames_written += 1
         self.counters.bytes_written += len(out.frame)
+        if self._direct_pos:
+            self._finish_direct()
+
+    def _finish_direct(self) -> None:
+        # The frame from publish_now is always reported before any other frame is taken.
+        if self._direct_pos > self._finished:
+            self._finished = self._direct_pos
+        self._direct_pos = 0
+
+    def dropped(self, out: Outgoing) -> None:
+        """The writer reports that it dropped ``out`` unwritten, its lifetime having ended (R6)."""
+        self.counters.fenced += 1
+        if self._direct_pos:
+            self._finish_direct()
 
     def lost(self, out: Outgoing) -> None:
         """The writer reports that ``out`` was not (or may not have been) delivered (R11).
@@ -368,6 +449,8 @@ class SendQueue:
         and one is queued in case no other frame follows. The rest of the entry is dropped.
         """
         self.counters.write_failures += 1
+        if self._direct_pos:
+            self._finish_direct()
         lifetime = out.lifetime
         if lifetime is None or lifetime.closed:
             return
@@ -387,7 +470,7 @@ class SendQueue:
             return False
         if self._finished >= target:
             return True
-        return not self._queue and self._current is None
+        return not self._queue and self._current is None and not self._direct_pos
 
     @property
     def position(self) -> int:
@@ -396,7 +479,8 @@ class SendQueue:
 
     @property
     def queued_entries(self) -> int:
-        return len(self._queue) + (1 if self._current is not None else 0)
+        in_flight = self._current is not None or self._direct_pos != 0
+        return len(self._queue) + (1 if in_flight else 0)
 
     @property
     def queued_frames(self) -> int:
@@ -406,9 +490,20 @@ class SendQueue:
     def _check_sizes(self, state: LifetimeState, update: EncodedUpdate) -> None:
         limit = self.max_frame_bytes
         own = len(state.prefix) + 64 + update.patch_size
-        for text in (update.title, update.updated_at, update.notification_meta):
-            if text is not None:
-                own += len(text)
+        if update.title is not None:
+            own += len(update.title)
+        if update.updated_at is not None:
+            own += len(update.updated_at)
+        if update.notification_meta is not None:
+            own += len(update.notification_meta)
+        # Quick and sufficient: the update's frame plus everything known bounds both sizes.
+        known = state.meta_size + len(state.fragments)
+        if state.title is not None:
+            known += len(state.title)
+        if state.updated_at is not None:
+            known += len(state.updated_at)
+        if own + known <= limit:
+            return
         if own > limit:
             raise FrameTooLargeError(
                 f"the frame for this update of session {state.session_id!r} would be about "
@@ -422,7 +517,15 @@ class SendQueue:
             )
 
     def _frames_of(self, entry: _Info) -> int:
-        if self.protocol_version >= 2 and entry.cleared and entry.patch:
+        return self._frame_count(entry.cleared, entry.patch)
+
+    def _frame_count(self, cleared: bool, patch: Mapping[str, str | None] | None) -> int:
+        """How many frames :meth:`_info_frames` renders (a clear with members takes two)."""
+        if (
+            cleared
+            and patch
+            and not (self._protocol_version == 1 and self._v1_meta_mode == "merged")
+        ):
             return 2
         return 1
 
@@ -454,22 +557,25 @@ class SendQueue:
             self._finished = entry.pos
         self._current = None
         self._current_entry = None
-        if not self._queue:
+        if not self._queue and not self._direct_pos:
             self._finished = self._appended
 
     def _render(self, entry: _Entry) -> Iterator[bytes]:
+        """The frames of an entry the writer takes. Everything but a resync is rendered at
+        once; a resync's snapshot frame only once its ``null`` frame is written (R4)."""
+        if isinstance(entry, _Info):
+            if entry.lifetime.needs_repair:
+                return self._repaired_info_frames(entry)
+            return iter(self._entry_frames(entry))
         if isinstance(entry, _Raw):
-            yield entry.frame
-            return
-        lifetime = entry.lifetime
-        if isinstance(entry, _Resync):
-            if entry.repair_only and not lifetime.needs_repair:
-                return
-            yield from self._resync_frames(lifetime)
-            return
-        if lifetime.needs_repair:
-            yield from self._resync_frames(lifetime)
-        yield from self._info_frames(entry)
+            return iter((entry.frame,))
+        if entry.repair_only and not entry.lifetime.needs_repair:
+            return iter(())
+        return self._resync_frames(entry.lifetime)
+
+    def _repaired_info_frames(self, entry: _Info) -> Iterator[bytes]:
+        yield from self._resync_frames(entry.lifetime)
+        yield from self._entry_frames(entry)
 
     def _resync_frames(self, state: LifetimeState) -> Iterator[bytes]:
         if state.needs_repair:
@@ -504,39 +610,66 @@ class SendQueue:
             )
         self._repairing.discard(state)  # reached only once every frame above was written
 
-    def _info_frames(self, entry: _Info) -> Iterator[bytes]:
-        state = entry.lifetime
-        if self.protocol_version == 1 and self.v1_meta_mode == "merged":
-            # v1 cannot express a clear or a removal: every frame carries the whole object (R10).
-            yield info_frame(
-                state.prefix,
-                title=entry.title,
-                updated_at=entry.updated_at,
-                meta=state.meta_text() or "{}",
-                notification_meta=entry.notification_meta,
-            )
-            return
-        if entry.cleared:
-            yield info_frame(
-                state.prefix,
-                title=entry.title,
-                updated_at=entry.updated_at,
-                meta=NULL,
-                notification_meta=entry.notification_meta,
-            )
-            if entry.patch:
-                yield info_frame(
-                    state.prefix,
-                    title=None,
-                    updated_at=None,
-                    meta=entry.patch_text(),
-                    notification_meta=None,
-                )
-            return
-        yield info_frame(
-            state.prefix,
-            title=entry.title,
-            updated_at=entry.updated_at,
-            meta=None if entry.patch is None else entry.patch_text(),
-            notification_meta=entry.notification_meta,
+    def _entry_frames(self, entry: _Info) -> list[bytes]:
+        return self._info_frames(
+            entry.lifetime,
+            entry.title,
+            entry.updated_at,
+            entry.cleared,
+            entry.patch,
+            entry.notification_meta,
         )
+
+    def _info_frames(
+        self,
+        state: LifetimeState,
+        title: str | None,
+        updated_at: str | None,
+        cleared: bool,
+        patch: Mapping[str, str | None] | None,
+        notification_meta: str | None,
+    ) -> list[bytes]:
+        """The frames of a publication (or merged publications), in normal form.
+
+        Called after the known state has the publication folded in: on v1 (merged) every frame
+        carries the whole object, as v1 cannot express a clear or a removal (R10).
+        """
+        prefix = state.prefix
+        if self._protocol_version == 1 and self._v1_meta_mode == "merged":
+            frame = info_frame(
+                prefix,
+                title=title,
+                updated_at=updated_at,
+                meta=state.meta_text() or "{}",
+                notification_meta=notification_meta,
+            )
+            return [frame]
+        if cleared:
+            frames = [
+                info_frame(
+                    prefix,
+                    title=title,
+                    updated_at=updated_at,
+                    meta=NULL,
+                    notification_meta=notification_meta,
+                )
+            ]
+            if patch:
+                frames.append(
+                    info_frame(
+                        prefix,
+                        title=None,
+                        updated_at=None,
+                        meta=_patch_text(patch),
+                        notification_meta=None,
+                    )
+                )
+            return frames
+        frame = info_frame(
+            prefix,
+            title=title,
+            updated_at=updated_at,
+            meta=None if patch is None else _patch_text(patch),
+            notification_meta=notification_meta,
+        )
+        return [frame]

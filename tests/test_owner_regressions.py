@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 import agent_meta
-from agent_meta.testing import ClientMirror, FailingTransport
+from agent_meta.testing import ClientMirror, FailingTransport, GatedTransport
 
 
 async def test_a_frame_retried_after_not_sent_is_dropped_once_its_session_closed(
@@ -48,3 +48,28 @@ async def test_a_drain_waits_for_the_repair_of_a_lost_frame(
         assert mirror.info("s0").title is None
         assert mirror.info("s0") == lifetime.snapshot()
         assert owner.statistics().repairs >= 1
+
+
+async def test_a_patch_merged_after_a_clear_into_a_queued_entry_is_kept() -> None:
+    # Shrunk program (tests/test_owner_direct_writes.py, coalescing on, the pipe full so the
+    # entry stays queued): publish {"c": None}, publish {"b": None}, clear, publish {"a": None}.
+    # The entry took its own copy of the patch at the second merge; the clear dropped the copy
+    # but not the mark, so the last merge found no patch to write into (AssertionError).
+    transport = GatedTransport()
+    mirror = ClientMirror(protocol_version=2)
+    async with agent_meta.open_owner(transport) as owner:
+        lifetime = owner.open_session("s0")
+        await owner.send_response(0, result=None)  # holds the writer at the gate
+        await trio.testing.wait_all_tasks_blocked()
+        assert lifetime.publish_nowait(meta={"c": None})
+        assert lifetime.publish_nowait(meta={"b": None})
+        assert lifetime.publish_nowait(meta=None)
+        assert lifetime.publish_nowait(meta={"a": 1})
+        transport.open()
+        await owner.wait_flushed()
+    for frame in transport.frames:
+        mirror.feed(frame)
+    assert [frame["params"]["update"]["_meta"] for frame in mirror.frames_for("s0")] == [
+        None,
+        {"a": 1},
+    ]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent_meta import OMITTED, FrameTooLargeError, MetaValueError, SessionExistsError
 from agent_meta._sendqueue import Outgoing, SendQueue
@@ -687,3 +689,279 @@ def test_merge_does_not_flush_frames_queued_after_the_merged_entry() -> None:
     response = take(q)
     assert parse(response) == {"jsonrpc": "2.0", "id": 1, "result": {}}
     assert not q.is_flushed(target)  # the response is not written yet
+
+
+# -- publish_now: the queue skipped, the same frame -------------------------------------------
+
+
+def _counters(q: SendQueue) -> tuple[int, ...]:
+    c = q.counters
+    return (
+        c.publications,
+        c.frames_written,
+        c.bytes_written,
+        c.fenced,
+        c.coalesced,
+        c.write_failures,
+        c.resyncs,
+        c.repairs,
+    )
+
+
+def _drain_frames(q: SendQueue) -> list[bytes]:
+    frames = []
+    while (out := q.next_frame()) is not None:
+        q.written(out)
+        frames.append(out.frame)
+    return frames
+
+
+def _clear_with(update: EncodedUpdate) -> EncodedUpdate:
+    """``_meta: null`` plus members: encode_update never makes one, but the queue takes it."""
+    return EncodedUpdate(
+        update.title, update.updated_at, True, update.meta_patch, update.notification_meta
+    )
+
+
+_small_json = st.one_of(
+    st.none(),  # a removal at the top level
+    st.booleans(),
+    st.integers(-3, 3),
+    st.text(max_size=3),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.dictionaries(st.sampled_from(["x", "y"]), st.one_of(st.none(), st.integers(0, 3))),
+)
+
+
+@st.composite
+def _updates(draw: st.DrawFn, protocol_version: int) -> EncodedUpdate:
+    keys = st.sampled_from(["a", "b", "c", "zed.dev/x"])
+    update = encode_update(
+        title=draw(st.one_of(st.just(OMITTED), st.none(), st.text(max_size=4))),
+        updated_at=draw(st.sampled_from([OMITTED, None, "2026-11-30T12:00:00Z"])),
+        meta=draw(st.one_of(st.just(OMITTED), st.none(), st.dictionaries(keys, _small_json))),
+        notification_meta=draw(
+            st.one_of(st.none(), st.dictionaries(keys, st.integers(0, 3), max_size=2))
+        ),
+        protocol_version=protocol_version,
+    )
+    if update.meta_patch and draw(st.sampled_from(range(4))) == 0:
+        update = _clear_with(update)
+    return update
+
+
+@given(
+    data=st.data(),
+    protocol_version=st.sampled_from([1, 2]),
+    v1_meta_mode=st.sampled_from(["merged", "passthrough"]),
+    coalesce=st.booleans(),
+)
+def test_publish_now_is_publish_then_drain(
+    data: st.DataObject,
+    protocol_version: int,
+    v1_meta_mode: Literal["merged", "passthrough"],
+    coalesce: bool,
+) -> None:
+    """On an idle queue publish_now must be exactly publish followed by the writer draining
+    the queue: the same bytes, known state, counters and flushed position. It declines only
+    what publish would render as two frames."""
+    a, b = (
+        SendQueue(protocol_version=protocol_version, v1_meta_mode=v1_meta_mode, coalesce=coalesce)
+        for _ in range(2)
+    )
+    a.dirty, b.dirty = {}, {}
+    sa, sb = opened(a), opened(b)
+    for update in data.draw(st.lists(_updates(protocol_version), min_size=1, max_size=6)):
+        assert a.publish(sa, update)
+        expected = _drain_frames(a)
+        frame = b.publish_now(sb, update)
+        if frame is None:
+            assert b.publish(sb, update)
+            got = _drain_frames(b)
+        else:
+            b.written(Outgoing(frame, sb))
+            assert b.next_frame() is None
+            got = [frame]
+        assert got == expected
+        assert (frame is None) == (len(expected) == 2)
+        assert sb.snapshot() == sa.snapshot()
+        assert _counters(b) == _counters(a)
+        assert b.position == a.position
+        for q in (a, b):
+            assert q.is_flushed(q.position)
+            assert q.queued_entries == 0
+        assert list(b.dirty) == [sb]
+        assert list(a.dirty) == [sa]
+        a.dirty.clear()
+        b.dirty.clear()
+
+
+def _observed(q: SendQueue, s: LifetimeState) -> tuple[object, ...]:
+    return (
+        s.snapshot(),
+        s.needs_repair,
+        _counters(q),
+        q.counters.peak_queued_frames,
+        q.position,
+        q.queued_entries,
+        q.queued_frames,
+        q.is_flushed(q.position),
+        None if q.dirty is None else list(q.dirty),
+    )
+
+
+def _assert_declined(q: SendQueue, s: LifetimeState, update: EncodedUpdate) -> None:
+    before = _observed(q, s)
+    assert q.publish_now(s, update) is None
+    assert _observed(q, s) == before
+
+
+def test_publish_now_declines_behind_queued_entries() -> None:
+    """A queued entry must go first (R2), and a publication might have merged into it."""
+    q = SendQueue()
+    q.dirty = {}
+    s = opened(q)
+    other = opened(q, "other")
+    q.publish(s, enc(meta={"a": 1}))
+    _assert_declined(q, s, enc(meta={"b": 2}))
+    _assert_declined(q, other, enc(meta={"o": 1}))
+    assert drain(q) == [info({"_meta": {"a": 1}})]
+    q.raw(raw_frame(1))
+    _assert_declined(q, s, enc(title="T"))
+
+
+def test_publish_now_declines_while_a_frame_is_being_written() -> None:
+    """The writer holds a frame (or is between a resync's two frames): a direct write would
+    overtake it or interleave with it."""
+    q = SendQueue()
+    s = opened(q)
+    q.publish(s, enc(meta={"a": 1}))
+    out = take(q)
+    _assert_declined(q, s, enc(meta={"b": 2}))
+    q.written(out)
+    _assert_declined(q, s, enc(meta={"b": 2}))  # taken, but not yet finished by next_frame
+    assert q.next_frame() is None
+    q.resync(s)
+    q.written(take(q))  # the clear
+    _assert_declined(q, s, enc(meta={"b": 2}))
+    assert drain(q) == [info({"_meta": {"a": 1}})]
+    assert q.publish_now(s, enc(meta={"b": 2})) is not None
+
+
+def test_publish_now_frame_is_in_flight_until_reported() -> None:
+    """An unreported direct frame is one entry still to be written: flushing waits for it and
+    a second direct frame must not overtake it."""
+    q = SendQueue()
+    s = opened(q)
+    frame = q.publish_now(s, enc(meta={"a": 1}))
+    assert frame is not None
+    assert json.loads(frame) == info({"_meta": {"a": 1}})
+    target = q.position
+    assert not q.is_flushed(target)
+    assert q.queued_entries == 1
+    _assert_declined(q, s, enc(meta={"b": 2}))
+    q.written(Outgoing(frame, s))
+    assert q.is_flushed(target)
+    assert q.queued_entries == 0
+    assert q.counters.frames_written == 1
+    assert q.counters.bytes_written == len(frame)
+    assert q.publish_now(s, enc(meta={"b": 2})) is not None
+
+
+def test_no_queued_frame_is_taken_before_the_direct_frame_is_reported() -> None:
+    """Taking a queued frame while a direct frame is unreported would let it overtake the
+    direct frame's unwritten rest: the queue refuses loudly instead."""
+    q = SendQueue()
+    s = opened(q)
+    frame = q.publish_now(s, enc(meta={"a": 1}))
+    assert frame is not None
+    assert q.publish(s, enc(meta={"b": 2}))
+    with pytest.raises(RuntimeError, match="publish_now"):
+        q.next_frame()
+    q.written(Outgoing(frame, s))
+    out = q.next_frame()
+    assert out is not None
+    assert json.loads(out.frame) == info({"_meta": {"b": 2}})
+
+
+def test_a_direct_frame_dropped_unwritten_is_fenced_and_finished() -> None:
+    q = SendQueue()
+    s = opened(q)
+    frame = q.publish_now(s, enc(meta={"a": 1}))
+    assert frame is not None
+    q.close_lifetime(s)
+    assert not q.is_flushed(q.position)  # the frame may be half written: it is not dropped
+    q.dropped(Outgoing(frame, s))
+    assert q.is_flushed(q.position)
+    assert q.counters.fenced == 1
+
+
+def test_publish_now_declines_a_closed_lifetime() -> None:
+    """Fencing (R6) and its count stay with publish, which the caller falls back to."""
+    q = SendQueue()
+    s = opened(q)
+    q.close_lifetime(s)
+    _assert_declined(q, s, enc(meta={"a": 1}))
+    assert not q.publish(s, enc(meta={"a": 1}))
+    assert q.counters.fenced == 1
+    assert q.next_frame() is None
+
+
+def test_publish_now_declines_a_lifetime_that_needs_repair() -> None:
+    """The repair must run first; v1 pass-through queues no resync, so the queue is empty."""
+    q = SendQueue(protocol_version=1, v1_meta_mode="passthrough")
+    s = opened(q)
+    q.publish(s, enc(meta={"a": 1}, protocol_version=1))
+    q.lost(take(q))
+    assert s.needs_repair
+    assert q.next_frame() is None
+    _assert_declined(q, s, enc(meta={"b": 2}, protocol_version=1))
+    q.publish(s, enc(meta={"b": 2}, protocol_version=1))
+    assert drain(q) == [info({"_meta": {"b": 2}})]
+    assert q.counters.repairs == 1
+    assert q.publish_now(s, enc(meta={"c": 3}, protocol_version=1)) is not None
+    assert not s.needs_repair
+
+
+@pytest.mark.parametrize(("protocol_version", "v1_meta_mode"), [(2, "merged"), (1, "passthrough")])
+def test_publish_now_declines_a_clear_with_members(
+    protocol_version: int, v1_meta_mode: Literal["merged", "passthrough"]
+) -> None:
+    """A clear with members is two frames; only the queue can send both in order."""
+    q = SendQueue(protocol_version=protocol_version, v1_meta_mode=v1_meta_mode)
+    s = opened(q)
+    update = _clear_with(enc(meta={"a": 1}, protocol_version=protocol_version))
+    _assert_declined(q, s, update)
+    q.publish(s, update)
+    assert drain(q) == [info({"_meta": None}), info({"_meta": {"a": 1}})]
+
+
+def test_lost_publish_now_frame_is_finished_and_repaired() -> None:
+    """lost() ends the direct frame like written() does, and on v2 repairs the client (R11)."""
+    q = SendQueue()
+    s = opened(q)
+    frame = q.publish_now(s, enc(meta={"a": 1}))
+    assert frame is not None
+    target = q.position
+    q.lost(Outgoing(frame, s))
+    assert s.needs_repair
+    assert q.counters.write_failures == 1
+    assert q.queued_entries == 1  # the repair only
+    assert not q.is_flushed(target)  # until the repair is delivered
+    assert drain(q) == [info({"_meta": None}), info({"_meta": {"a": 1}})]
+    assert q.is_flushed(target)
+    assert q.queued_entries == 0
+    assert not s.needs_repair
+
+
+def test_lost_publish_now_frame_is_finished_without_repair_on_v1_passthrough() -> None:
+    """Pass-through has no repair frames: the lost direct frame simply ends."""
+    q = SendQueue(protocol_version=1, v1_meta_mode="passthrough")
+    s = opened(q)
+    frame = q.publish_now(s, enc(meta={"a": 1}, protocol_version=1))
+    assert frame is not None
+    target = q.position
+    q.lost(Outgoing(frame, s))
+    assert q.queued_entries == 0
+    assert q.is_flushed(target)
+    assert q.next_frame() is None
