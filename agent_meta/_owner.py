@@ -1,10 +1,15 @@
 """The owner: one serialized send boundary per agent connection (trio).
 
-:func:`open_owner` starts a :class:`MetaOwner`, whose single writer task is the only code that
-writes to the connection's stream. Everything else -- session-info publications, resyncs,
-responses, other notifications -- is *enqueued* through it, in FIFO order (R2). The decisions
-(coalescing, fencing, repair, rendering) are made by the sans-IO :class:`SendQueue`; this module
-only moves frames to the transport, retries what the transport proves unsent, and wakes waiters.
+:func:`open_owner` starts a :class:`MetaOwner` and its writer task. Everything -- session-info
+publications, resyncs, responses, other notifications -- is *enqueued* through it, in FIFO
+order (R2). The decisions (coalescing, fencing, repair, rendering) are made by the sans-IO
+:class:`SendQueue`; this module only moves frames to the transport, retries what the transport
+proves unsent, and wakes waiters.
+
+One writer at a time: the writer task, or, over a pipe while that task is parked with nothing
+queued, the call that queued the frame (a *direct write*, see ``docs/owner.md``): it saves a task
+switch per frame. Whatever a direct write cannot finish at once, the writer task finishes before
+anything else.
 
 Cancellation: every ``async`` method here either completes its whole effect or, if cancelled
 before it could, has no effect at all. Methods that must wait (for queue room, with coalescing
@@ -101,6 +106,9 @@ class OwnerStatistics:
     """Tasks blocked waiting for queue room."""
     store_writes: int = 0
     """Batches written to the lifetime store (0 without a store)."""
+    direct_writes: int = 0
+    """Frames written whole by the call that queued them, the writer task being idle (only
+    over a pipe, without a store; see :class:`~agent_meta.StreamTransport`)."""
 
 
 @final
@@ -159,6 +167,15 @@ class MetaOwner:
         self._store_done = 0
         if store is not None:
             self._queue.dirty = {}
+        # Direct writes (see _wake_writer): while the writer task is parked with nothing to do,
+        # the call that queues a frame writes it itself if the pipe takes it at once. Not with a
+        # store, whose persist-before-write must wait for the store.
+        self._send_nowait: Callable[[bytes], int] | None = None
+        if store is None and isinstance(transport, StreamTransport) and transport.can_send_nowait:
+            self._send_nowait = transport.send_nowait
+        self._writer_idle = False  # parked in _work with an empty queue
+        self._carry: Outgoing | None = None  # written in part directly; the writer finishes it
+        self._direct_writes = 0
 
     # -- configuration ---------------------------------------------------------------------
     @property
@@ -316,7 +333,7 @@ class MetaOwner:
                 break
             await self._room.park()
         self._queue.raw(frame)
-        self._work.unpark_all()
+        self._wake_writer()
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     # -- flushing and statistics ---------------------------------------------------------
@@ -355,6 +372,7 @@ class MetaOwner:
             repairs=c.repairs,
             waiting_producers=self._room.statistics().tasks_waiting,
             store_writes=self._store_done,
+            direct_writes=self._direct_writes,
         )
 
     # -- internals used by SessionLifetime -----------------------------------------------
@@ -372,14 +390,22 @@ class MetaOwner:
             raise OwnerClosedError("the owner has stopped") from self._stopped
 
     def _publish_nowait(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+        queue = self._queue
         if state.closed:
-            return self._queue.publish(state, update)  # counts it as fenced
-        self._check_running()
-        if self._queue.publication_needs_room(state, update) and not self._queue.has_room():
+            return queue.publish(state, update)  # counts it as fenced
+        if self._stopped is not None or self._closing:
+            self._check_running()
+        send_nowait = self._send_nowait
+        if send_nowait is not None and self._writer_idle and self._stopped is None:
+            frame = queue.publish_now(state, update)
+            if frame is not None:
+                self._send_directly(send_nowait, Outgoing(frame, state))
+                return True
+        needs_room = queue.publication_needs_room(state, update)
+        if needs_room and not queue.has_room():
             raise trio.WouldBlock
-        accepted = self._queue.publish(state, update)
-        if self._work:
-            self._work.unpark_all()
+        accepted = queue.publish(state, update, needs_room)
+        self._wake_writer()
         return accepted
 
     async def _publish(self, state: LifetimeState, update: EncodedUpdate) -> bool:
@@ -430,8 +456,47 @@ class MetaOwner:
         if not state.closed:
             self._check_running()
         accepted = self._queue.resync(state)
-        self._work.unpark_all()
+        self._wake_writer()
         return accepted
+
+    def _wake_writer(self) -> None:
+        """Something was queued: write it now if the writer is idle, else wake the writer."""
+        send_nowait = self._send_nowait
+        if send_nowait is not None and self._writer_idle and self._stopped is None:
+            self._write_directly(send_nowait)
+        elif self._work:
+            self._work.unpark_all()
+
+    def _write_directly(self, send_nowait: Callable[[bytes], int]) -> None:
+        """Write queued frames in this call, while the pipe takes them whole at once.
+
+        The writer task is parked, so this is the only code writing (R2 holds: one FIFO, one
+        writer at a time). A frame the pipe takes only in part, or not at all, is handed to the
+        writer task, which finishes it before anything else and reports any error.
+        """
+        queue = self._queue
+        while True:
+            out = queue.next_frame()
+            if out is None or not self._send_directly(send_nowait, out):
+                break
+        if self._room:  # taking entries freed room
+            self._room.unpark_all()
+
+    def _send_directly(self, send_nowait: Callable[[bytes], int], out: Outgoing) -> bool:
+        """Write one frame now if the pipe takes all of it; otherwise hand the rest to the
+        writer task (which then writes it before anything else) and return ``False``."""
+        sent = send_nowait(out.frame)
+        if sent == len(out.frame):
+            self._queue.written(out)
+            self._direct_writes += 1
+            if self._progress:
+                self._progress.unpark_all()
+            return True
+        out.sent = sent
+        self._carry = out
+        self._writer_idle = False
+        self._work.unpark_all()
+        return False
 
     # -- the writer ----------------------------------------------------------------------
     async def _run_writer(
@@ -441,7 +506,11 @@ class MetaOwner:
         queue = self._queue
         try:
             while True:
-                out = queue.next_frame()
+                out = self._carry
+                if out is not None:
+                    self._carry = None  # begun by a direct write (no store, so write it now)
+                else:
+                    out = queue.next_frame()
                 if self._room:  # taking an entry may have freed room
                     self._room.unpark_all()
                 if out is None:
@@ -450,7 +519,11 @@ class MetaOwner:
                     self._progress.unpark_all()
                     if self._closing:
                         return
-                    await self._work.park()
+                    self._writer_idle = True
+                    try:
+                        await self._work.park()
+                    finally:
+                        self._writer_idle = False
                     continue
                 if self._store is not None:
                     # Persist before write: the frame's state (and every change accepted before
@@ -458,7 +531,7 @@ class MetaOwner:
                     await self._persist()
                     lifetime = out.lifetime
                     if lifetime is not None and lifetime.closed:
-                        queue.counters.fenced += 1  # ended while its state was being stored
+                        queue.dropped(out)  # ended while its state was being stored
                         continue
                 await self._write(out)
                 if self._progress:
@@ -495,7 +568,7 @@ class MetaOwner:
         repaired), any other failure turned into :class:`TransportBrokenError`."""
         try:
             try:
-                await self._transport.send_frame(out.frame)
+                await self._transport.send_frame(out.unsent())
             except FrameNotSentError:
                 if not await self._retry_unsent(out):
                     return  # its lifetime ended during the backoff
@@ -521,10 +594,10 @@ class MetaOwner:
         async for attempt in self._retry:
             with attempt:
                 if lifetime is not None and lifetime.closed:
-                    self._queue.counters.fenced += 1  # ended during the backoff (R6)
+                    self._queue.dropped(out)  # ended during the backoff (R6)
                     return False
                 self._retried += 1  # the direct attempt failed: each attempt here is a retry
-                await self._transport.send_frame(out.frame)
+                await self._transport.send_frame(out.unsent())
         return True
 
     def _report_loss(self, out: Outgoing, exc: AgentMetaError) -> None:

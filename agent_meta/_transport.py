@@ -16,12 +16,15 @@ fails tells the owner what it may do next:
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import trio
 
 from ._errors import AgentMetaError, TransportBrokenError
 
 if TYPE_CHECKING:
-    import trio
+    from collections.abc import Callable
 
 __all__ = ["FrameLostError", "FrameNotSentError", "StreamTransport", "Transport"]
 
@@ -52,11 +55,25 @@ class StreamTransport:
     A byte stream cannot say how much of a failed ``send_all`` went out, so every failure,
     cancellation included, breaks this transport for good; later sends raise
     :class:`~agent_meta.TransportBrokenError` without touching the stream.
+
+    Over a :class:`trio.lowlevel.FdStream` (what :func:`~agent_meta.serve_stdio` uses), the
+    owner also writes directly with :meth:`send_nowait` while its writer task is idle, so a
+    frame reaches the pipe in the call that queued it, with no task switch, and waits in the
+    queue only while the pipe is full.
     """
 
     def __init__(self, stream: trio.abc.SendStream) -> None:
         self._stream = stream
         self._broken: BaseException | None = None
+        fd_stream_type = getattr(trio.lowlevel, "FdStream", None)  # not on Windows
+        self._fileno: Callable[[], int] | None = None
+        if fd_stream_type is not None and isinstance(stream, fd_stream_type):
+            self._fileno = stream.fileno
+
+    @property
+    def can_send_nowait(self) -> bool:
+        """Whether :meth:`send_nowait` can write at all (the stream is an ``FdStream``)."""
+        return self._fileno is not None and self._broken is None
 
     @property
     def broken(self) -> bool:
@@ -71,6 +88,22 @@ class StreamTransport:
         except BaseException as exc:
             self._broken = exc
             raise
+
+    def send_nowait(self, data: bytes | memoryview) -> int:
+        """Write what the pipe takes now, without blocking; return how many bytes went out.
+
+        Returns 0 when the pipe is full, when the stream is not an ``FdStream``, and on any
+        error: the caller then passes the data to :meth:`send_frame`, which waits for room and
+        reports the error (a closed or broken pipe) the usual way. After a partial write, the
+        caller must send the rest with :meth:`send_frame` before anything else.
+        """
+        fileno = self._fileno
+        if fileno is None or self._broken is not None:
+            return 0
+        try:
+            return os.write(fileno(), data)
+        except OSError:
+            return 0
 
     async def aclose(self) -> None:
         """Close the wrapped stream (the owner never does this itself)."""
