@@ -474,13 +474,13 @@ class MetaOwner:
         writer at a time). A frame the pipe takes only in part, or not at all, is handed to the
         writer task, which finishes it before anything else and reports any error.
         """
+        # No task can be waiting for room or for a flush now: the writer parks only with the
+        # queue empty, after waking every such task.
         queue = self._queue
         while True:
             out = queue.next_frame()
             if out is None or not self._send_directly(send_nowait, out):
                 break
-        if self._room:  # taking entries freed room
-            self._room.unpark_all()
 
     def _send_directly(self, send_nowait: Callable[[bytes], int], out: Outgoing) -> bool:
         """Write one frame now if the pipe takes all of it; otherwise hand the rest to the
@@ -489,8 +489,6 @@ class MetaOwner:
         if sent == len(out.frame):
             self._queue.written(out)
             self._direct_writes += 1
-            if self._progress:
-                self._progress.unpark_all()
             return True
         out.sent = sent
         self._carry = out

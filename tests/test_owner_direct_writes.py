@@ -81,6 +81,25 @@ def updates(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(line)["params"]["update"] for line in data.splitlines()]
 
 
+async def test_send_nowait_writes_only_to_a_working_fd_stream() -> None:
+    memory, _ = trio.testing.memory_stream_pair()
+    in_memory = agent_meta.StreamTransport(memory)
+    assert not in_memory.can_send_nowait
+    assert in_memory.send_nowait(b"{}\n") == 0  # not a pipe: always through the writer task
+
+    async with pipe() as (read_fd, stream):
+        transport = agent_meta.StreamTransport(stream)
+        assert transport.can_send_nowait
+        assert transport.send_nowait(b"{}\n") == 3
+        assert read_now(read_fd) == b"{}\n"
+        await stream.aclose()
+        assert transport.send_nowait(b"{}\n") == 0  # closed: the writer task reports it
+        with pytest.raises(trio.ClosedResourceError):
+            await transport.send_frame(b"{}\n")
+        after = (transport.broken, transport.can_send_nowait, transport.send_nowait(b"{}\n"))
+        assert after == (True, False, 0)  # broken for good: never written to again
+
+
 async def test_a_publication_reaches_the_pipe_in_the_call_that_made_it() -> None:
     async with pipe() as (read_fd, stream), agent_meta.open_owner(stream) as owner:
         lifetime = owner.open_session("s")
