@@ -15,7 +15,8 @@ Cancellation: ``$/cancel_request`` cancels that request's handler and answers ``
 At the end of the input stream the connection stops reading, lets the handlers in flight
 finish, cancels the background tasks started with :meth:`AgentConnection.start_background`,
 waits until everything enqueued is written, and returns. Cancelling :func:`serve_agent` itself
-cancels all of that at once; the owner then stops without writing a partial line.
+cancels all of that at once; the owner then begins no new frame, but a frame it was in the middle
+of writing to a client that had stopped reading stays incomplete.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from ._errors import MetaValueError
 __all__ = [
     "INT_LIMIT",
     "MAX_DEPTH",
+    "PLAIN_DEPTH",
     "JsonObject",
     "JsonValue",
     "int_fits",
@@ -63,15 +64,20 @@ def _checked_int(value: int) -> int:
     return value
 
 
+PLAIN_DEPTH: Final = 32
+"""The deepest nesting :func:`is_plain_json` accepts; deeper values (and cycles) are copied."""
+
+
 def is_plain_json(value: object) -> bool:
     """Whether ``value`` is JSON built only of the exact built-in types, nested at most
-    :data:`MAX_DEPTH` deep: ``dict`` with ``str`` keys, ``list``, ``str``, ``int`` that fits,
+    :data:`PLAIN_DEPTH` deep: ``dict`` with ``str`` keys, ``list``, ``str``, ``int`` that fits,
     finite ``float``, ``bool`` and ``None``.
 
     For such a value :func:`json_copy` would return an equal value, so it can be encoded as
     it is, without the copy. ``False`` says nothing is wrong, only that the value needs
-    :func:`json_copy` (which also reports what is wrong, if anything). A cycle is ``False``
-    (it exceeds the depth).
+    :func:`json_copy` (which also reports what is wrong, if anything). Keeping no record of the
+    containers seen is what makes this fast; the low depth bound is what keeps a cycle cheap
+    (it is walked ``PLAIN_DEPTH`` times before ``json_copy`` reports it).
     """
     kind = type(value)
     if kind is dict:
@@ -93,7 +99,7 @@ def _plain_scalar(value: object) -> bool:
 
 
 def _plain_object(value: dict[object, object], depth: int) -> bool:
-    if depth >= MAX_DEPTH:
+    if depth >= PLAIN_DEPTH:
         return False
     for key, item in value.items():
         if type(key) is not str:
@@ -117,7 +123,7 @@ def _plain_object(value: dict[object, object], depth: int) -> bool:
 
 
 def _plain_array(value: list[object], depth: int) -> bool:
-    if depth >= MAX_DEPTH:
+    if depth >= PLAIN_DEPTH:
         return False
     for item in value:
         kind = type(item)

@@ -83,7 +83,7 @@ class OwnerStatistics:
     queued: int
     """Entries waiting to be written (including the one being written)."""
     queued_frames: int
-    """Frames those entries will produce, at most."""
+    """Frames still queued, at most (a frame being written is no longer counted)."""
     peak_queued_frames: int
     """The most frames ever queued at once."""
     publications: int
@@ -151,7 +151,7 @@ class MetaOwner:
             sleep=trio.sleep,
         )
         self._lifetimes: dict[str, SessionLifetime] = {}
-        self._work = trio.lowlevel.ParkingLot()  # the writer waits here for entries
+        self._idle_writer: trio.lowlevel.Task | None = None  # the writer, parked with no work
         self._room = trio.lowlevel.ParkingLot()  # producers wait here for capacity
         self._progress = trio.lowlevel.ParkingLot()  # wait_flushed waits here
         self._stopped: BaseException | None = None
@@ -170,10 +170,11 @@ class MetaOwner:
         # Direct writes (see _wake_writer): while the writer task is parked with nothing to do,
         # the call that queues a frame writes it itself if the pipe takes it at once. Not with a
         # store, whose persist-before-write must wait for the store.
+        # Exactly a StreamTransport: a subclass may send frames its own way, or fail in ways that
+        # allow a retry, which a frame already begun by a direct write could never take.
         self._send_nowait: Callable[[bytes], int] | None = None
-        if store is None and isinstance(transport, StreamTransport) and transport.can_send_nowait:
+        if store is None and type(transport) is StreamTransport and transport.can_send_nowait:
             self._send_nowait = transport.send_nowait
-        self._writer_idle = False  # parked in _work with an empty queue
         self._carry: Outgoing | None = None  # written in part directly; the writer finishes it
         self._direct_writes = 0
 
@@ -277,7 +278,7 @@ class MetaOwner:
             # Deleted from the store before any frame enqueued from now on is written (the
             # session/close response included).
             self._deletes.append(session_id)
-            self._work.unpark_all()
+            self._unpark_writer()
         self._room.unpark_all()
         self._progress.unpark_all()
 
@@ -396,7 +397,7 @@ class MetaOwner:
         if self._stopped is not None or self._closing:
             self._check_running()
         send_nowait = self._send_nowait
-        if send_nowait is not None and self._writer_idle and self._stopped is None:
+        if send_nowait is not None and self._idle_writer is not None and self._stopped is None:
             frame = queue.publish_now(state, update)
             if frame is not None:
                 self._send_directly(send_nowait, Outgoing(frame, state))
@@ -448,7 +449,7 @@ class MetaOwner:
         if accepted and on_success is not None:
             on_success()
             self._queue.mark_dirty(state)  # a failure change may carry no frame of its own
-            self._work.unpark_all()
+            self._unpark_writer()
         await trio.lowlevel.cancel_shielded_checkpoint()
         return accepted
 
@@ -462,10 +463,10 @@ class MetaOwner:
     def _wake_writer(self) -> None:
         """Something was queued: write it now if the writer is idle, else wake the writer."""
         send_nowait = self._send_nowait
-        if send_nowait is not None and self._writer_idle and self._stopped is None:
+        if send_nowait is not None and self._idle_writer is not None and self._stopped is None:
             self._write_directly(send_nowait)
-        elif self._work:
-            self._work.unpark_all()
+        else:
+            self._unpark_writer()
 
     def _write_directly(self, send_nowait: Callable[[bytes], int]) -> None:
         """Write queued frames in this call, while the pipe takes them whole at once.
@@ -492,9 +493,29 @@ class MetaOwner:
             return True
         out.sent = sent
         self._carry = out
-        self._writer_idle = False
-        self._work.unpark_all()
+        self._unpark_writer()
         return False
+
+    def _unpark_writer(self) -> None:
+        task = self._idle_writer
+        if task is not None:
+            self._idle_writer = None
+            trio.lowlevel.reschedule(task)
+
+    async def _wait_for_work(self) -> None:
+        """Park the writer task until :meth:`_unpark_writer` (or a cancellation).
+
+        Not a ParkingLot: the writer must stop counting as idle the moment it is woken *or
+        cancelled* (the abort callback runs inside ``cancel()``), so that no direct write
+        begins a frame that the writer might not live to finish.
+        """
+        self._idle_writer = trio.lowlevel.current_task()
+
+        def abort(_: Callable[[], object]) -> trio.lowlevel.Abort:
+            self._idle_writer = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
     # -- the writer ----------------------------------------------------------------------
     async def _run_writer(
@@ -517,11 +538,7 @@ class MetaOwner:
                     self._progress.unpark_all()
                     if self._closing:
                         return
-                    self._writer_idle = True
-                    try:
-                        await self._work.park()
-                    finally:
-                        self._writer_idle = False
+                    await self._wait_for_work()
                     continue
                 if self._store is not None:
                     # Persist before write: the frame's state (and every change accepted before
@@ -613,12 +630,12 @@ class MetaOwner:
             self._stopped = exc
         self._room.unpark_all()
         self._progress.unpark_all()
-        self._work.unpark_all()
+        self._unpark_writer()
 
     def _begin_closing(self) -> None:
         """Refuse new frames; the writer returns once the queue is empty."""
         self._closing = True
-        self._work.unpark_all()
+        self._unpark_writer()
 
 
 def _check_version(version: object) -> None:

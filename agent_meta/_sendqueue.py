@@ -194,6 +194,9 @@ class SendQueue:
         self._appended = 0
         self._finished = 0
         self._direct_pos = 0  # position of a frame from publish_now not yet reported; 0: none
+        # A frame was handed out (next_frame, publish_now) and not yet reported (written, lost,
+        # dropped). It may be half on the wire: nothing counts as flushed until it is reported.
+        self._unreported = False
         self._repairing: set[LifetimeState] = set()  # lost a frame, repair not yet delivered
         # Lifetimes whose state changed since the owner last stored it (None: no store).
         self.dirty: dict[LifetimeState, None] | None = None
@@ -253,7 +256,9 @@ class SendQueue:
             self.dirty[state] = None
 
     def close_lifetime(self, state: LifetimeState) -> int:
-        """End a lifetime (R6): drop its queued frames and stop any frame of it in flight."""
+        """End a lifetime (R6): drop its queued frames, and the rest of an entry of it being
+        written. A frame already handed out is still finished and reported (never cut); the
+        count returned is of the frames dropped."""
         if state.closed:
             return 0
         state.closed = True
@@ -274,8 +279,12 @@ class SendQueue:
                 kept.append(entry)
         self._queue = kept
         if self._current_entry is not None and self._current_entry.lifetime is state:
-            dropped += 1
-            self._finish_current()
+            if self._unreported:
+                # Its frame being written is finished (a line is never cut); nothing after it.
+                self._current = iter(())
+            else:
+                dropped += 1
+                self._finish_current()
         self.counters.fenced += dropped
         return dropped
 
@@ -340,7 +349,7 @@ class SendQueue:
         Otherwise returns ``None`` having changed nothing, and the caller uses :meth:`publish`.
         Raises like :meth:`publish`.
         """
-        if self._queue or self._current is not None or self._direct_pos:
+        if self._queue or self._current is not None or self._unreported:
             return None
         if state.closed or state.needs_repair:
             return None
@@ -353,6 +362,7 @@ class SendQueue:
         self.counters.publications += 1
         self._appended += 1
         self._direct_pos = self._appended
+        self._unreported = True
         frames = self._info_frames(
             state,
             update.title,
@@ -399,9 +409,13 @@ class SendQueue:
 
     # -- the writer ----------------------------------------------------------------------
     def next_frame(self) -> Outgoing | None:
-        """The next frame to write, or ``None`` when nothing is queued."""
-        if self._direct_pos:
-            raise RuntimeError("the frame from publish_now must be reported before the next one")
+        """The next frame to write, or ``None`` when nothing is queued.
+
+        The caller reports each frame (:meth:`written`, :meth:`lost` or :meth:`dropped`) before
+        asking for the next: a resync's snapshot is rendered only then (R4).
+        """
+        if self._unreported:
+            raise RuntimeError("report the last frame handed out before taking the next one")
         while True:
             current = self._current
             if current is not None:
@@ -413,6 +427,7 @@ class SendQueue:
                     continue
                 frame = next(current, None)
                 if frame is not None:
+                    self._unreported = True
                     return Outgoing(frame, lifetime)
                 self._finish_current()
                 continue
@@ -427,20 +442,19 @@ class SendQueue:
         """The writer reports that ``out`` was written whole."""
         self.counters.frames_written += 1
         self.counters.bytes_written += len(out.frame)
-        if self._direct_pos:
-            self._finish_direct()
+        self._reported()
 
-    def _finish_direct(self) -> None:
-        # The frame from publish_now is always reported before any other frame is taken.
-        if self._direct_pos > self._finished:
-            self._finished = self._direct_pos
-        self._direct_pos = 0
+    def _reported(self) -> None:
+        self._unreported = False
+        if self._direct_pos:
+            if self._direct_pos > self._finished:
+                self._finished = self._direct_pos
+            self._direct_pos = 0
 
     def dropped(self, out: Outgoing) -> None:
         """The writer reports that it dropped ``out`` unwritten, its lifetime having ended (R6)."""
         self.counters.fenced += 1
-        if self._direct_pos:
-            self._finish_direct()
+        self._reported()
 
     def lost(self, out: Outgoing) -> None:
         """The writer reports that ``out`` was not (or may not have been) delivered (R11).
@@ -449,8 +463,7 @@ class SendQueue:
         and one is queued in case no other frame follows. The rest of the entry is dropped.
         """
         self.counters.write_failures += 1
-        if self._direct_pos:
-            self._finish_direct()
+        self._reported()
         lifetime = out.lifetime
         if lifetime is None or lifetime.closed:
             return
@@ -466,11 +479,11 @@ class SendQueue:
     def is_flushed(self, target: int) -> bool:
         """Whether every entry appended up to position ``target`` has been written or dropped,
         and every client view damaged by a lost frame has been repaired since."""
-        if self._repairing:
+        if self._repairing or self._unreported:
             return False
         if self._finished >= target:
             return True
-        return not self._queue and self._current is None and not self._direct_pos
+        return not self._queue and self._current is None
 
     @property
     def position(self) -> int:
@@ -479,7 +492,7 @@ class SendQueue:
 
     @property
     def queued_entries(self) -> int:
-        in_flight = self._current is not None or self._direct_pos != 0
+        in_flight = self._current is not None or self._unreported
         return len(self._queue) + (1 if in_flight else 0)
 
     @property

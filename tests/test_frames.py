@@ -45,6 +45,7 @@ def rendered(
     assert queue.publish(state, update)
     out = queue.next_frame()
     assert out is not None
+    queue.written(out)
     assert queue.next_frame() is None
     return out.frame
 

@@ -17,7 +17,7 @@ from strategies import json_scalars, json_values, meta_keys
 
 from agent_meta import JsonValue, MetaValueError, json_copy
 from agent_meta._frames import encode_json
-from agent_meta._json import INT_LIMIT, MAX_DEPTH, is_plain_json, json_object_copy
+from agent_meta._json import INT_LIMIT, MAX_DEPTH, PLAIN_DEPTH, is_plain_json, json_object_copy
 from agent_meta._state import EncodedUpdate, encode_meta_patch, encode_update, member_size
 
 if TYPE_CHECKING:
@@ -251,7 +251,11 @@ _wild_values: st.SearchStrategy[object] = st.recursive(
 
 @st.composite
 def _deep_values(draw: st.DrawFn) -> object:
-    levels = draw(st.sampled_from([MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1]))
+    levels = draw(
+        st.sampled_from(
+            [PLAIN_DEPTH - 1, PLAIN_DEPTH, PLAIN_DEPTH + 1, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1]
+        )
+    )
     in_dicts = draw(st.lists(st.booleans(), min_size=1, max_size=3))
     return _nested(levels, draw(st.one_of(json_values, _wild_values)), in_dicts)
 
@@ -400,14 +404,22 @@ def test_int_limit_boundary_is_the_same() -> None:
     [(False,), (True,), (True, False), (False, False, True)],
     ids=["lists", "dicts", "alternating", "mixed"],
 )
-def test_plain_depth_limit_is_json_copys(in_dicts: tuple[bool, ...]) -> None:
+def test_depth_limits(in_dicts: tuple[bool, ...]) -> None:
     """_enter refuses a container at depth MAX_DEPTH (the root is depth 0): MAX_DEPTH levels
-    pass, MAX_DEPTH + 1 do not. is_plain_json must draw the line at the same place."""
+    pass, MAX_DEPTH + 1 do not. is_plain_json stops earlier, at PLAIN_DEPTH (so that a cycle
+    costs little): values between the two are accepted, through the copy."""
+    assert PLAIN_DEPTH < MAX_DEPTH
     leaves: list[object] = [0, "s", [], {}]
     for leaf in leaves:
         extra = 1 if isinstance(leaf, list | dict) else 0
+        plain = _nested(PLAIN_DEPTH - extra, leaf, in_dicts)
+        assert is_plain_json(plain)
+        assert json_copy(plain) == plain
+        copied = _nested(PLAIN_DEPTH + 1 - extra, leaf, in_dicts)
+        assert not is_plain_json(copied)
+        assert json_copy(copied) == copied
         at_limit = _nested(MAX_DEPTH - extra, leaf, in_dicts)
-        assert is_plain_json(at_limit)
+        assert not is_plain_json(at_limit)
         assert json_copy(at_limit) == at_limit
         over = _nested(MAX_DEPTH + 1 - extra, leaf, in_dicts)
         assert not is_plain_json(over)

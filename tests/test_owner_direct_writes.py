@@ -219,6 +219,71 @@ async def test_ending_a_lifetime_never_cuts_its_half_written_frame() -> None:
     assert owner.statistics().fenced == 1
 
 
+async def test_ending_a_lifetime_while_its_resync_is_half_written_still_waits_for_it() -> None:
+    # The resync's clear went out whole and its snapshot only in part, from the queue's own
+    # entry (not a publish_now frame). Closing the session drops nothing that has begun: the
+    # drain at exit waits for the rest, so the owner never leaves a line cut in half.
+    seed = agent_meta.SessionInfoPatch(meta={"big": "x" * 6000})
+    async with pipe(PAGE) as (read_fd, stream):
+        async with agent_meta.open_owner(stream) as owner:
+            lifetime = owner.open_session("s", seed=seed)
+            await trio.testing.wait_all_tasks_blocked()
+            assert lifetime.resync_nowait()
+            owner.close_session("s")
+            assert owner.statistics().queued == 1
+            async with trio.open_nursery() as nursery:
+                flushed = trio.Event()
+
+                async def flush() -> None:
+                    await owner.wait_flushed()
+                    flushed.set()
+
+                nursery.start_soon(flush)
+                await trio.testing.wait_all_tasks_blocked()
+                assert not flushed.is_set()  # nobody reads: the snapshot's rest still waits
+                data = await read_lines(read_fd, 2)
+        assert read_now(read_fd) == b""
+    assert [update["_meta"] for update in updates(data)] == [None, {"big": "x" * 6000}]
+    assert owner.statistics().fenced == 0  # nothing was dropped: both frames went out
+
+
+async def test_no_direct_write_begins_once_the_owner_is_cancelled() -> None:
+    # The writer task, parked idle, is cancelled with the owner's scope; until it runs, a
+    # direct write could begin a frame that nobody would finish. It must not begin one.
+    async with pipe(PAGE) as (read_fd, stream):
+        with trio.CancelScope() as scope:
+            async with agent_meta.open_owner(stream) as owner:
+                lifetime = owner.open_session("s")
+                await trio.testing.wait_all_tasks_blocked()
+                scope.cancel()
+                assert lifetime.publish_nowait(meta={"big": "x" * 6000})
+                assert owner.statistics().direct_writes == 0
+                await trio.sleep_forever()
+        assert read_now(read_fd) == b""
+
+
+async def test_a_subclass_of_stream_transport_gets_every_frame_through_send_frame() -> None:
+    class CountingTransport(agent_meta.StreamTransport):
+        def __init__(self, stream: trio.abc.SendStream) -> None:
+            super().__init__(stream)
+            self.sent: list[bytes] = []
+
+        async def send_frame(self, frame: bytes) -> None:
+            self.sent.append(frame)
+            await super().send_frame(frame)
+
+    async with pipe() as (read_fd, stream):
+        transport = CountingTransport(stream)
+        async with agent_meta.open_owner(transport) as owner:
+            lifetime = owner.open_session("s")
+            await trio.testing.wait_all_tasks_blocked()
+            assert lifetime.publish_nowait(meta={"a": 1})
+            await owner.wait_flushed()
+        assert owner.statistics().direct_writes == 0
+        assert read_now(read_fd) == b"".join(transport.sent)
+        assert len(transport.sent) == 1
+
+
 async def test_a_broken_pipe_met_by_a_direct_write_stops_the_owner() -> None:
     read_fd, write_fd = os.pipe()
     os.close(read_fd)  # the client is gone

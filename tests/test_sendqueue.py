@@ -876,12 +876,43 @@ def test_no_queued_frame_is_taken_before_the_direct_frame_is_reported() -> None:
     frame = q.publish_now(s, enc(meta={"a": 1}))
     assert frame is not None
     assert q.publish(s, enc(meta={"b": 2}))
-    with pytest.raises(RuntimeError, match="publish_now"):
+    with pytest.raises(RuntimeError, match="report the last frame"):
         q.next_frame()
     q.written(Outgoing(frame, s))
     out = q.next_frame()
     assert out is not None
     assert json.loads(out.frame) == info({"_meta": {"b": 2}})
+
+
+def test_a_frame_in_flight_when_its_lifetime_ends_is_still_waited_for() -> None:
+    """Closing a lifetime while one of its frames is being written drops what follows it, but
+    that frame may be half on the wire: it is not counted as dropped, and nothing is flushed
+    until the writer reports it (an owner leaving then would cut the line)."""
+    q = SendQueue()
+    s = opened(q)
+    q.publish(s, enc(meta={"a": 1}))
+    drain(q)
+    q.resync(s)
+    clear = take(q)
+    assert q.close_lifetime(s) == 0
+    assert not q.is_flushed(q.position)
+    assert q.queued_entries == 1
+    q.written(clear)
+    assert q.next_frame() is None  # the snapshot frame is not sent
+    assert q.is_flushed(q.position)
+    assert q.counters.fenced == 0
+
+
+def test_a_frame_handed_out_must_be_reported_before_the_next() -> None:
+    q = SendQueue()
+    s = opened(q)
+    q.publish(s, enc(meta=None))
+    q.publish(s, enc(meta={"b": 1}))  # merged: a clear, then the object (two frames)
+    clear = take(q)
+    with pytest.raises(RuntimeError, match="report the last frame"):
+        q.next_frame()
+    q.lost(clear)
+    assert take(q).frame  # the repair resync, rendered only now
 
 
 def test_a_direct_frame_dropped_unwritten_is_fenced_and_finished() -> None:
