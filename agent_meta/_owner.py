@@ -169,9 +169,9 @@ class MetaOwner:
             self._queue.dirty = {}
         # Direct writes (see _wake_writer): while the writer task is parked with nothing to do,
         # the call that queues a frame writes it itself if the pipe takes it at once. Not with a
-        # store, whose persist-before-write must wait for the store.
-        # Exactly a StreamTransport: a subclass may send frames its own way, or fail in ways that
-        # allow a retry, which a frame already begun by a direct write could never take.
+        # store, whose persist-before-write must wait for the store; and only through exactly a
+        # StreamTransport, as a subclass may send frames its own way, or fail in ways that allow
+        # a retry, which a frame already begun by a direct write could never take.
         self._send_nowait: Callable[[bytes], int] | None = None
         if store is None and type(transport) is StreamTransport and transport.can_send_nowait:
             self._send_nowait = transport.send_nowait
@@ -448,8 +448,9 @@ class MetaOwner:
             break
         if accepted and on_success is not None:
             on_success()
-            self._queue.mark_dirty(state)  # a failure change may carry no frame of its own
-            self._unpark_writer()
+            if self._store is not None:
+                self._queue.mark_dirty(state)  # a failure change may carry no frame of its own
+                self._unpark_writer()
         await trio.lowlevel.cancel_shielded_checkpoint()
         return accepted
 
