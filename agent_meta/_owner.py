@@ -396,8 +396,8 @@ class MetaOwner:
             return queue.publish(state, update)  # counts it as fenced
         if self._stopped is not None or self._closing:
             self._check_running()
-        send_nowait = self._send_nowait
-        if send_nowait is not None and self._idle_writer is not None and self._stopped is None:
+        send_nowait = self._direct_write()
+        if send_nowait is not None:
             frame = queue.publish_now(state, update)
             if frame is not None:
                 self._send_directly(send_nowait, Outgoing(frame, state))
@@ -461,10 +461,17 @@ class MetaOwner:
         self._wake_writer()
         return accepted
 
+    def _direct_write(self) -> Callable[[bytes], int] | None:
+        """The transport's non-blocking write if a frame may be written directly now: over a
+        pipe, without a store, while the writer task is parked with nothing to do."""
+        if self._idle_writer is None or self._stopped is not None:
+            return None
+        return self._send_nowait
+
     def _wake_writer(self) -> None:
         """Something was queued: write it now if the writer is idle, else wake the writer."""
-        send_nowait = self._send_nowait
-        if send_nowait is not None and self._idle_writer is not None and self._stopped is None:
+        send_nowait = self._direct_write()
+        if send_nowait is not None:
             self._write_directly(send_nowait)
         else:
             self._unpark_writer()

@@ -316,13 +316,9 @@ class SendQueue:
         if state.closed:
             self.counters.fenced += 1
             return False
-        self._check_sizes(state, update)
         if needs_room is None:
             needs_room = self.publication_needs_room(state, update)
-        state.apply(update)
-        if self.dirty is not None:
-            self.dirty[state] = None
-        self.counters.publications += 1
+        self._fold(state, update)
         entry = state.open_entry
         if not needs_room and isinstance(entry, _Info):
             before = self._frames_of(entry)
@@ -355,11 +351,7 @@ class SendQueue:
             return None
         if self._frame_count(update.meta_clear, update.meta_patch) != 1:
             return None
-        self._check_sizes(state, update)
-        state.apply(update)
-        if self.dirty is not None:
-            self.dirty[state] = None
-        self.counters.publications += 1
+        self._fold(state, update)
         self._appended += 1
         self._direct_pos = self._appended
         self._unreported = True
@@ -500,6 +492,14 @@ class SendQueue:
         return self._queued_frames
 
     # -- internals -----------------------------------------------------------------------
+    def _fold(self, state: LifetimeState, update: EncodedUpdate) -> None:
+        """Fold an accepted publication into the known state (R1), once its sizes are checked."""
+        self._check_sizes(state, update)
+        state.apply(update)
+        if self.dirty is not None:
+            self.dirty[state] = None
+        self.counters.publications += 1
+
     def _check_sizes(self, state: LifetimeState, update: EncodedUpdate) -> None:
         limit = self.max_frame_bytes
         own = len(state.prefix) + 64 + update.patch_size
