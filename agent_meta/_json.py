@@ -20,7 +20,7 @@ Decisions, so that nothing is silently lost:
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from math import isfinite as _isfinite
 from typing import Final, TypeAlias
 
@@ -80,10 +80,8 @@ def is_plain_json(value: object) -> bool:
     (it is walked ``PLAIN_DEPTH`` times before ``json_copy`` reports it).
     """
     kind = type(value)
-    if kind is dict:
-        return _plain_object(value, 0)  # type: ignore[arg-type]  # exact type checked above
-    if kind is list:
-        return _plain_array(value, 0)  # type: ignore[arg-type]  # exact type checked above
+    if kind is dict or kind is list:
+        return _plain_container(value, 0)  # type: ignore[arg-type]  # exact type checked above
     return _plain_scalar(value)
 
 
@@ -98,46 +96,25 @@ def _plain_scalar(value: object) -> bool:
     return False
 
 
-def _plain_object(value: dict[object, object], depth: int) -> bool:
+def _plain_container(value: dict[object, object] | list[object], depth: int) -> bool:
     if depth >= PLAIN_DEPTH:
         return False
-    for key, item in value.items():
-        if type(key) is not str:
-            return False
+    items: Iterable[object] = value
+    if type(value) is dict:
+        for key in value:
+            if type(key) is not str:
+                return False
+        items = value.values()
+    for item in items:
         kind = type(item)
         if kind is str or kind is bool or item is None:
-            continue
+            continue  # the common scalars, checked inline
         if kind is int:
             if INT_LIMIT is None or -INT_LIMIT < item < INT_LIMIT:
                 continue
             return False
-        if kind is dict:
-            if not _plain_object(item, depth + 1):  # type: ignore[arg-type]  # exact type
-                return False
-        elif kind is list:
-            if not _plain_array(item, depth + 1):  # type: ignore[arg-type]  # exact type
-                return False
-        elif not _plain_scalar(item):
-            return False
-    return True
-
-
-def _plain_array(value: list[object], depth: int) -> bool:
-    if depth >= PLAIN_DEPTH:
-        return False
-    for item in value:
-        kind = type(item)
-        if kind is str or kind is bool or item is None:
-            continue
-        if kind is int:
-            if INT_LIMIT is None or -INT_LIMIT < item < INT_LIMIT:
-                continue
-            return False
-        if kind is dict:
-            if not _plain_object(item, depth + 1):  # type: ignore[arg-type]  # exact type
-                return False
-        elif kind is list:
-            if not _plain_array(item, depth + 1):  # type: ignore[arg-type]  # exact type
+        if kind is dict or kind is list:
+            if not _plain_container(item, depth + 1):  # type: ignore[arg-type]  # exact type
                 return False
         elif not _plain_scalar(item):
             return False
