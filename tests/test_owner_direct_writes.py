@@ -77,6 +77,18 @@ async def read_lines(fd: int, count: int, data: bytes = b"") -> bytes:
     return data
 
 
+def start_flush(nursery: trio.Nursery, owner: agent_meta.MetaOwner) -> trio.Event:
+    """Start a task that waits in ``owner.wait_flushed()``; the event is set once it returns."""
+    flushed = trio.Event()
+
+    async def flush() -> None:
+        await owner.wait_flushed()
+        flushed.set()
+
+    nursery.start_soon(flush)
+    return flushed
+
+
 def updates(data: bytes) -> list[dict[str, Any]]:
     return [json.loads(line)["params"]["update"] for line in data.splitlines()]
 
@@ -139,14 +151,8 @@ async def test_a_partly_written_frame_is_finished_before_any_later_frame() -> No
         assert (stats.frames_written, stats.direct_writes) == (0, 0)
         assert stats.queued == 4  # the half-written frame, two more, the response
 
-        flushed = trio.Event()
-
-        async def flush() -> None:
-            await owner.wait_flushed()
-            flushed.set()
-
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(flush)
+            flushed = start_flush(nursery, owner)
             await trio.testing.wait_all_tasks_blocked()
             assert not flushed.is_set()  # the pipe is full and nobody reads it
             # The pipe took one page of the first frame and nothing else.
@@ -178,13 +184,7 @@ async def test_wait_flushed_waits_for_the_rest_of_a_half_written_frame() -> None
         assert lifetime.publish_nowait(meta={"big": "z" * 5000})  # one page of it went out
         assert owner.statistics().queued == 1  # nothing is queued, but a frame is unfinished
         async with trio.open_nursery() as nursery:
-            flushed = trio.Event()
-
-            async def flush() -> None:
-                await owner.wait_flushed()
-                flushed.set()
-
-            nursery.start_soon(flush)
+            flushed = start_flush(nursery, owner)
             await trio.testing.wait_all_tasks_blocked()
             assert not flushed.is_set()
             data = await read_lines(read_fd, 1)
@@ -232,13 +232,7 @@ async def test_ending_a_lifetime_while_its_resync_is_half_written_still_waits_fo
             owner.close_session("s")
             assert owner.statistics().queued == 1
             async with trio.open_nursery() as nursery:
-                flushed = trio.Event()
-
-                async def flush() -> None:
-                    await owner.wait_flushed()
-                    flushed.set()
-
-                nursery.start_soon(flush)
+                flushed = start_flush(nursery, owner)
                 await trio.testing.wait_all_tasks_blocked()
                 assert not flushed.is_set()  # nobody reads: the snapshot's rest still waits
                 data = await read_lines(read_fd, 2)
