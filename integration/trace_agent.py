@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from agent_meta._connection import run_stdio_agent
-from agent_meta.reference_agent import ReferenceAgent
+from agent_meta.acp._connection import run_stdio_agent
+from agent_meta.apps.reference_agent import ReferenceAgent
 
 if TYPE_CHECKING:
     from agent_meta import SessionLifetime
-    from agent_meta._connection import RequestContext
+    from agent_meta.acp._connection import RequestContext
 
 USAGE = "usage: /trace TRACEPARENT KEY JSON"
 

@@ -12,9 +12,9 @@ import pytest
 import trio
 
 from agent_meta import __version__
-from agent_meta._cli import build_parser, main
-from agent_meta._jsonrpc import (
-    DEFAULT_MAX_LINE_BYTES,
+from agent_meta.acp._lines import DEFAULT_MAX_LINE_BYTES
+from agent_meta.apps._cli import build_parser, main
+from agent_meta.wire._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -70,7 +70,7 @@ def test_bad_failure_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
 def test_demo_without_its_dependencies_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "agent_meta._demo", None)  # makes the import fail
+    monkeypatch.setitem(sys.modules, "agent_meta.apps._demo", None)  # makes the import fail
     assert main(["demo"]) == 2
     assert "pip install 'agent-meta[demo]'" in capsys.readouterr().err
 
@@ -82,7 +82,7 @@ def test_demo_gets_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -> N
         seen.append(argv)
         return 3
 
-    monkeypatch.setitem(sys.modules, "agent_meta._demo", types.SimpleNamespace(main=fake_main))
+    monkeypatch.setitem(sys.modules, "agent_meta.apps._demo", types.SimpleNamespace(main=fake_main))
     assert main(["demo", "--fast", "x"]) == 3
     assert seen == [["--fast", "x"]]
 

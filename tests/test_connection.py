@@ -9,8 +9,8 @@ import trio
 import trio.testing
 from test_connection_peer import serve
 
-from agent_meta._connection import AgentConnection, BaseAgent, RequestContext, serve_agent
-from agent_meta._jsonrpc import (
+from agent_meta.acp._connection import AgentConnection, BaseAgent, RequestContext, serve_agent
+from agent_meta.wire._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -22,7 +22,7 @@ from agent_meta._jsonrpc import (
 )
 
 if TYPE_CHECKING:
-    from agent_meta._json import JsonObject
+    from agent_meta.core._json import JsonObject
 
 INIT_V2 = {"protocolVersion": 2, "info": {"name": "test", "version": "0"}}
 

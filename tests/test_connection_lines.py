@@ -6,12 +6,10 @@ import pytest
 import trio
 import trio.testing
 
-from agent_meta._jsonrpc import (
+from agent_meta.acp._lines import IncompleteLineError, LineTooLongError, NdjsonLineReader
+from agent_meta.wire._jsonrpc import (
     INVALID_PARAMS,
-    IncompleteLineError,
     JsonRpcError,
-    LineTooLongError,
-    NdjsonLineReader,
     optional_str,
     require_object_list,
     require_str,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 import trio.testing
 
-from agent_meta._connection import Agent, serve_agent
+from agent_meta.acp._connection import Agent, serve_agent
 from agent_meta.testing import ClientMirror
 
 if TYPE_CHECKING:

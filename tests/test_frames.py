@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from strategies import json_values, session_info_patches
 
 import agent_meta
-from agent_meta._frames import notification_frame, response_frame
-from agent_meta._sendqueue import SendQueue
-from agent_meta._state import encode_update
+from agent_meta.sansio._frames import notification_frame, response_frame
+from agent_meta.sansio._queue import SendQueue
+from agent_meta.sansio._state import encode_update
 
 session_ids = st.text(min_size=1, max_size=8)
 notification_metas = st.one_of(

@@ -26,9 +26,11 @@ from hypothesis import strategies as st
 from reporting import show_lines
 
 from agent_meta import MetaValueError
-from agent_meta._connection import serve_agent
-from agent_meta._jsonrpc import IncompleteLineError, LineTooLongError, NdjsonLineReader
-from agent_meta._wire import (
+from agent_meta.acp._connection import serve_agent
+from agent_meta.acp._lines import IncompleteLineError, LineTooLongError, NdjsonLineReader
+from agent_meta.apps.reference_agent import ReferenceAgent
+from agent_meta.testing import ClientMirror
+from agent_meta.wire._models import (
     InvalidMessageError,
     JsonRpcRequest,
     MessageDecodeError,
@@ -36,8 +38,6 @@ from agent_meta._wire import (
     decode_message,
     encode_frame,
 )
-from agent_meta.reference_agent import ReferenceAgent
-from agent_meta.testing import ClientMirror
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

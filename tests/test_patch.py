@@ -28,7 +28,7 @@ from agent_meta import (
     compose_meta_updates,
     fold_meta_updates,
 )
-from agent_meta._json import MAX_DEPTH
+from agent_meta.core._json import MAX_DEPTH
 
 
 def container_ids(value: object) -> Iterator[int]:

@@ -8,8 +8,8 @@ import pytest
 import trio
 from test_connection_peer import Peer, serve
 
-from agent_meta._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
-from agent_meta.reference_agent import COMMANDS, ReferenceAgent
+from agent_meta.apps.reference_agent import COMMANDS, ReferenceAgent
+from agent_meta.wire._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 
 INFO = {"name": "test", "version": "0"}
 

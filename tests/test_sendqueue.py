@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_meta import OMITTED, FrameTooLargeError, MetaValueError, SessionExistsError
-from agent_meta._sendqueue import Outgoing, SendQueue
-from agent_meta._state import EncodedUpdate, LifetimeState, encode_update
+from agent_meta.sansio._queue import Outgoing, SendQueue
+from agent_meta.sansio._state import EncodedUpdate, LifetimeState, encode_update
 
 SID = "s1"
 

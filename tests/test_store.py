@@ -12,7 +12,8 @@ import trio
 import trio.testing
 
 from agent_meta import OwnerClosedError, open_owner
-from agent_meta._store import (
+from agent_meta.owner._sqlite import SQLiteStore
+from agent_meta.owner._store import (
     MemoryStore,
     StoreCorruptError,
     StoredLifetime,
@@ -20,14 +21,13 @@ from agent_meta._store import (
     StoreLockedError,
     StoreSchemaError,
 )
-from agent_meta._store_sqlite import SQLiteStore
 from agent_meta.testing import ClientMirror, FailingTransport, RecordingTransport
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from agent_meta._store import LifetimeStore
+    from agent_meta.owner._store import LifetimeStore
 
 
 class CheckingTransport(RecordingTransport):

@@ -11,7 +11,12 @@ import pytest
 import trio
 import trio.testing
 
-from agent_meta._transport import FrameLostError, FrameNotSentError, StreamTransport, Transport
+from agent_meta.owner._transport import (
+    FrameLostError,
+    FrameNotSentError,
+    StreamTransport,
+    Transport,
+)
 from agent_meta.testing import (
     ClientMirror,
     FailingTransport,

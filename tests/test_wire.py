@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agent_meta import OMITTED, AgentMetaError, MetaValueError, SessionInfoPatch
-from agent_meta._wire import (
+from agent_meta.wire._models import (
     MISSING,
     InvalidMessageError,
     JsonRpcErrorObject,

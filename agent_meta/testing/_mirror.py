@@ -19,8 +19,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final, TypeAlias
 
-from .._sentinel import OMITTED, Omitted
-from .._session_info import SessionInfo
+from ..core._sentinel import OMITTED, Omitted
+from ..core._session_info import SessionInfo
 
 __all__ = ["ClientMirror", "Message", "MirrorError"]
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import trio
 
-from .._transport import FrameLostError, FrameNotSentError, Transport
+from ..owner._transport import FrameLostError, FrameNotSentError, Transport
 from ._mirror import ClientMirror, Message, MirrorError, parse_frame
 
 if TYPE_CHECKING:

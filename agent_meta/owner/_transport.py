@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import trio
 
-from ._errors import AgentMetaError, TransportBrokenError
+from ..core._errors import AgentMetaError, TransportBrokenError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -16,12 +16,12 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 
-from ._errors import MetaPathError, MetaValueError
+from ..core._errors import MetaPathError, MetaValueError
+from ..core._json import JsonObject, JsonValue, is_plain_json, json_copy, json_object_copy
+from ..core._sentinel import OMITTED, Omitted
+from ..core._session_info import SessionInfo
+from ..core._timestamps import is_rfc3339
 from ._frames import NULL, encode_json, fragment, object_text, session_prefix
-from ._json import JsonObject, JsonValue, is_plain_json, json_copy, json_object_copy
-from ._sentinel import OMITTED, Omitted
-from ._session_info import SessionInfo
-from ._timestamps import is_rfc3339
 
 __all__ = [
     "NO_CHANGE",

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Literal
 
 import trio
 
-from .._connection import AgentConnection, BaseAgent, RequestContext
-from .._errors import AgentMetaError, OwnerClosedError, TransportBrokenError
-from .._jsonrpc import (
+from ..._version import __version__
+from ...acp._connection import AgentConnection, BaseAgent, RequestContext
+from ...core._errors import AgentMetaError, OwnerClosedError, TransportBrokenError
+from ...wire._jsonrpc import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     RESOURCE_NOT_FOUND,
@@ -31,7 +32,6 @@ from .._jsonrpc import (
     require_object_list,
     require_str,
 )
-from .._version import __version__
 from ._commands import (
     COMMANDS,
     Burst,
@@ -51,9 +51,9 @@ from ._commands import (
 from ._storage import HistoryStore
 
 if TYPE_CHECKING:
-    from .._json import JsonObject, JsonValue
-    from .._lifetime import SessionLifetime
-    from .._store_sqlite import SQLiteStore
+    from ...core._json import JsonObject, JsonValue
+    from ...owner._lifetime import SessionLifetime
+    from ...owner._sqlite import SQLiteStore
 
 __all__ = ["AGENT_NAME", "ReferenceAgent"]
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal, Self, TypeGuard, TypeVar, final
 
 import trio
 
-from ._state import FailureIncident
+from ..sansio._state import FailureIncident
 from ._store import (
     StoreCorruptError,
     StoredLifetime,

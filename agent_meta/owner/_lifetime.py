@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, final
 
 import trio
 
-from ._errors import MetaValueError
-from ._json import JsonValue, json_copy
-from ._sentinel import OMITTED, Omitted
-from ._state import (
+from ..core._errors import MetaValueError
+from ..core._json import JsonValue, json_copy
+from ..core._sentinel import OMITTED, Omitted
+from ..sansio._state import (
     EncodedUpdate,
     FailureIncident,
     LifetimeState,
@@ -28,8 +28,8 @@ from ._state import (
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ._owner import MetaOwner
-    from ._session_info import SessionInfo
+    from ..core._session_info import SessionInfo
+    from ._trio import MetaOwner
 
 __all__ = ["DomainHandle", "SessionLifetime"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING, Literal
 
-from ._errors import FrameTooLargeError, SessionExistsError
+from ..core._errors import FrameTooLargeError, SessionExistsError
 from ._frames import NULL, fragment, info_frame, object_text
 from ._state import EncodedUpdate, LifetimeState, member_size
 

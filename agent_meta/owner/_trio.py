@@ -28,31 +28,31 @@ from typing import TYPE_CHECKING, Literal, final
 import tenacity
 import trio
 
-from ._errors import (
+from ..core._errors import (
     AgentMetaError,
     MetaValueError,
     OwnerClosedError,
     TransportBrokenError,
     UnknownSessionError,
 )
-from ._frames import encode_json, notification_frame, response_frame
-from ._json import json_copy, json_object_copy
-from ._lifetime import SessionLifetime
-from ._sendqueue import Outgoing, SendQueue, V1MetaMode
-from ._state import (
+from ..core._json import json_copy, json_object_copy
+from ..sansio._frames import encode_json, notification_frame, response_frame
+from ..sansio._queue import Outgoing, SendQueue, V1MetaMode
+from ..sansio._state import (
     NO_CHANGE,
     EncodedUpdate,
     LifetimeState,
     check_path,
     encode_update,
 )
+from ._lifetime import SessionLifetime
 from ._store import LifetimeStore, StoredLifetime, StoreError, record_of, restore_state
 from ._transport import FrameLostError, FrameNotSentError, StreamTransport, Transport
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
-    from ._session_info import SessionInfo, SessionInfoPatch
+    from ..core._session_info import SessionInfo, SessionInfoPatch
 
 __all__ = ["MetaOwner", "OwnerStatistics", "default_retry", "open_owner"]
 

@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from ._errors import (
+from ..core._errors import (
     AgentMetaError,
     OwnerClosedError,
     TransportBrokenError,
     UnknownSessionError,
 )
-from ._json import JsonObject, json_object_copy
-from ._jsonrpc import (
-    DEFAULT_MAX_LINE_BYTES,
+from ..core._json import JsonObject, json_object_copy
+from ..owner._trio import MetaOwner, open_owner
+from ..wire._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -43,13 +43,9 @@ from ._jsonrpc import (
     PARSE_ERROR,
     REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
-    IncompleteLineError,
     JsonRpcError,
-    LineTooLongError,
-    NdjsonLineReader,
 )
-from ._owner import MetaOwner, open_owner
-from ._wire import (
+from ..wire._models import (
     JsonRpcErrorResponse,
     JsonRpcNotification,
     JsonRpcRequest,
@@ -57,11 +53,12 @@ from ._wire import (
     MessageDecodeError,
     decode_message,
 )
+from ._lines import DEFAULT_MAX_LINE_BYTES, IncompleteLineError, LineTooLongError, NdjsonLineReader
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection, Mapping
 
-    from ._transport import Transport
+    from ..owner._transport import Transport
 
 __all__ = [
     "SUPPORTED_PROTOCOL_VERSIONS",

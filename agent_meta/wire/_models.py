@@ -40,11 +40,11 @@ try:
 except ImportError:  # pragma: no cover - pydantic 2.12 / 2.13 only ship the experimental path
     from pydantic.experimental.missing_sentinel import MISSING as MISSING
 
-from ._errors import AgentMetaError, MetaValueError
-from ._json import json_copy, json_object_copy
-from ._sentinel import OMITTED
-from ._session_info import SessionInfoPatch
-from ._timestamps import is_rfc3339
+from ..core._errors import AgentMetaError, MetaValueError
+from ..core._json import json_copy, json_object_copy
+from ..core._sentinel import OMITTED
+from ..core._session_info import SessionInfoPatch
+from ..core._timestamps import is_rfc3339
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._errors import AgentMetaError
-from ._jsonrpc import DEFAULT_MAX_LINE_BYTES
-from ._version import __version__
+from .._version import __version__
+from ..acp._lines import DEFAULT_MAX_LINE_BYTES
+from ..core._errors import AgentMetaError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._store import LifetimeStore, StoredLifetime
+    from ..owner._store import LifetimeStore, StoredLifetime
 
 __all__ = ["build_parser", "main"]
 
@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="agent-meta: %(levelname)s %(name)s: %(message)s",
     )
-    from ._connection import run_stdio_agent
+    from ..acp._connection import run_stdio_agent
     from .reference_agent import ReferenceAgent
     from .reference_agent._commands import CommandError, parse_dotted_path
 
@@ -172,8 +172,8 @@ write protects is written. Only for crash tests."""
 async def _serve_with_store(
     path: str, versions: tuple[int, ...], max_line: int, owner_options: dict[str, object]
 ) -> None:
-    from ._connection import serve_stdio
-    from ._store_sqlite import SQLiteStore
+    from ..acp._connection import serve_stdio
+    from ..owner._sqlite import SQLiteStore
     from .reference_agent import ReferenceAgent
 
     async with await SQLiteStore.open(path) as store:
@@ -215,7 +215,7 @@ class _CrashAfterWrites:
 
 def _run_demo(args: list[str]) -> int:
     try:
-        demo = importlib.import_module("agent_meta._demo")
+        demo = importlib.import_module("agent_meta.apps._demo")
     except ImportError as exc:
         print(
             f"agent-meta demo needs the optional 'demo' dependencies ({exc}).\n"

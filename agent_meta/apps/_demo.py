@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from .testing import ClientMirror
+    from ..testing import ClientMirror
 
 __all__ = ["main"]
 
@@ -437,7 +437,7 @@ async def _final_check(stage: Stage, console: Console) -> str | None:
 async def _play(console: Console) -> None:
     import acp
 
-    from .testing import ClientMirror
+    from ..testing import ClientMirror
 
     wire = Wire(ClientMirror(protocol_version=1))
     cwd = os.getcwd()

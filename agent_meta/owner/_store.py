@@ -15,13 +15,13 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Protocol, final, runtime_checkable
 
-from ._errors import AgentMetaError
-from ._frames import encode_json, fragment
+from ..core._errors import AgentMetaError
+from ..sansio._frames import encode_json, fragment
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._state import FailureIncident, LifetimeState
+    from ..sansio._state import FailureIncident, LifetimeState
 
 __all__ = [
     "LifetimeStore",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Final, TypeAlias
 
-from .._json import JsonObject, JsonValue, json_copy
-from .._wire import parse_json_line
+from ...core._json import JsonObject, JsonValue, json_copy
+from ...wire._models import parse_json_line
 
 __all__ = [
     "COMMANDS",

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import sqlite3
 
-    from .._json import JsonObject
-    from .._store_sqlite import SQLiteStore
+    from ...core._json import JsonObject
+    from ...owner._sqlite import SQLiteStore
 
 __all__ = ["HistoryStore", "StoredMessage", "StoredSession"]
 

@@ -1,0 +1,113 @@
+"""JSON-RPC error codes, the handlers' error type, and params helpers (pure).
+
+Decoding a line into an envelope is :mod:`agent_meta.wire._models`' job; this module names the
+error codes ACP uses and gives handlers one exception type, :class:`JsonRpcError`, that the
+connection turns into an error response.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..core._json import JsonObject, JsonValue
+
+__all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "REQUEST_CANCELLED",
+    "RESOURCE_NOT_FOUND",
+    "JsonRpcError",
+    "optional_str",
+    "require_object_list",
+    "require_str",
+]
+
+PARSE_ERROR: Final = -32700
+"""The line is not JSON (or not UTF-8)."""
+INVALID_REQUEST: Final = -32600
+"""The JSON is not a valid JSON-RPC 2.0 message (or arrives at the wrong time)."""
+METHOD_NOT_FOUND: Final = -32601
+"""No handler for the method (or not in the negotiated protocol version)."""
+INVALID_PARAMS: Final = -32602
+"""The params are missing a field, or a field has the wrong type or value."""
+INTERNAL_ERROR: Final = -32603
+"""The handler failed unexpectedly; the connection goes on."""
+REQUEST_CANCELLED: Final = -32800
+"""The request was cancelled (``$/cancel_request``) before it finished."""
+RESOURCE_NOT_FOUND: Final = -32002
+"""ACP's code for "a given resource, such as a session, was not found"."""
+
+
+class JsonRpcError(Exception):
+    """Raise from a handler to answer the request with this JSON-RPC error (never a crash)."""
+
+    def __init__(self, code: int, message: str, data: JsonValue | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_error(self) -> JsonObject:
+        """The ``error`` member of the response: ``code``, ``message`` and ``data`` if any."""
+        error: JsonObject = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+# --------------------------------------------------------------------------- params helpers
+
+
+def require_str(params: Mapping[str, Any], name: str) -> str:
+    """``params[name]`` as a string, or ``-32602`` naming the field."""
+    value = params.get(name)
+    if not isinstance(value, str):
+        problem = "is missing" if name not in params else f"must be a string, not {_kind(value)}"
+        raise JsonRpcError(INVALID_PARAMS, f"invalid params: {name!r} {problem}")
+    return value
+
+
+def optional_str(params: Mapping[str, Any], name: str) -> str | None:
+    """``params[name]`` as a string, ``None`` when omitted or ``null``, else ``-32602``."""
+    value = params.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise JsonRpcError(
+            INVALID_PARAMS, f"invalid params: {name!r} must be a string, not {_kind(value)}"
+        )
+    return value
+
+
+def require_object_list(params: Mapping[str, Any], name: str) -> list[dict[str, Any]]:
+    """``params[name]`` as a non-empty list of objects, or ``-32602``."""
+    value = params.get(name)
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(item, dict) for item in value)
+    ):
+        raise JsonRpcError(
+            INVALID_PARAMS, f"invalid params: {name!r} must be a non-empty array of objects"
+        )
+    return value
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
