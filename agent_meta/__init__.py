@@ -1,6 +1,14 @@
 """agent_meta: the session-info ``_meta`` owner for Python ACP agents.
 
-The public surface is exactly what this module re-exports (``tests/test_exports.py`` pins it).
+The public surface is exactly what this module re-exports (``tests/test_exports.py`` pins it),
+grouped by layer, from the bottom up (``docs/architecture.md``):
+
+- core: the pure patch rule and JSON values (no I/O, no runtime);
+- wire: the pydantic models of ACP messages and JSON-RPC envelopes;
+- owner: the options, the handles agents hold, the trio driver, transports and stores;
+- acp: the agent side of an ACP connection.
+
+Everything in the subpackages that is not re-exported here is private.
 """
 
 from ._version import __version__ as __version__
@@ -16,11 +24,17 @@ from .core._agui import AguiConversion as AguiConversion
 from .core._agui import agui_metadata_to_meta_patch as agui_metadata_to_meta_patch
 from .core._agui import merge_agui_metadata as merge_agui_metadata
 from .core._errors import AgentMetaError as AgentMetaError
+from .core._errors import FrameLostError as FrameLostError
+from .core._errors import FrameNotSentError as FrameNotSentError
 from .core._errors import FrameTooLargeError as FrameTooLargeError
 from .core._errors import MetaPathError as MetaPathError
 from .core._errors import MetaValueError as MetaValueError
 from .core._errors import OwnerClosedError as OwnerClosedError
 from .core._errors import SessionExistsError as SessionExistsError
+from .core._errors import StoreCorruptError as StoreCorruptError
+from .core._errors import StoreError as StoreError
+from .core._errors import StoreLockedError as StoreLockedError
+from .core._errors import StoreSchemaError as StoreSchemaError
 from .core._errors import TransportBrokenError as TransportBrokenError
 from .core._errors import UnknownSessionError as UnknownSessionError
 from .core._json import JsonObject as JsonObject
@@ -38,24 +52,19 @@ from .core._session_info import SessionInfoPatch as SessionInfoPatch
 from .core._session_info import apply_session_info_patch as apply_session_info_patch
 from .core._session_info import compose_session_info_patches as compose_session_info_patches
 from .core._timestamps import is_rfc3339 as is_rfc3339
+from .owner._base import OwnerStatistics as OwnerStatistics
 from .owner._lifetime import DomainHandle as DomainHandle
 from .owner._lifetime import SessionLifetime as SessionLifetime
 from .owner._sqlite import SQLiteStore as SQLiteStore
 from .owner._store import LifetimeStore as LifetimeStore
 from .owner._store import MemoryStore as MemoryStore
-from .owner._store import StoreCorruptError as StoreCorruptError
-from .owner._store import StoredLifetime as StoredLifetime
-from .owner._store import StoreError as StoreError
-from .owner._store import StoreLockedError as StoreLockedError
-from .owner._store import StoreSchemaError as StoreSchemaError
-from .owner._transport import FrameLostError as FrameLostError
-from .owner._transport import FrameNotSentError as FrameNotSentError
 from .owner._transport import StreamTransport as StreamTransport
 from .owner._transport import Transport as Transport
 from .owner._trio import MetaOwner as MetaOwner
-from .owner._trio import OwnerStatistics as OwnerStatistics
-from .owner._trio import default_retry as default_retry
 from .owner._trio import open_owner as open_owner
+from .sansio._options import OwnerOptions as OwnerOptions
+from .sansio._options import RetryPolicy as RetryPolicy
+from .sansio._records import StoredLifetime as StoredLifetime
 from .sansio._state import FailureIncident as FailureIncident
 from .wire._jsonrpc import INTERNAL_ERROR as INTERNAL_ERROR
 from .wire._jsonrpc import INVALID_PARAMS as INVALID_PARAMS
@@ -89,20 +98,24 @@ from .wire._models import patch_from_update as patch_from_update
 from .wire._models import update_from_patch as update_from_patch
 
 __all__ = [
+    # wire
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
+    # core
     "OMITTED",
     "PARSE_ERROR",
     "REQUEST_CANCELLED",
     "RESOURCE_NOT_FOUND",
+    # acp
     "SUPPORTED_PROTOCOL_VERSIONS",
     "Agent",
     "AgentConnection",
     "AgentMetaError",
     "AguiConversion",
     "BaseAgent",
+    # owner
     "DomainHandle",
     "FailureIncident",
     "FrameLostError",
@@ -129,9 +142,11 @@ __all__ = [
     "MetaValueError",
     "Omitted",
     "OwnerClosedError",
+    "OwnerOptions",
     "OwnerStatistics",
     "RequestContext",
     "RequestId",
+    "RetryPolicy",
     "SQLiteStore",
     "SessionExistsError",
     "SessionInfo",
@@ -158,7 +173,6 @@ __all__ = [
     "compose_meta_updates",
     "compose_session_info_patches",
     "decode_message",
-    "default_retry",
     "encode_frame",
     "encode_session_update",
     "fold_meta_updates",

@@ -45,7 +45,7 @@ async def publish_cost(samples: int = 5_000) -> float:
             await trio.lowlevel.checkpoint()
 
     async with agent_meta.open_owner(Sink()) as owner:
-        lifetime = owner.open_session("calibrate")
+        lifetime = owner.open_lifetime("calibrate")
         start = time.perf_counter()
         for i in range(samples):
             await lifetime.publish(meta={f"k{i % 10}": i})
@@ -63,7 +63,7 @@ async def run(sessions: int, publications: int, slowdown: float) -> int:
     tracemalloc.start()
     started = time.perf_counter()
     async with agent_meta.open_owner(writer) as owner:
-        lifetimes = [owner.open_session(f"s{i}") for i in range(sessions)]
+        lifetimes = [owner.open_lifetime(f"s{i}") for i in range(sessions)]
 
         async def producer(lifetime: agent_meta.SessionLifetime) -> None:
             for n in range(per_session):

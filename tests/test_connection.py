@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 import trio.testing
-from test_connection_peer import serve
+from peer import serve
 
 from agent_meta.acp._connection import AgentConnection, BaseAgent, RequestContext, serve_agent
 from agent_meta.wire._jsonrpc import (
@@ -43,7 +43,7 @@ class ToyAgent(BaseAgent):
         name = params.get("name")
         if not isinstance(name, str):
             raise JsonRpcError(INVALID_PARAMS, "invalid params: 'name' must be a string")
-        lifetime = ctx.owner.open_session(name)
+        lifetime = ctx.owner.open_lifetime(name)
         await lifetime.publish(meta={"created": True})
 
         async def after() -> None:

@@ -58,7 +58,7 @@ async def test_a_result_the_owner_refuses_is_an_internal_error_and_the_connectio
 
 class FailingCallback(BaseAgent):
     async def new_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
-        ctx.owner.open_session("s")
+        ctx.owner.open_lifetime("s")
 
         async def advertise() -> None:
             raise RuntimeError("advertising failed")

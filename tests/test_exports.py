@@ -1,7 +1,9 @@
 """Pins the public surface of ``agent_meta``.
 
-A name added to or removed from ``agent_meta.__all__`` must also be added to or removed from
-``PUBLIC_NAMES`` below (one line), so that every change of the public API is deliberate.
+A name added to or removed from a public module's ``__all__`` must also be added to or removed
+from its list below (one line), so that every change of the public API is deliberate. The
+public modules are ``agent_meta``, ``agent_meta.testing`` and
+``agent_meta.apps.reference_agent``; every other module is private.
 """
 
 from __future__ import annotations
@@ -11,91 +13,54 @@ import tomllib
 import types
 from pathlib import Path
 
+import pytest
+
 import agent_meta
 
 PUBLIC_NAMES = [
-    # _connection
-    "Agent",
-    "AgentConnection",
-    "BaseAgent",
-    "RequestContext",
-    "run_stdio_agent",
-    "serve_agent",
-    "serve_stdio",
-    "SUPPORTED_PROTOCOL_VERSIONS",
-    # _jsonrpc
-    "INTERNAL_ERROR",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "JsonRpcError",
-    "METHOD_NOT_FOUND",
-    "PARSE_ERROR",
-    "REQUEST_CANCELLED",
-    "RESOURCE_NOT_FOUND",
-    # _agui
+    # core: the patch rule, JSON values, session info, AG-UI, errors
+    "__version__",
+    "AgentMetaError",
     "agui_metadata_to_meta_patch",
     "AguiConversion",
-    "merge_agui_metadata",
-    # _errors
-    "AgentMetaError",
+    "apply_meta_update",
+    "apply_session_info_patch",
+    "compose_meta_updates",
+    "compose_session_info_patches",
+    "fold_meta_updates",
+    "FrameLostError",
+    "FrameNotSentError",
     "FrameTooLargeError",
-    "MetaPathError",
-    "MetaValueError",
-    "OwnerClosedError",
-    "SessionExistsError",
-    "TransportBrokenError",
-    "UnknownSessionError",
-    # _json
+    "is_rfc3339",
     "json_copy",
     "JsonObject",
     "JsonValue",
-    # _lifetime
-    "DomainHandle",
-    "SessionLifetime",
-    # _owner
-    "default_retry",
-    "MetaOwner",
-    "open_owner",
-    "OwnerStatistics",
-    # _patch
-    "apply_meta_update",
-    "compose_meta_updates",
-    "fold_meta_updates",
+    "merge_agui_metadata",
     "MetaPatch",
+    "MetaPathError",
     "MetaUpdate",
-    # _sentinel
+    "MetaValueError",
     "OMITTED",
     "Omitted",
-    # _session_info
-    "apply_session_info_patch",
-    "compose_session_info_patches",
+    "OwnerClosedError",
+    "SessionExistsError",
     "SessionInfo",
     "SessionInfoPatch",
-    # _state
-    "FailureIncident",
-    # _store, _store_sqlite
-    "LifetimeStore",
-    "MemoryStore",
-    "SQLiteStore",
     "StoreCorruptError",
-    "StoredLifetime",
     "StoreError",
     "StoreLockedError",
     "StoreSchemaError",
-    # _timestamps
-    "is_rfc3339",
-    # _transport
-    "FrameLostError",
-    "FrameNotSentError",
-    "StreamTransport",
-    "Transport",
-    # _version
-    "__version__",
-    # _wire
+    "TransportBrokenError",
+    "UnknownSessionError",
+    # wire: ACP and JSON-RPC models, NDJSON, error codes
     "decode_message",
     "encode_frame",
     "encode_session_update",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
     "InvalidMessageError",
+    "JsonRpcError",
     "JsonRpcErrorObject",
     "JsonRpcErrorResponse",
     "JsonRpcMessage",
@@ -105,16 +70,64 @@ PUBLIC_NAMES = [
     "message_from_json",
     "MessageDecodeError",
     "MessageParseError",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
     "parse_json_line",
     "patch_from_update",
+    "REQUEST_CANCELLED",
     "RequestId",
+    "RESOURCE_NOT_FOUND",
     "SessionInfoUpdate",
     "SessionInfoUpdateV1",
     "SessionNotification",
     "SessionNotificationV1",
     "update_from_patch",
     "WireModel",
+    # owner: options, handles, the trio driver, transports, stores
+    "DomainHandle",
+    "FailureIncident",
+    "LifetimeStore",
+    "MemoryStore",
+    "MetaOwner",
+    "open_owner",
+    "OwnerOptions",
+    "OwnerStatistics",
+    "RetryPolicy",
+    "SessionLifetime",
+    "SQLiteStore",
+    "StoredLifetime",
+    "StreamTransport",
+    "Transport",
+    # acp: the agent side of a connection
+    "Agent",
+    "AgentConnection",
+    "BaseAgent",
+    "RequestContext",
+    "run_stdio_agent",
+    "serve_agent",
+    "serve_stdio",
+    "SUPPORTED_PROTOCOL_VERSIONS",
 ]
+
+TESTING_NAMES = [
+    "ClientMirror",
+    "FailingTransport",
+    "FailMode",
+    "GatedTransport",
+    "Message",
+    "MirrorError",
+    "RecordingTransport",
+    "SlowTransport",
+]
+
+REFERENCE_AGENT_NAMES = ["AGENT_NAME", "COMMANDS", "CommandError", "ReferenceAgent", "parse_line"]
+
+PUBLIC_MODULES = {
+    "agent_meta": PUBLIC_NAMES,
+    "agent_meta.testing": TESTING_NAMES,
+    "agent_meta.apps.reference_agent": REFERENCE_AGENT_NAMES,
+}
+"""Every public module and its pinned names; every other module is private."""
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,3 +177,32 @@ def test_py_typed_marker_is_shipped() -> None:
     assert marker.is_file()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["agent_meta"]
+
+
+@pytest.mark.parametrize("module_name", sorted(PUBLIC_MODULES))
+def test_each_public_module_exports_exactly_its_pinned_names(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    assert sorted(module.__all__) == sorted(PUBLIC_MODULES[module_name])
+    assert all(hasattr(module, name) for name in module.__all__)
+
+
+def test_every_other_module_is_private() -> None:
+    """Below the root, only the pinned public modules and the layer packages themselves have
+    names without a leading underscore; the layer packages export nothing."""
+    package = ROOT / "agent_meta"
+    layers = {"core", "sansio", "wire", "owner", "acp", "apps"}
+    public = {name.removeprefix("agent_meta.") for name in PUBLIC_MODULES} - {"agent_meta"}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package).with_suffix("").parts
+        dotted = ".".join(part for part in parts if part != "__init__")
+        if not dotted or dotted in public or any(p.startswith("_") for p in parts[-1:]):
+            continue
+        if parts[-1] == "__init__" and dotted in layers:
+            layer = importlib.import_module(f"agent_meta.{dotted}")
+            assert getattr(layer, "__all__", []) == [], dotted
+            continue
+        if any(dotted.startswith(f"{name}.") for name in public):
+            continue
+        raise AssertionError(
+            f"agent_meta/{path.relative_to(package)} is neither private nor pinned"
+        )

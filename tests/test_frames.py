@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from strategies import json_values, session_info_patches
 
 import agent_meta
-from agent_meta.sansio._frames import notification_frame, response_frame
+from agent_meta.sansio._edits import Outcome, Publish
+from agent_meta.sansio._entries import Outgoing
+from agent_meta.sansio._frames import build_notification, build_response
 from agent_meta.sansio._queue import SendQueue
-from agent_meta.sansio._state import encode_update
 
 session_ids = st.text(min_size=1, max_size=8)
 notification_metas = st.one_of(
@@ -33,20 +34,20 @@ def rendered(
     notification_meta: dict[str, Any] | None,
 ) -> bytes:
     """The single frame the send queue writes for one publication into a fresh lifetime."""
-    queue = SendQueue(protocol_version=protocol_version, v1_meta_mode="passthrough")
+    options = agent_meta.OwnerOptions(protocol_version=protocol_version, v1_meta_mode="passthrough")
+    queue = SendQueue(options)
     state = queue.open_lifetime(session_id)
-    update = encode_update(
+    update = queue.encode(
         title=patch.title,
         updated_at=patch.updated_at,
         meta=patch.meta,
         notification_meta=notification_meta,
-        protocol_version=protocol_version,
     )
-    assert queue.publish(state, update)
-    out = queue.next_frame()
-    assert out is not None
+    assert queue.submit(state, Publish(update)) is Outcome.ACCEPTED
+    out = queue.next_action()
+    assert isinstance(out, Outgoing)
     queue.written(out)
-    assert queue.next_frame() is None
+    assert queue.next_action() is None
     return out.frame
 
 
@@ -82,8 +83,7 @@ def test_v1_passthrough_frames_match_the_reference_encoder(
 def test_notification_frames_match_the_wire_model(
     method: str, params: dict[str, Any] | None
 ) -> None:
-    params_text = None if params is None else json.dumps(params)
-    frame = notification_frame(method, params_text)
+    frame = build_notification(method, params)
     if params is None:
         model = agent_meta.JsonRpcNotification(method=method)
     else:
@@ -98,7 +98,7 @@ def test_notification_frames_match_the_wire_model(
 def test_response_frames_match_the_wire_model(
     request_id: int | str, result: dict[str, Any] | None
 ) -> None:
-    frame = response_frame(json.dumps(request_id), result=json.dumps(result), error=None)
+    frame = build_response(request_id, result=result)
     model = agent_meta.JsonRpcSuccessResponse(id=request_id, result=result)
     assert json.loads(frame) == json.loads(agent_meta.encode_frame(model))
 

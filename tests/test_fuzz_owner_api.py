@@ -38,6 +38,7 @@ from agent_meta import (
     FrameTooLargeError,
     MetaPathError,
     MetaValueError,
+    OwnerOptions,
     UnknownSessionError,
 )
 from agent_meta.testing import ClientMirror, RecordingTransport
@@ -190,7 +191,7 @@ async def _call(owner: agent_meta.MetaOwner, lt: agent_meta.SessionLifetime, op:
     if name == "resolve":
         return await lt.resolve_failure(*args)
     if name == "resync":
-        return await lt.resync()
+        return lt.resync()
     if name == "lookup":
         return owner.lifetime("never-opened")
     if name == "respond":
@@ -215,18 +216,19 @@ async def _run(program: list[Any], version: Literal[1, 2], coalesce: bool) -> No
     mirror = ClientMirror(protocol_version=version)
     transport = RecordingTransport(mirror=mirror)
     async with agent_meta.open_owner(
-        transport, protocol_version=version, max_frame_bytes=MAX_FRAME, coalesce=coalesce
+        transport,
+        OwnerOptions(protocol_version=version, max_frame_bytes=MAX_FRAME, coalesce=coalesce),
     ) as owner:
-        lt = owner.open_session("s")
+        lt = owner.open_lifetime("s")
         for op in program:
             name = op[0]
             if name in ("close", "reopen"):
-                if name == "close" and owner.has_session("s"):
-                    owner.close_session("s")
+                if name == "close" and owner.has_lifetime("s"):
+                    owner.close_lifetime("s")
                     with pytest.raises(UnknownSessionError):
                         owner.lifetime("s")
-                elif name == "reopen" and not owner.has_session("s"):
-                    lt = owner.open_session("s")
+                elif name == "reopen" and not owner.has_lifetime("s"):
+                    lt = owner.open_lifetime("s")
                     mirror.reset("s")
                 continue
             await owner.wait_flushed()
@@ -281,7 +283,7 @@ def test_a_bad_domain_path_is_a_meta_path_error() -> None:
 
     async def main() -> None:
         async with agent_meta.open_owner(RecordingTransport()) as owner:
-            lt = owner.open_session("s")
+            lt = owner.open_lifetime("s")
             for path in ("x", [1], ["x", None]):
                 with pytest.raises(MetaPathError):
                     await lt.domain("d").set(path, 1)  # type: ignore[arg-type]
@@ -304,7 +306,7 @@ def test_a_huge_int_is_a_meta_value_error(call: str) -> None:
         raised: ValueError | None = None
         transport = RecordingTransport()
         async with agent_meta.open_owner(transport) as owner:
-            lt = owner.open_session("s")
+            lt = owner.open_lifetime("s")
             try:
                 if call == "publish":
                     await lt.publish(meta={"a": huge})

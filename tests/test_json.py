@@ -17,8 +17,8 @@ from strategies import json_scalars, json_values, meta_keys
 
 from agent_meta import JsonValue, MetaValueError, json_copy
 from agent_meta.core._json import INT_LIMIT, MAX_DEPTH, PLAIN_DEPTH, is_plain_json, json_object_copy
+from agent_meta.sansio._encode import EncodedUpdate, encode_meta_patch, encode_update, member_size
 from agent_meta.sansio._frames import encode_json
-from agent_meta.sansio._state import EncodedUpdate, encode_meta_patch, encode_update, member_size
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

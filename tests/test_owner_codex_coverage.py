@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 import agent_meta as am
+from agent_meta import OwnerOptions
 from agent_meta.testing import ClientMirror, FailingTransport, GatedTransport, RecordingTransport
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ async def resume(
                     "update": {"sessionUpdate": "agent_message_chunk", "content": text},
                 },
             )
-    await state.meta.resync()
+    state.meta.resync()
     await owner.send_response(request_id, result={})
     return state
 
@@ -84,7 +85,7 @@ async def resume(
 async def test_applies_top_level_patches_shallowly() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": {"x": 1, "y": 2}, "b": 1})
         await owner.wait_flushed()
         await lt.publish(meta={"a": {"z": 3}})
@@ -96,7 +97,7 @@ async def test_applies_top_level_patches_shallowly() -> None:
 async def test_top_level_null_removes_a_key_and_meta_null_clears_all() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1, "b": 2})
         await owner.wait_flushed()
         await lt.publish(meta={"a": None})
@@ -112,10 +113,10 @@ async def test_top_level_null_removes_a_key_and_meta_null_clears_all() -> None:
 async def test_keeps_nested_nulls_as_data() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": {"b": None, "c": [None]}})
         assert lt.snapshot().meta == {"a": {"b": None, "c": [None]}}
-        await lt.resync()
+        lt.resync()
     assert wire(t)[-1] == {"_meta": {"a": {"b": None, "c": [None]}}}
     assert synced(mirror, lt)
 
@@ -127,7 +128,7 @@ async def test_forwards_a_null_for_a_key_the_agent_never_stored() -> None:
         b'"update":{"sessionUpdate":"session_info_update","_meta":{"stale":1}}}}\n'
     )
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"stale": None})
         assert lt.snapshot().meta is None
     assert wire(t) == [{"_meta": {"stale": None}}]
@@ -138,13 +139,13 @@ async def test_stores_and_restores_json_copies() -> None:
     value: dict[str, Any] = {"list": [1]}
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"k": value})
         value["list"].append(2)
         snapshot_meta = lt.snapshot().meta
         assert snapshot_meta is not None
         snapshot_meta["k"] = "mutated"
-        await lt.resync()
+        lt.resync()
     assert wire(t) == [
         {"_meta": {"k": {"list": [1]}}},
         {"_meta": None},
@@ -156,9 +157,9 @@ async def test_stores_and_restores_json_copies() -> None:
 async def test_does_not_retain_notification_params_meta() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1}, notification_meta={"traceparent": "00-1"})
-        await lt.resync()
+        lt.resync()
     assert wire(t) == [
         {"_meta": {"a": 1}, "nm": {"traceparent": "00-1"}},
         {"_meta": None},
@@ -171,8 +172,8 @@ async def test_does_not_retain_notification_params_meta() -> None:
 async def test_serializes_sends_under_backpressure() -> None:
     mirror = ClientMirror()
     t = GatedTransport(mirror=mirror)
-    async with am.open_owner(t, coalesce=False) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(coalesce=False)) as owner:
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"n": 0})
         await t.wait_for_waiting(1)  # the first notify is blocked
         for n in range(1, 6):
@@ -198,10 +199,10 @@ async def test_restore_cannot_overwrite_a_newer_queued_patch() -> None:
     mirror = ClientMirror()
     t = GatedTransport(mirror=mirror)
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"status": "old"})
         await t.wait_for_waiting(1)
-        await lt.resync()
+        lt.resync()
         await lt.publish(meta={"status": "new"})
         t.open()
         await owner.wait_flushed()
@@ -218,14 +219,14 @@ async def test_disposal_during_restoration_stops_further_frames() -> None:
     mirror = ClientMirror()
     t = GatedTransport(mirror=mirror)
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         t.release(1)
         await t.wait_for_frames(1)
-        await lt.resync()
+        lt.resync()
         await lt.publish(meta={"queued": 1})
         await t.wait_for_waiting(1)  # the clear is in flight
-        owner.close_session(SID)
+        owner.close_lifetime(SID)
         assert not await lt.publish(meta={"late": 1})
         t.open()
         await owner.wait_flushed()
@@ -237,12 +238,12 @@ async def test_recovers_after_a_write_failure(autojump_clock: trio.testing.MockC
     mirror = ClientMirror()
     t = FailingTransport(fail_on=1, mode="lost", mirror=mirror)
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         await owner.wait_flushed()
         await lt.publish(meta={"b": 2})
         await owner.wait_flushed()
-        await lt.resync()
+        lt.resync()
     assert owner.statistics().write_failures == 1
     assert wire(t) == [
         {"_meta": None},
@@ -257,7 +258,7 @@ async def test_recovers_after_a_write_failure(autojump_clock: trio.testing.MockC
 async def test_failure_clear_matches_id_and_revision() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.report_failure("f1", 1, {"r": 1})
         await lt.report_failure("f2", 1, {"r": 2})
         assert not await lt.resolve_failure("f1", 1)
@@ -270,8 +271,8 @@ async def test_failure_clear_matches_id_and_revision() -> None:
 
 async def test_failure_clear_preserves_sibling_metadata() -> None:
     t, mirror = recording()
-    async with am.open_owner(t, failure_path=AIR_FAILURE) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(failure_path=AIR_FAILURE)) as owner:
+        lt = owner.open_lifetime(SID)
         air = {"goal": {"text": "ship"}, "agentFileChangeReport": {"files": 2}}
         await lt.publish(meta={"jetbrains": {"air": air}})
         await lt.report_failure("f", 1, {"message": "crashed"})
@@ -285,7 +286,7 @@ async def test_active_resume_without_replay_clears_then_restores() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
         state = SessionState(owner, SID)
-        owner.open_session(SID)
+        owner.open_lifetime(SID)
         await state.meta.publish(title="T", meta={"a": 1})
         await owner.wait_flushed()
         state = await resume(owner, state, 7, replay=False)
@@ -303,7 +304,7 @@ async def test_active_resume_with_replay_from_start_clears_then_restores_after_r
     t = GatedTransport(mirror=mirror)
     async with am.open_owner(t) as owner:
         state = SessionState(owner, SID)
-        owner.open_session(SID)
+        owner.open_lifetime(SID)
         state.history = ["hello", "world"]
         await state.meta.publish(meta={"a": 1})
         await t.wait_for_waiting(1)
@@ -327,7 +328,7 @@ async def test_restore_omitted_when_nothing_is_known() -> None:
     t, _ = recording()
     async with am.open_owner(t) as owner:
         state = SessionState(owner, SID)
-        owner.open_session(SID)
+        owner.open_lifetime(SID)
         await resume(owner, state, 1, replay=False)
     assert wire(t) == [{"_meta": None}, {"id": 1}]
 
@@ -335,9 +336,9 @@ async def test_restore_omitted_when_nothing_is_known() -> None:
 async def test_seeds_native_thread_status_before_live_events() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID, seed=am.SessionInfoPatch(meta={"thread": {"status": "idle"}}))
+        lt = owner.open_lifetime(SID, seed=am.SessionInfoPatch(meta={"thread": {"status": "idle"}}))
         assert t.frames == []
-        await lt.resync()
+        lt.resync()
         await owner.wait_flushed()
         await lt.publish(meta={"thread": {"status": "running"}})
     assert wire(t) == [
@@ -352,7 +353,7 @@ async def test_metadata_survives_session_state_reinstallation() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
         first = SessionState(owner, SID)
-        owner.open_session(SID)
+        owner.open_lifetime(SID)
         await first.meta.publish(meta={"goal": "g"})
         second = await resume(owner, first, 2, replay=True)
         assert second is not first
@@ -366,11 +367,11 @@ async def test_close_reopen_starts_a_fresh_lifetime() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
         state = SessionState(owner, SID)
-        owner.open_session(SID)
+        owner.open_lifetime(SID)
         await state.meta.publish(title="old", meta={"old": 1})
         await owner.wait_flushed()
-        owner.close_session(SID)
-        owner.open_session(SID, seed=am.SessionInfoPatch(meta={"seed": 1}))
+        owner.close_lifetime(SID)
+        owner.open_lifetime(SID, seed=am.SessionInfoPatch(meta={"seed": 1}))
         state = await resume(owner, state, 3, replay=False)
         await owner.wait_flushed()
         await state.meta.publish(meta={"new": 1})
@@ -386,9 +387,9 @@ async def test_close_reopen_starts_a_fresh_lifetime() -> None:
 
 async def test_current_failure_continues_across_active_resume() -> None:
     t, mirror = recording()
-    async with am.open_owner(t, failure_path=AIR_FAILURE) as owner:
+    async with am.open_owner(t, OwnerOptions(failure_path=AIR_FAILURE)) as owner:
         state = SessionState(owner, SID)
-        owner.open_session(SID)
+        owner.open_lifetime(SID)
         await state.meta.publish(meta={"jetbrains": {"air": {"goal": "g"}}})
         await state.meta.report_failure("inc", 4, {"message": "m"})
         state = await resume(owner, state, 4, replay=True)
@@ -400,11 +401,11 @@ async def test_current_failure_continues_across_active_resume() -> None:
 
 async def test_no_session_info_publication_after_close() -> None:
     t, _ = recording()
-    async with am.open_owner(t, failure_path=AIR_FAILURE) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(failure_path=AIR_FAILURE)) as owner:
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         await owner.wait_flushed()
-        owner.close_session(SID)
+        owner.close_lifetime(SID)
         sent = len(t.frames)
         assert not await lt.domain("jetbrains").set(["air", "goal"], "late goal")
         assert not await lt.publish(title="late title")
@@ -412,7 +413,7 @@ async def test_no_session_info_publication_after_close() -> None:
         assert not await lt.publish(meta={"live": 1})
         assert not await lt.report_failure("f", 1, {})
         assert not await lt.resolve_failure("f", 1)
-        assert not await lt.resync()
+        assert not lt.resync()
         await owner.wait_flushed()
         assert len(t.frames) == sent
     assert owner.statistics().fenced == 7
@@ -420,9 +421,11 @@ async def test_no_session_info_publication_after_close() -> None:
 
 async def test_v1_wire_unchanged() -> None:
     t, mirror = recording(1)
-    async with am.open_owner(t, protocol_version=1, v1_meta_mode="passthrough") as owner:
+    async with am.open_owner(
+        t, OwnerOptions(protocol_version=1, v1_meta_mode="passthrough")
+    ) as owner:
         state = SessionState(owner, SID)
-        owner.open_session(SID)
+        owner.open_lifetime(SID)
         await state.meta.publish(meta={"a": 1})
         await owner.wait_flushed()
         await state.meta.publish(meta={"b": 2})

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from reporting import show_lines
 
 import agent_meta
+from agent_meta import OwnerOptions
 from agent_meta.testing import ClientMirror
 
 if TYPE_CHECKING:
@@ -106,15 +107,16 @@ async def test_send_nowait_writes_only_to_a_working_fd_stream() -> None:
         assert read_now(read_fd) == b"{}\n"
         await stream.aclose()
         assert transport.send_nowait(b"{}\n") == 0  # closed: the writer task reports it
-        with pytest.raises(trio.ClosedResourceError):
+        with pytest.raises(agent_meta.TransportBrokenError) as broken:
             await transport.send_frame(b"{}\n")
+        assert isinstance(broken.value.__cause__, trio.ClosedResourceError)  # mapped at the seam
         after = (transport.broken, transport.can_send_nowait, transport.send_nowait(b"{}\n"))
         assert after == (True, False, 0)  # broken for good: never written to again
 
 
 async def test_a_publication_reaches_the_pipe_in_the_call_that_made_it() -> None:
     async with pipe() as (read_fd, stream), agent_meta.open_owner(stream) as owner:
-        lifetime = owner.open_session("s")
+        lifetime = owner.open_lifetime("s")
         await trio.testing.wait_all_tasks_blocked()  # the writer parks: nothing to do
         assert lifetime.publish_nowait(meta={"a": 1})
         # No checkpoint since the call: the writer task cannot have run.
@@ -127,9 +129,9 @@ async def test_a_publication_reaches_the_pipe_in_the_call_that_made_it() -> None
 
 async def test_a_resync_is_written_in_the_call_clear_first_then_the_state() -> None:
     async with pipe() as (read_fd, stream), agent_meta.open_owner(stream) as owner:
-        lifetime = owner.open_session("s", seed=agent_meta.SessionInfoPatch(meta={"seeded": True}))
+        lifetime = owner.open_lifetime("s", seed=agent_meta.SessionInfoPatch(meta={"seeded": True}))
         await trio.testing.wait_all_tasks_blocked()
-        assert lifetime.resync_nowait()
+        assert lifetime.resync()
         assert [update.get("_meta") for update in updates(read_now(read_fd))] == [
             None,
             {"seeded": True},
@@ -139,9 +141,9 @@ async def test_a_resync_is_written_in_the_call_clear_first_then_the_state() -> N
 async def test_a_partly_written_frame_is_finished_before_any_later_frame() -> None:
     async with (
         pipe(PAGE) as (read_fd, stream),
-        agent_meta.open_owner(stream, coalesce=False, capacity=16) as owner,
+        agent_meta.open_owner(stream, OwnerOptions(coalesce=False, capacity=16)) as owner,
     ):
-        lifetime = owner.open_session("s")
+        lifetime = owner.open_lifetime("s")
         await trio.testing.wait_all_tasks_blocked()
         assert lifetime.publish_nowait(meta={"big": "x" * 5000, "step": 0})  # over a page
         assert lifetime.publish_nowait(meta={"step": 1})
@@ -179,7 +181,7 @@ async def test_wait_flushed_waits_for_the_rest_of_a_half_written_frame() -> None
         pipe(PAGE) as (read_fd, stream),
         agent_meta.open_owner(stream) as owner,
     ):
-        lifetime = owner.open_session("s")
+        lifetime = owner.open_lifetime("s")
         await trio.testing.wait_all_tasks_blocked()
         assert lifetime.publish_nowait(meta={"big": "z" * 5000})  # one page of it went out
         assert owner.statistics().queued == 1  # nothing is queued, but a frame is unfinished
@@ -199,14 +201,14 @@ async def test_wait_flushed_waits_for_the_rest_of_a_half_written_frame() -> None
 async def test_ending_a_lifetime_never_cuts_its_half_written_frame() -> None:
     async with (
         pipe(PAGE) as (read_fd, stream),
-        agent_meta.open_owner(stream, coalesce=False, capacity=16) as owner,
+        agent_meta.open_owner(stream, OwnerOptions(coalesce=False, capacity=16)) as owner,
     ):
-        lifetime = owner.open_session("s")
+        lifetime = owner.open_lifetime("s")
         await trio.testing.wait_all_tasks_blocked()
         assert lifetime.publish_nowait(meta={"big": "y" * 5000, "step": 0})  # half written
         assert lifetime.publish_nowait(meta={"step": 1})  # queued
         first = read_now(read_fd)
-        owner.close_session("s")
+        owner.close_lifetime("s")
         await owner.send_response(1, result=None)
         data = await read_lines(read_fd, 2, first)
         await owner.wait_flushed()
@@ -226,10 +228,10 @@ async def test_ending_a_lifetime_while_its_resync_is_half_written_still_waits_fo
     seed = agent_meta.SessionInfoPatch(meta={"big": "x" * 6000})
     async with pipe(PAGE) as (read_fd, stream):
         async with agent_meta.open_owner(stream) as owner:
-            lifetime = owner.open_session("s", seed=seed)
+            lifetime = owner.open_lifetime("s", seed=seed)
             await trio.testing.wait_all_tasks_blocked()
-            assert lifetime.resync_nowait()
-            owner.close_session("s")
+            assert lifetime.resync()
+            owner.close_lifetime("s")
             assert owner.statistics().queued == 1
             async with trio.open_nursery() as nursery:
                 flushed = start_flush(nursery, owner)
@@ -247,7 +249,7 @@ async def test_no_direct_write_begins_once_the_owner_is_cancelled() -> None:
     async with pipe(PAGE) as (read_fd, stream):
         with trio.CancelScope() as scope:
             async with agent_meta.open_owner(stream) as owner:
-                lifetime = owner.open_session("s")
+                lifetime = owner.open_lifetime("s")
                 await trio.testing.wait_all_tasks_blocked()
                 scope.cancel()
                 assert lifetime.publish_nowait(meta={"big": "x" * 6000})
@@ -269,7 +271,7 @@ async def test_a_subclass_of_stream_transport_gets_every_frame_through_send_fram
     async with pipe() as (read_fd, stream):
         transport = CountingTransport(stream)
         async with agent_meta.open_owner(transport) as owner:
-            lifetime = owner.open_session("s")
+            lifetime = owner.open_lifetime("s")
             await trio.testing.wait_all_tasks_blocked()
             assert lifetime.publish_nowait(meta={"a": 1})
             await owner.wait_flushed()
@@ -286,7 +288,7 @@ async def test_a_broken_pipe_met_by_a_direct_write_stops_the_owner() -> None:
 
     async def run() -> None:
         async with agent_meta.open_owner(stream) as owner:
-            lifetime = owner.open_session("s")
+            lifetime = owner.open_lifetime("s")
             await trio.testing.wait_all_tasks_blocked()
             accepted.append(lifetime.publish_nowait(meta={"a": 1}))
             await trio.sleep_forever()
@@ -303,7 +305,7 @@ async def test_with_a_store_nothing_is_written_before_it_is_stored() -> None:
         pipe() as (read_fd, stream),
         agent_meta.open_owner(stream, store=store) as owner,
     ):
-        lifetime = owner.open_session("s")
+        lifetime = owner.open_lifetime("s")
         await owner.wait_flushed()
         assert lifetime.publish_nowait(meta={"a": 1})
         assert read_now(read_fd) == b""  # waits for the store first
@@ -356,14 +358,14 @@ async def run_program(coalesce: bool, program: list[tuple[Any, ...]]) -> None:
 
     async with (
         pipe(PAGE) as (read_fd, stream),
-        agent_meta.open_owner(stream, coalesce=coalesce, capacity=4) as owner,
+        agent_meta.open_owner(stream, OwnerOptions(coalesce=coalesce, capacity=4)) as owner,
     ):
         for op in program:
             kind = op[0]
             if kind in ("publish", "clear", "resync"):
                 sid = op[1]
-                if not owner.has_session(sid):
-                    owner.open_session(sid).resync_nowait()  # as a resume handler does
+                if not owner.has_lifetime(sid):
+                    owner.open_lifetime(sid).resync()  # as a resume handler does
                 lifetime = owner.lifetime(sid)
                 try:
                     if kind == "publish":
@@ -371,12 +373,12 @@ async def run_program(coalesce: bool, program: list[tuple[Any, ...]]) -> None:
                     elif kind == "clear":
                         lifetime.publish_nowait(meta=None)
                     else:
-                        lifetime.resync_nowait()
+                        lifetime.resync()
                 except trio.WouldBlock:
                     pass  # the pipe and the queue are full: the program moves on
             elif kind == "close":
-                if owner.has_session(op[1]):
-                    owner.close_session(op[1])
+                if owner.has_lifetime(op[1]):
+                    owner.close_lifetime(op[1])
             elif kind == "respond":
                 if owner.statistics().queued < 4:
                     await owner.send_response(op[1], result=None)
@@ -406,7 +408,7 @@ async def run_program(coalesce: bool, program: list[tuple[Any, ...]]) -> None:
         take(read_now(read_fd))
 
         assert mirror.partial == b""  # every frame arrived whole
-        for sid in owner.session_ids():
+        for sid in owner.lifetime_ids():
             assert mirror.meta(sid) == owner.lifetime(sid).snapshot().meta, sid
         assert responses_seen == responses_sent
         stats = owner.statistics()

@@ -21,11 +21,11 @@ async def test_a_frame_retried_after_not_sent_is_dropped_once_its_session_closed
     # The direct write and the policy's immediate first retry fail; then it backs off.
     transport = FailingTransport(fail_on=[1, 2], mode="not_sent")
     async with agent_meta.open_owner(transport) as owner:
-        lifetime = owner.open_session("s0")
+        lifetime = owner.open_lifetime("s0")
         await lifetime.publish(meta={"a": 1})
         await trio.testing.wait_all_tasks_blocked()  # the writer sleeps in its backoff now
         assert transport.calls == 2
-        owner.close_session("s0")
+        owner.close_lifetime("s0")
         await trio.sleep(60)  # virtual time: far past every backoff of the retry policy
         assert owner.statistics().fenced >= 1
     assert transport.calls == 2
@@ -41,8 +41,8 @@ async def test_a_drain_waits_for_the_repair_of_a_lost_frame(
     transport = FailingTransport(fail_on=[1, 2], mode="lost")
     transport.mirror = mirror
     async with agent_meta.open_owner(transport) as owner:
-        lifetime = owner.open_session("s0")
-        await lifetime.resync()
+        lifetime = owner.open_lifetime("s0")
+        lifetime.resync()
         await lifetime.publish(title=None)
         await owner.wait_flushed()
         assert mirror.info("s0").title is None
@@ -58,7 +58,7 @@ async def test_a_patch_merged_after_a_clear_into_a_queued_entry_is_kept() -> Non
     transport = GatedTransport()
     mirror = ClientMirror(protocol_version=2)
     async with agent_meta.open_owner(transport) as owner:
-        lifetime = owner.open_session("s0")
+        lifetime = owner.open_lifetime("s0")
         await owner.send_response(0, result=None)  # holds the writer at the gate
         await trio.testing.wait_all_tasks_blocked()
         assert lifetime.publish_nowait(meta={"c": None})

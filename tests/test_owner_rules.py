@@ -20,6 +20,7 @@ import trio
 import trio.testing
 
 import agent_meta as am
+from agent_meta import OwnerOptions
 from agent_meta.testing import (
     ClientMirror,
     FailingTransport,
@@ -88,7 +89,7 @@ async def test_r1_known_state_is_the_fold_of_accepted_publications() -> None:
     ]
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         for update in updates:
             assert await lt.publish(meta=update)
         await owner.wait_flushed()
@@ -101,7 +102,7 @@ async def test_r1_published_values_are_json_copies() -> None:
     value: dict[str, Any] = {"items": [1, 2]}
     t, mirror = gated()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"k": value})
         value["items"].append(3)
@@ -118,12 +119,12 @@ async def test_r1_published_values_are_json_copies() -> None:
 
 async def test_r2_patch_resync_and_response_keep_call_order() -> None:
     t, mirror = gated()
-    async with am.open_owner(t, coalesce=False) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(coalesce=False)) as owner:
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
         await owner.send_notification("session/update", {"sessionId": SID, "update": {}})
-        await lt.resync()
+        lt.resync()
         await owner.send_response(5, result={"ok": True})
         await lt.publish(meta={"b": 2})
         t.open()
@@ -143,7 +144,7 @@ async def test_r2_patch_resync_and_response_keep_call_order() -> None:
 async def test_r2_concurrent_writers_never_interleave_frames() -> None:
     t, mirror = gated()
     async with am.open_owner(t) as owner:
-        lts = [owner.open_session(f"s{i}") for i in range(3)]
+        lts = [owner.open_lifetime(f"s{i}") for i in range(3)]
         await hold_writer(lts[0], t)
 
         async def writer(lt: am.SessionLifetime, n: int) -> None:
@@ -169,14 +170,14 @@ async def test_r2_sequenced_interleaving_keeps_enqueue_order() -> None:
     seq = trio.testing.Sequencer()
     t, mirror = gated()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
 
         async def agent() -> None:
             async with seq(0):
                 await lt.publish(meta={"a": 1})
             async with seq(2):
-                await lt.resync()
+                lt.resync()
                 await owner.send_response(1, result=None)
 
         async def extension() -> None:
@@ -207,7 +208,7 @@ async def test_r2_sequenced_interleaving_keeps_enqueue_order() -> None:
 async def test_r3_backlogged_patches_coalesce_and_converge() -> None:
     t, mirror = gated()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         for i in range(200):
             assert lt.publish_nowait(meta={f"k{i % 7}": i, f"k{(i + 3) % 7}": None})
@@ -223,7 +224,7 @@ async def test_r3_backlogged_patches_coalesce_and_converge() -> None:
 async def test_r3_clear_then_object_stays_two_frames() -> None:
     t, mirror = gated()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
         await lt.publish(meta=None)
@@ -237,7 +238,7 @@ async def test_r3_clear_then_object_stays_two_frames() -> None:
 async def test_r3_notification_meta_frames_are_never_merged() -> None:
     t, mirror = gated()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
         await lt.publish(meta={"a": 2}, notification_meta={"trace": "t1"})
@@ -254,25 +255,25 @@ async def test_r3_notification_meta_frames_are_never_merged() -> None:
 
 async def test_r3_publish_never_waits_for_a_slow_reader_with_coalescing() -> None:
     t, _ = gated()
-    async with am.open_owner(t, capacity=1) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(capacity=1)) as owner:
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await owner.send_response(1, result=None)  # the queue is now full
         for i in range(10):
             lt.publish_nowait(meta={"n": i})  # would raise trio.WouldBlock if it had to wait
-            lt.resync_nowait()
+            lt.resync()
         bound = owner.statistics().queued
         for i in range(1000):
             lt.publish_nowait(meta={"n": i})
-            lt.resync_nowait()
+            lt.resync()
         assert owner.statistics().queued == bound <= 5  # held frame, response, and 3 entries
         t.open()
 
 
 async def test_r3_coalesce_off_sends_every_update_as_its_own_frame() -> None:
     t, mirror = gated()
-    async with am.open_owner(t, coalesce=False) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(coalesce=False)) as owner:
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         for i in range(5):
             await lt.publish(meta={"n": i})
@@ -285,8 +286,8 @@ async def test_r3_coalesce_off_sends_every_update_as_its_own_frame() -> None:
 
 async def test_r3_publish_nowait_raises_wouldblock_when_full() -> None:
     t, mirror = gated()
-    async with am.open_owner(t, coalesce=False, capacity=1) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(coalesce=False, capacity=1)) as owner:
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         lt.publish_nowait(meta={"a": 1})
         with pytest.raises(trio.WouldBlock):
@@ -300,8 +301,8 @@ async def test_r3_publish_nowait_raises_wouldblock_when_full() -> None:
 
 async def test_r3_cancelled_while_waiting_for_room_publishes_nothing() -> None:
     t, mirror = gated()
-    async with am.open_owner(t, coalesce=False, capacity=1) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(coalesce=False, capacity=1)) as owner:
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
         with trio.CancelScope() as scope:
@@ -323,8 +324,8 @@ async def test_r3_producer_waiting_for_room_resumes_when_the_writer_frees_it(
 ) -> None:
     t, mirror = recording()
     with trio.fail_after(60):
-        async with am.open_owner(t, coalesce=False, capacity=1) as owner:
-            lt = owner.open_session(SID)
+        async with am.open_owner(t, OwnerOptions(coalesce=False, capacity=1)) as owner:
+            lt = owner.open_lifetime(SID)
             for i in range(5):
                 await lt.publish(meta={"n": i})
             for i in range(3):
@@ -339,11 +340,11 @@ async def test_r3_producer_waiting_for_room_resumes_when_the_writer_frees_it(
 async def test_r4_resync_is_clear_then_snapshot_before_the_response() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(title="T", updated_at="2025-01-02T03:04:05Z", meta={"a": 1})
         await owner.wait_flushed()
         mirror.reset(SID)  # a client that reconnects knows nothing
-        await lt.resync()
+        lt.resync()
         await owner.send_response("resume-1", result={})
     assert wire(t)[1:] == [
         {"s": SID, "_meta": None},
@@ -357,9 +358,9 @@ async def test_r4_resync_is_clear_then_snapshot_before_the_response() -> None:
 async def test_r4_snapshot_is_taken_when_written_not_when_requested() -> None:
     t, mirror = gated()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
-        await lt.resync()
+        lt.resync()
         await lt.publish(meta={"newer": 1})
         t.release(1)  # the held frame
         await t.wait_for_waiting(1)  # the clear is being written; the snapshot is not rendered
@@ -378,9 +379,9 @@ async def test_r4_snapshot_is_taken_when_written_not_when_requested() -> None:
 async def test_r4_unknown_title_is_omitted_from_the_snapshot() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
-        await lt.resync()
+        lt.resync()
     assert wire(t)[-1] == {"s": SID, "_meta": {"a": 1}}
     assert_synced(mirror, lt)
 
@@ -388,18 +389,18 @@ async def test_r4_unknown_title_is_omitted_from_the_snapshot() -> None:
 async def test_r4_nothing_known_sends_only_the_clear() -> None:
     t, _ = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
-        await lt.resync()
+        lt = owner.open_lifetime(SID)
+        lt.resync()
     assert wire(t) == [{"s": SID, "_meta": None}]
 
 
 async def test_r4_pending_resyncs_are_deduplicated() -> None:
     t, mirror = gated()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         for _ in range(5):
-            await lt.resync()
+            lt.resync()
         t.open()
         await owner.wait_flushed()
     assert wire(t)[1:] == [{"s": SID, "_meta": None}, {"s": SID, "_meta": {"hold": True}}]
@@ -415,8 +416,8 @@ class _AgentSession:
     def __init__(self, owner: am.MetaOwner, session_id: str) -> None:
         self.meta = (
             owner.lifetime(session_id)
-            if owner.has_session(session_id)
-            else owner.open_session(session_id)
+            if owner.has_lifetime(session_id)
+            else owner.open_lifetime(session_id)
         )
 
 
@@ -428,7 +429,7 @@ async def test_r5_state_survives_reinstalled_agent_objects() -> None:
         second = _AgentSession(owner, SID)  # active resume
         assert second.meta.snapshot() == first.meta.snapshot()
         await second.meta.publish(meta={"b": 2})
-        await second.meta.resync()
+        second.meta.resync()
     assert wire(t)[-1] == {"s": SID, "title": "t", "_meta": {"a": 1, "b": 2}}
     assert_synced(mirror, second.meta)
 
@@ -436,13 +437,13 @@ async def test_r5_state_survives_reinstalled_agent_objects() -> None:
 async def test_r5_close_then_reopen_starts_a_fresh_lifetime() -> None:
     t, _ = recording()
     async with am.open_owner(t) as owner:
-        old = owner.open_session(SID)
+        old = owner.open_lifetime(SID)
         await old.publish(title="old", meta={"old": 1})
-        owner.close_session(SID)
-        assert not owner.has_session(SID)
-        new = owner.open_session(SID, seed=am.SessionInfoPatch(meta={"seeded": True}))
+        owner.close_lifetime(SID)
+        assert not owner.has_lifetime(SID)
+        new = owner.open_lifetime(SID, seed=am.SessionInfoPatch(meta={"seeded": True}))
         assert new.snapshot() == am.SessionInfo(meta={"seeded": True})
-        await new.resync()
+        new.resync()
     assert wire(t)[-2:] == [{"s": SID, "_meta": None}, {"s": SID, "_meta": {"seeded": True}}]
 
 
@@ -452,18 +453,18 @@ async def test_r5_close_then_reopen_starts_a_fresh_lifetime() -> None:
 async def test_r6_close_drops_queued_frames_and_rejects_later_calls() -> None:
     t, _ = gated()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
-        other = owner.open_session("other")
+        lt = owner.open_lifetime(SID)
+        other = owner.open_lifetime("other")
         await hold_writer(lt, t)
         await lt.publish(meta={"queued": 1})
         await other.publish(meta={"o": 1})
-        await lt.resync()
-        owner.close_session(SID)
+        lt.resync()
+        owner.close_lifetime(SID)
         fenced_at_close = owner.statistics().fenced
         assert fenced_at_close >= 3
         assert lt.closed
         assert not await lt.publish(meta={"late": 1})
-        assert not await lt.resync()
+        assert not lt.resync()
         assert not await lt.domain("d").set(["k"], 1)
         assert not await lt.report_failure("f", 1, {})
         assert owner.statistics().fenced == fenced_at_close + 4
@@ -475,13 +476,13 @@ async def test_r6_close_drops_queued_frames_and_rejects_later_calls() -> None:
 async def test_r6_close_stops_a_resync_in_flight() -> None:
     t, _ = gated()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         t.release(1)
         await t.wait_for_frames(1)
-        await lt.resync()
+        lt.resync()
         await t.wait_for_waiting(1)  # the clear is being written
-        owner.close_session(SID)
+        owner.close_lifetime(SID)
         await lt.publish(meta={"late": 1})
         t.open()
         await owner.wait_flushed()
@@ -491,9 +492,9 @@ async def test_r6_close_stops_a_resync_in_flight() -> None:
 async def test_r6_old_handles_stay_fenced_after_reopen() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        old = owner.open_session(SID)
-        owner.close_session(SID)
-        new = owner.open_session(SID)
+        old = owner.open_lifetime(SID)
+        owner.close_lifetime(SID)
+        new = owner.open_lifetime(SID)
         assert not await old.publish(meta={"stale": 1})
         await new.publish(meta={"fresh": 1})
         assert owner.lifetime(SID).snapshot() == new.snapshot()
@@ -508,8 +509,8 @@ AIR_PATH = ("jetbrains", "air", "sessionFailure")
 
 async def test_r7_nested_failure_record_keeps_siblings() -> None:
     t, mirror = recording()
-    async with am.open_owner(t, failure_path=AIR_PATH) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(failure_path=AIR_PATH)) as owner:
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"jetbrains": {"air": {"goal": "g"}, "other": 1}})
         await owner.wait_flushed()
         assert await lt.report_failure("inc-1", 1, {"title": "boom"})
@@ -536,7 +537,7 @@ async def test_r7_nested_failure_record_keeps_siblings() -> None:
 async def test_r7_stale_resolution_changes_nothing() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.report_failure("inc-1", 1, {"r": 1})
         await lt.report_failure("inc-1", 2, {"r": 2})
         await owner.wait_flushed()
@@ -555,8 +556,8 @@ async def test_r7_stale_resolution_changes_nothing() -> None:
 
 async def test_r7_newer_incident_replaces_and_survives_late_resolution() -> None:
     t, mirror = recording()
-    async with am.open_owner(t, failure_path=("failure",)) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(failure_path=("failure",))) as owner:
+        lt = owner.open_lifetime(SID)
         await lt.report_failure("a", 1, "first")
         await owner.wait_flushed()
         await lt.report_failure("b", 1, "second")
@@ -586,7 +587,7 @@ async def test_r7_incident_survives_agent_object_reinstallation() -> None:
 async def test_r8_domain_edits_send_whole_top_level_values() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         ext = lt.domain("ext")
         steps = [
             lt.publish(meta={"other": 1}),
@@ -613,7 +614,7 @@ async def test_r8_domain_edits_send_whole_top_level_values() -> None:
 async def test_r8_domain_handle_cannot_write_outside_its_key() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"other": {"x": 1}})
         ext = lt.domain("ext")
         await ext.set(["other"], 2)
@@ -636,7 +637,7 @@ async def test_r8_domain_handle_cannot_write_outside_its_key() -> None:
 async def test_r8_writers_sharing_a_key_never_lose_edits() -> None:
     t, mirror = gated()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
 
         async def writer(name: str) -> None:
@@ -665,9 +666,9 @@ async def test_r8_domain_writers_waiting_for_room_never_lose_edits(
 
 
 async def _two_domain_writers_waiting_for_room(t: GatedTransport) -> am.SessionLifetime:
-    async with am.open_owner(t, coalesce=False, capacity=2) as owner:
-        lt = owner.open_session(SID)
-        filler = owner.open_session("filler")
+    async with am.open_owner(t, OwnerOptions(coalesce=False, capacity=2)) as owner:
+        lt = owner.open_lifetime(SID)
+        filler = owner.open_lifetime("filler")
         await hold_writer(lt, t)
         await filler.publish(meta={"f": 1})
         await filler.publish(meta={"f": 2})  # the queue is full
@@ -675,7 +676,7 @@ async def _two_domain_writers_waiting_for_room(t: GatedTransport) -> am.SessionL
             nursery.start_soon(lt.domain("d").set, ["a"], 1)
             nursery.start_soon(lt.domain("d").set, ["b"], 2)
             await trio.testing.wait_all_tasks_blocked()
-            owner.close_session("filler")  # frees the room (and wakes the producers)
+            owner.close_lifetime("filler")  # frees the room (and wakes the producers)
         t.open()
         await owner.wait_flushed()
     return lt
@@ -687,11 +688,11 @@ async def _two_domain_writers_waiting_for_room(t: GatedTransport) -> am.SessionL
 async def test_r9_notification_meta_is_forwarded_never_stored() -> None:
     t, mirror = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1}, notification_meta={"traceparent": "00-abc-01"})
         await lt.publish(title="t", notification_meta={"n": [None]})
         assert lt.snapshot() == am.SessionInfo(title="t", meta={"a": 1})
-        await lt.resync()
+        lt.resync()
     assert wire(t) == [
         {"s": SID, "_meta": {"a": 1}, "nm": {"traceparent": "00-abc-01"}},
         {"s": SID, "title": "t", "nm": {"n": [None]}},
@@ -706,8 +707,8 @@ async def test_r9_notification_meta_is_forwarded_never_stored() -> None:
 
 async def test_r10_v1_merged_sends_complete_objects_and_one_frame_resync() -> None:
     t, mirror = recording(1)
-    async with am.open_owner(t, protocol_version=1) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(protocol_version=1)) as owner:
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         await owner.wait_flushed()
         await lt.publish(meta={"b": 2})
@@ -717,7 +718,7 @@ async def test_r10_v1_merged_sends_complete_objects_and_one_frame_resync() -> No
         await lt.publish(meta=None)
         await owner.wait_flushed()
         await lt.publish(meta={"c": 3})
-        await lt.resync()
+        lt.resync()
         await owner.send_response(1, result={})
     assert wire(t) == [
         {"s": SID, "_meta": {"a": 1}},
@@ -733,12 +734,14 @@ async def test_r10_v1_merged_sends_complete_objects_and_one_frame_resync() -> No
 
 async def test_r10_v1_passthrough_keeps_legacy_frames() -> None:
     t, _ = gated(1)
-    async with am.open_owner(t, protocol_version=1, v1_meta_mode="passthrough") as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(
+        t, OwnerOptions(protocol_version=1, v1_meta_mode="passthrough")
+    ) as owner:
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
         await lt.publish(meta={"b": None})
-        await lt.resync()
+        lt.resync()
         t.open()
         await owner.wait_flushed()
     assert wire(t) == [
@@ -752,7 +755,7 @@ async def test_r10_protocol_version_is_set_before_the_first_lifetime() -> None:
     t, mirror = recording(1)
     async with am.open_owner(t) as owner:
         owner.set_protocol_version(1)
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         with pytest.raises(RuntimeError):
             owner.set_protocol_version(2)
         with pytest.raises(ValueError):
@@ -771,7 +774,7 @@ async def test_r11_frame_not_sent_is_retried_and_delivered(
     mirror = ClientMirror()
     t = FailingTransport(fail_on={2, 3}, mode="not_sent", mirror=mirror)
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         await owner.wait_flushed()
         await lt.publish(meta={"b": 2})
@@ -790,7 +793,7 @@ async def test_r11_retries_exhausted_then_the_session_is_repaired(
     t = FailingTransport(fail_on=lambda call, _frame: call <= 5, mode="not_sent", mirror=mirror)
     with caplog.at_level(logging.WARNING, logger="agent_meta"):
         async with am.open_owner(t) as owner:
-            lt = owner.open_session(SID)
+            lt = owner.open_lifetime(SID)
             await lt.publish(meta={"a": 1})
             await owner.wait_flushed()
             await lt.publish(meta={"b": 2})
@@ -811,8 +814,8 @@ async def test_r11_lost_frame_marks_the_session_for_repair() -> None:
     mirror = ClientMirror()
     t = FailingTransport(fail_on=2, mode="lost", mirror=mirror)
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
-        other = owner.open_session("other")
+        lt = owner.open_lifetime(SID)
+        other = owner.open_lifetime("other")
         await lt.publish(meta={"a": 1})
         await owner.wait_flushed()
         await lt.publish(meta={"a": 2, "b": 2})  # lost
@@ -838,7 +841,7 @@ async def test_r11_partial_write_stops_the_owner_and_nothing_follows() -> None:
 
     async def run() -> None:
         async with am.open_owner(t) as owner:
-            lifetimes.append(owner.open_session(SID))
+            lifetimes.append(owner.open_lifetime(SID))
             await lifetimes[0].publish(meta={"a": 1})
             await owner.send_response(1, result=None)
             await owner.send_response(2, result=None)
@@ -859,7 +862,7 @@ async def test_r11_broken_transport_while_flushing_raises_transport_broken() -> 
 
     async def run() -> None:
         async with am.open_owner(t) as owner:
-            lt = owner.open_session(SID)
+            lt = owner.open_lifetime(SID)
             await lt.publish(meta={"a": 1})
             await owner.wait_flushed()
 
@@ -873,7 +876,7 @@ async def test_r11_stream_transport_failure_is_transport_broken() -> None:
 
     async def run() -> None:
         async with am.open_owner(send) as owner:
-            lt = owner.open_session(SID)
+            lt = owner.open_lifetime(SID)
             await lt.publish(meta={"a": 1})
             await trio.sleep_forever()
 
@@ -910,7 +913,7 @@ def _cycle() -> list[Any]:
 async def test_r12_bad_input_raises_and_changes_nothing(fields: dict[str, Any]) -> None:
     t, _ = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"ok": 1})
         before = lt.snapshot()
         with pytest.raises(am.MetaValueError):
@@ -925,7 +928,7 @@ async def test_r12_bad_input_raises_and_changes_nothing(fields: dict[str, Any]) 
 async def test_r12_bad_domain_and_failure_values_raise() -> None:
     t, _ = recording()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         with pytest.raises(am.MetaValueError):
             await lt.domain("d").set(["k"], math.nan)
         with pytest.raises(am.MetaValueError):
@@ -945,15 +948,15 @@ async def test_r12_bad_domain_and_failure_values_raise() -> None:
 
 async def test_r12_oversized_frames_raise_frame_too_large() -> None:
     t, _ = recording()
-    async with am.open_owner(t, max_frame_bytes=1000) as owner:
-        lt = owner.open_session(SID)
+    async with am.open_owner(t, OwnerOptions(max_frame_bytes=1000)) as owner:
+        lt = owner.open_lifetime(SID)
         with pytest.raises(am.FrameTooLargeError):
             await lt.publish(meta={"big": "x" * 2000})
         with pytest.raises(am.FrameTooLargeError):
             await owner.send_response(1, result="x" * 2000)
         with pytest.raises(am.FrameTooLargeError):
-            owner.open_session("seeded", seed=am.SessionInfoPatch(meta={"big": "x" * 2000}))
-        assert not owner.has_session("seeded")
+            owner.open_lifetime("seeded", seed=am.SessionInfoPatch(meta={"big": "x" * 2000}))
+        assert not owner.has_lifetime("seeded")
         assert lt.snapshot() == am.SessionInfo()
     assert t.frames == []
 
@@ -964,13 +967,13 @@ async def test_r12_unknown_and_existing_sessions_raise() -> None:
         with pytest.raises(am.UnknownSessionError):
             owner.lifetime("nope")
         with pytest.raises(am.UnknownSessionError):
-            owner.close_session("nope")
-        owner.open_session(SID)
+            owner.close_lifetime("nope")
+        owner.open_lifetime(SID)
         with pytest.raises(am.SessionExistsError):
-            owner.open_session(SID)
-        owner.close_session(SID)
+            owner.open_lifetime(SID)
+        owner.close_lifetime(SID)
         with pytest.raises(am.UnknownSessionError):
-            owner.close_session(SID)
+            owner.close_lifetime(SID)
         with pytest.raises(am.UnknownSessionError):
             owner.lifetime(SID)
     assert t.frames == []
@@ -982,18 +985,18 @@ async def test_r12_unknown_and_existing_sessions_raise() -> None:
 async def test_statistics_count_what_happened() -> None:
     t, _ = gated()
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
         await lt.publish(meta={"a": 2})
-        await lt.resync()
-        await lt.resync()
-        doomed = owner.open_session("doomed")
+        lt.resync()
+        lt.resync()
+        doomed = owner.open_lifetime("doomed")
         await doomed.publish(meta={"d": 1})
-        owner.close_session("doomed")
+        owner.close_lifetime("doomed")
         await doomed.publish(meta={"d": 2})
         stats = owner.statistics()
-        assert stats.open_sessions == 1
+        assert stats.open_lifetimes == 1
         assert stats.publications == 4
         assert stats.coalesced == 2
         assert stats.fenced == 2
@@ -1014,7 +1017,7 @@ async def test_owner_exit_writes_every_enqueued_frame(
 ) -> None:
     t = SlowTransport(1.0)
     async with am.open_owner(t) as owner:
-        lt = owner.open_session(SID)
+        lt = owner.open_lifetime(SID)
         await lt.publish(meta={"hold": True})
         await trio.testing.wait_all_tasks_blocked()  # the writer is inside the slow send
         await lt.publish(meta={"a": 1})

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agent_meta
-from agent_meta import FrameLostError, FrameNotSentError
+from agent_meta import FrameLostError, FrameNotSentError, OwnerOptions
 from agent_meta.testing import ClientMirror
 
 SESSIONS = ("s0", "s1", "s2")
@@ -98,7 +98,7 @@ class ScriptedTransport:
 
 
 def assert_in_sync(owner: agent_meta.MetaOwner, mirror: ClientMirror) -> None:
-    for session_id in owner.session_ids():
+    for session_id in owner.lifetime_ids():
         known = owner.lifetime(session_id).snapshot()
         seen = mirror.info(session_id)
         assert seen.meta == known.meta, session_id
@@ -116,18 +116,18 @@ async def run_program(
     transport = ScriptedTransport(mirror, closed)
     fenced_handles: list[agent_meta.SessionLifetime] = []
     async with agent_meta.open_owner(
-        transport, protocol_version=version, coalesce=coalesce, capacity=4
+        transport, OwnerOptions(protocol_version=version, coalesce=coalesce, capacity=4)
     ) as owner:
 
         def handle(session_id: str) -> agent_meta.SessionLifetime | None:
-            return owner.lifetime(session_id) if owner.has_session(session_id) else None
+            return owner.lifetime(session_id) if owner.has_lifetime(session_id) else None
 
         async def reopen(session_id: str) -> None:
             # What a resume handler does for a session with no open lifetime.
-            if not owner.has_session(session_id):
+            if not owner.has_lifetime(session_id):
                 closed.discard(session_id)
-                lifetime = owner.open_session(session_id)
-                await lifetime.resync()
+                lifetime = owner.open_lifetime(session_id)
+                lifetime.resync()
 
         for op in program:
             kind = op[0]
@@ -169,11 +169,11 @@ async def run_program(
             elif kind == "resync":
                 lifetime = handle(op[1])
                 if lifetime is not None:
-                    assert await lifetime.resync()
+                    assert lifetime.resync()
             elif kind == "close":
                 lifetime = handle(op[1])
                 if lifetime is not None:
-                    owner.close_session(op[1])
+                    owner.close_lifetime(op[1])
                     closed.add(op[1])
                     fenced_handles.append(lifetime)
             elif kind == "reopen":
@@ -183,7 +183,7 @@ async def run_program(
                     if old.session_id == op[1]:
                         assert not await old.publish(meta={"late": 1})
                         assert not await old.domain("late").set([], 1)
-                        assert not await old.resync()
+                        assert not old.resync()
             elif kind == "yield":
                 await trio.sleep(op[1] * 0.001)
             elif kind == "inject":
@@ -192,7 +192,7 @@ async def run_program(
                 assert kind == "drain"
                 await owner.wait_flushed()
                 assert_in_sync(owner, mirror)
-            if not owner.session_ids():
+            if not owner.lifetime_ids():
                 await reopen("s0")
         transport.failures.clear()
         await owner.wait_flushed()

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 import trio
-from test_connection_peer import Peer, serve
+from peer import Peer, serve
 
+from agent_meta import OwnerOptions
 from agent_meta.apps.reference_agent import COMMANDS, ReferenceAgent
 from agent_meta.wire._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 
@@ -188,7 +189,7 @@ async def test_failure_resolves_only_on_matching_id_and_revision_keeping_sibling
 
 
 async def test_failure_path_is_configurable() -> None:
-    async with serve(ReferenceAgent(), owner_options={"failure_path": ("x", "y")}) as peer:
+    async with serve(ReferenceAgent(), options=OwnerOptions(failure_path=("x", "y"))) as peer:
         session_id = await _start(peer)
         await _prompt(peer, session_id, "/fail i 1 T")
         assert peer.mirror.meta(session_id) == {

@@ -11,16 +11,17 @@ import pytest
 import trio
 import trio.testing
 
-from agent_meta import OwnerClosedError, open_owner
-from agent_meta.owner._sqlite import SQLiteStore
-from agent_meta.owner._store import (
+from agent_meta import (
     MemoryStore,
+    OwnerClosedError,
     StoreCorruptError,
     StoredLifetime,
     StoreError,
     StoreLockedError,
     StoreSchemaError,
+    open_owner,
 )
+from agent_meta.owner._sqlite import SQLiteStore
 from agent_meta.testing import ClientMirror, FailingTransport, RecordingTransport
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ async def test_every_frame_is_stored_before_it_is_written() -> None:
     store = MemoryStore()
     transport = CheckingTransport(store)
     async with open_owner(transport, store=store) as owner:
-        lifetime = owner.open_session("s")
+        lifetime = owner.open_lifetime("s")
         for value in range(1, 200):
             await lifetime.publish(meta={"n": value, f"k{value % 7}": value})
         await owner.wait_flushed()
@@ -89,19 +90,19 @@ async def test_every_frame_is_stored_before_it_is_written() -> None:
 async def test_a_new_owner_resumes_the_stored_lifetime_and_its_incident() -> None:
     store = MemoryStore()
     async with open_owner(RecordingTransport(), store=store) as owner:
-        lifetime = owner.open_session("s")
+        lifetime = owner.open_lifetime("s")
         await lifetime.publish(title="T", updated_at="2026-01-01T00:00:00Z", meta={"a": [1, None]})
         await lifetime.report_failure("inc", 4, {"why": "boom"})
     mirror = ClientMirror()
     async with open_owner(RecordingTransport(mirror=mirror), store=store) as owner:
-        assert owner.has_stored_session("s")
-        lifetime = owner.open_session("s")
+        assert owner.has_stored_lifetime("s")
+        lifetime = owner.open_lifetime("s")
         assert lifetime.current_failure is not None
         assert lifetime.current_failure.revision == 4
         snapshot = lifetime.snapshot()
         assert snapshot.title == "T"
         assert snapshot.meta == {"a": [1, None], "agent-meta": {"failure": {"why": "boom"}}}
-        await lifetime.resync()
+        lifetime.resync()
         assert not await lifetime.resolve_failure("inc", 3)
         assert await lifetime.resolve_failure("inc", 4)
     assert mirror.meta("s") == {"a": [1, None]}
@@ -114,7 +115,7 @@ async def test_a_new_owner_resumes_the_stored_lifetime_and_its_incident() -> Non
 async def test_a_new_incident_with_the_same_record_is_stored() -> None:
     store = MemoryStore()
     async with open_owner(RecordingTransport(), store=store) as owner:
-        lifetime = owner.open_session("s")
+        lifetime = owner.open_lifetime("s")
         await lifetime.report_failure("a", 1, {"same": True})
         await owner.wait_flushed()
         await lifetime.report_failure("b", 1, {"same": True})  # the same record
@@ -135,22 +136,22 @@ async def test_close_deletes_the_record_before_later_frames() -> None:
             await super().send_frame(frame)
 
     async with open_owner(Probe(), store=store) as owner:
-        lifetime = owner.open_session("s")
+        lifetime = owner.open_lifetime("s")
         await lifetime.publish(meta={"a": 1})
         await owner.wait_flushed()
         assert "s" in store.records
-        owner.close_session("s")
+        owner.close_lifetime("s")
         await owner.send_response(7, result={})
     assert seen == [False]
     async with open_owner(RecordingTransport(), store=store) as owner:
-        assert owner.open_session("s").snapshot().meta is None  # a fresh lifetime (R5)
+        assert owner.open_lifetime("s").snapshot().meta is None  # a fresh lifetime (R5)
 
 
 async def test_a_lost_frame_stores_the_repair_flag() -> None:
     store = MemoryStore()
     transport = FailingTransport(fail_on=1, mode="lost")
     async with open_owner(transport, store=store) as owner:
-        lifetime = owner.open_session("s")
+        lifetime = owner.open_lifetime("s")
         await lifetime.publish(meta={"a": 1})
         await trio.testing.wait_all_tasks_blocked()
         # The repair resync went out, so the stored flag is clear again.
@@ -162,7 +163,7 @@ async def test_a_lost_frame_stores_the_repair_flag() -> None:
     await store2.write([StoredLifetime("s", meta='{"a":1}', needs_repair=True)], [])
     mirror = ClientMirror()
     async with open_owner(RecordingTransport(mirror=mirror), store=store2) as owner:
-        await owner.open_session("s").publish(meta={"b": 2})
+        await owner.open_lifetime("s").publish(meta={"b": 2})
     assert mirror.meta("s") == {"a": 1, "b": 2}
     assert owner.statistics().repairs == 1
 
@@ -182,7 +183,7 @@ async def test_a_failing_store_stops_the_owner_before_the_frame(error: Exception
 
     async def run() -> None:
         async with open_owner(transport, store=store) as owner:
-            lifetime = owner.open_session("s")
+            lifetime = owner.open_lifetime("s")
             await lifetime.publish(meta={"a": 1})
             await owner.wait_flushed()
             await lifetime.publish(meta={"b": 2})
@@ -208,18 +209,18 @@ async def test_sqlite_round_trip_and_resume(tmp_path: Path) -> None:
         await SQLiteStore.open(path) as store,
         open_owner(RecordingTransport(), store=store) as owner,
     ):
-        lifetime = owner.open_session("s")
+        lifetime = owner.open_lifetime("s")
         await lifetime.publish(title=None, meta={"a": {"b": "\u00e9"}, "n": 1.5})
         await lifetime.report_failure("i", 2, "x")
-        owner.open_session("gone")
+        owner.open_lifetime("gone")
         await owner.lifetime("gone").publish(meta={"z": 1})
         await owner.wait_flushed()
-        owner.close_session("gone")
+        owner.close_lifetime("gone")
     async with await SQLiteStore.open(path) as store:
         records = await store.load_lifetimes()
         assert set(records) == {"s"}
         async with open_owner(RecordingTransport(), store=store) as owner:
-            lifetime = owner.open_session("s")
+            lifetime = owner.open_lifetime("s")
             assert lifetime.snapshot().title is None
             assert lifetime.snapshot().meta == {
                 "a": {"b": "\u00e9"},
@@ -284,7 +285,7 @@ async def test_sqlite_refuses_a_damaged_record(tmp_path: Path) -> None:
         await store.write([StoredLifetime("s", meta="{not json")], [])
         with pytest.raises(StoreCorruptError, match="session 's'"):
             async with open_owner(RecordingTransport(), store=store) as owner:
-                owner.open_session("s")
+                owner.open_lifetime("s")
 
 
 async def test_sqlite_read_only_file_fails_at_open(tmp_path: Path) -> None:
@@ -305,7 +306,7 @@ async def test_sqlite_write_failure_stops_the_owner_with_nothing_partial(
 
     async def run(store: SQLiteStore) -> None:
         async with open_owner(transport, store=store) as owner:
-            lifetime = owner.open_session("s")
+            lifetime = owner.open_lifetime("s")
             await lifetime.publish(meta={"a": 1})
             await owner.wait_flushed()
             if fault == "full":

@@ -11,12 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from agent_meta.owner._transport import (
-    FrameLostError,
-    FrameNotSentError,
-    StreamTransport,
-    Transport,
-)
+from agent_meta import FrameLostError, FrameNotSentError, StreamTransport, Transport
 from agent_meta.testing import (
     ClientMirror,
     FailingTransport,

@@ -21,9 +21,10 @@ of writing to a client that had stopped reading stays incomplete.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import trio
 
@@ -35,6 +36,7 @@ from ..core._errors import (
 )
 from ..core._json import JsonObject, json_object_copy
 from ..owner._trio import MetaOwner, open_owner
+from ..sansio._options import OwnerOptions
 from ..wire._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -58,6 +60,7 @@ from ._lines import DEFAULT_MAX_LINE_BYTES, IncompleteLineError, LineTooLongErro
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection, Mapping
 
+    from ..owner._store import LifetimeStore
     from ..owner._transport import Transport
 
 __all__ = [
@@ -431,15 +434,17 @@ async def serve_agent(
     *,
     protocol_versions: Collection[int] = SUPPORTED_PROTOCOL_VERSIONS,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    owner_options: Mapping[str, Any] | None = None,
+    options: OwnerOptions | None = None,
+    store: LifetimeStore | None = None,
 ) -> None:
     """Serve ``agent`` until ``receive_stream`` ends (see the module docstring for shutdown).
 
     ``protocol_versions`` limits what ``initialize`` may negotiate (``(1,)``, ``(2,)`` or
-    both). ``owner_options`` are passed to :func:`~agent_meta.open_owner` (for example
-    ``failure_path`` or ``v1_meta_mode``). Malformed input is answered with the JSON-RPC error
-    it deserves and the connection goes on: ``-32700`` for a line that is not JSON or is longer
-    than ``max_line_bytes``, ``-32600`` for JSON that is not a JSON-RPC message. Raises
+    both). ``options`` and ``store`` are passed to :func:`~agent_meta.open_owner` (the
+    protocol version in ``options`` is replaced by the negotiated one). Malformed input is
+    answered with the JSON-RPC error it deserves and the connection goes on: ``-32700`` for a
+    line that is not JSON or is longer than ``max_line_bytes``, ``-32600`` for JSON that is not
+    a JSON-RPC message. Raises
     :class:`~agent_meta.TransportBrokenError` / :class:`~agent_meta.OwnerClosedError` when the
     output breaks.
     """
@@ -447,9 +452,9 @@ async def serve_agent(
     if not versions or not set(versions) <= set(SUPPORTED_PROTOCOL_VERSIONS):
         raise ValueError(f"protocol_versions must be a non-empty subset of (1, 2): {versions!r}")
     reader = NdjsonLineReader(receive_stream, max_line_bytes=max_line_bytes)
-    options = dict(owner_options or {})
-    options.setdefault("protocol_version", versions[-1])
-    async with open_owner(send_stream, **options) as owner:
+    highest: Literal[1, 2] = 2 if versions[-1] == 2 else 1
+    options = dataclasses.replace(options or OwnerOptions(), protocol_version=highest)
+    async with open_owner(send_stream, options, store=store) as owner:
         async with trio.open_nursery() as background:
             connection = AgentConnection(
                 owner, agent, protocol_versions=versions, background=background
@@ -483,7 +488,8 @@ async def serve_stdio(
     *,
     protocol_versions: Collection[int] = SUPPORTED_PROTOCOL_VERSIONS,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    owner_options: Mapping[str, Any] | None = None,
+    options: OwnerOptions | None = None,
+    store: LifetimeStore | None = None,
 ) -> None:
     """:func:`serve_agent` over this process's stdin and stdout (which then carry only ACP).
 
@@ -499,7 +505,8 @@ async def serve_stdio(
             stdout,
             protocol_versions=protocol_versions,
             max_line_bytes=max_line_bytes,
-            owner_options=owner_options,
+            options=options,
+            store=store,
         )
 
 
@@ -508,7 +515,8 @@ def run_stdio_agent(
     *,
     protocol_versions: Collection[int] = SUPPORTED_PROTOCOL_VERSIONS,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    owner_options: Mapping[str, Any] | None = None,
+    options: OwnerOptions | None = None,
+    store: LifetimeStore | None = None,
 ) -> None:
     """Run the agent made by ``agent_factory`` on stdio until stdin ends (own trio run)."""
 
@@ -517,7 +525,8 @@ def run_stdio_agent(
             agent_factory(),
             protocol_versions=protocol_versions,
             max_line_bytes=max_line_bytes,
-            owner_options=owner_options,
+            options=options,
+            store=store,
         )
 
     trio.run(main)

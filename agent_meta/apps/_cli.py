@@ -23,7 +23,9 @@ from ..core._errors import AgentMetaError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..owner._store import LifetimeStore, StoredLifetime
+    from ..owner._store import LifetimeStore
+    from ..sansio._options import OwnerOptions
+    from ..sansio._records import StoredLifetime
 
 __all__ = ["build_parser", "main"]
 
@@ -126,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="agent-meta: %(levelname)s %(name)s: %(message)s",
     )
     from ..acp._connection import run_stdio_agent
+    from ..sansio._options import OwnerOptions
     from .reference_agent import ReferenceAgent
     from .reference_agent._commands import CommandError, parse_dotted_path
 
@@ -134,18 +137,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         parser.error(f"--failure-path: {exc}")
 
-    owner_options: dict[str, object] = {
-        "failure_path": failure_path,
-        "v1_meta_mode": args.v1_meta_mode,
-        "coalesce": not args.no_coalesce,
-    }
+    options = OwnerOptions(
+        failure_path=failure_path, v1_meta_mode=args.v1_meta_mode, coalesce=not args.no_coalesce
+    )
     try:
         if args.store is None:
             run_stdio_agent(
                 ReferenceAgent,
                 protocol_versions=_PROTOCOLS[args.protocol],
                 max_line_bytes=args.max_line,
-                owner_options=owner_options,
+                options=options,
             )
         else:
             trio.run(
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.store,
                 _PROTOCOLS[args.protocol],
                 args.max_line,
-                owner_options,
+                options,
             )
     except KeyboardInterrupt:
         return 130
@@ -170,7 +171,7 @@ write protects is written. Only for crash tests."""
 
 
 async def _serve_with_store(
-    path: str, versions: tuple[int, ...], max_line: int, owner_options: dict[str, object]
+    path: str, versions: tuple[int, ...], max_line: int, options: OwnerOptions
 ) -> None:
     from ..acp._connection import serve_stdio
     from ..owner._sqlite import SQLiteStore
@@ -186,7 +187,8 @@ async def _serve_with_store(
             agent,
             protocol_versions=versions,
             max_line_bytes=max_line,
-            owner_options={**owner_options, "store": owner_store},
+            options=options,
+            store=owner_store,
         )
 
 

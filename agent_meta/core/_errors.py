@@ -8,11 +8,17 @@ from __future__ import annotations
 
 __all__ = [
     "AgentMetaError",
+    "FrameLostError",
+    "FrameNotSentError",
     "FrameTooLargeError",
     "MetaPathError",
     "MetaValueError",
     "OwnerClosedError",
     "SessionExistsError",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreLockedError",
+    "StoreSchemaError",
     "TransportBrokenError",
     "UnknownSessionError",
 ]
@@ -61,3 +67,37 @@ class TransportBrokenError(AgentMetaError, RuntimeError):
     The byte stream can no longer be trusted, so the owner stops; ``__cause__`` holds the
     original error.
     """
+
+
+class StoreError(AgentMetaError, OSError):
+    """A lifetime store cannot be opened, read or written.
+
+    ``location`` names the store (a file path for SQLite) and ``reason`` the cause. When a
+    write fails, the owner stops before writing the frame that depended on it: nothing whose
+    state is not stored reaches the client.
+    """
+
+    def __init__(self, location: str, reason: str) -> None:
+        super().__init__(f"lifetime store {location}: {reason}")
+        self.location = location
+        self.reason = reason
+
+
+class StoreLockedError(StoreError):
+    """Another process (or connection) holds the store: one agent process per file."""
+
+
+class StoreSchemaError(StoreError):
+    """The file is not a lifetime store, or was written by a newer schema version."""
+
+
+class StoreCorruptError(StoreError):
+    """The file, or a stored record, is damaged; nothing was loaded from it."""
+
+
+class FrameNotSentError(AgentMetaError):
+    """Raised by a transport that knows nothing of the frame was written (safe to retry)."""
+
+
+class FrameLostError(AgentMetaError):
+    """Raised by a transport whose frame may be lost, with the stream itself still intact."""

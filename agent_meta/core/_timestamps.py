@@ -1,7 +1,9 @@
 """RFC 3339 timestamps, as ACP v2 requires for ``updatedAt``.
 
 The v2 TypeScript client silently drops an ``updatedAt`` without a UTC offset, so the owner
-rejects one at the call site instead of letting it vanish on the client.
+rejects one at the call site instead of letting it vanish on the client. RFC 3339 allows a
+lowercase ``t`` and ``z``, which that client also drops, so the owner writes the uppercase form
+(:func:`normalize_rfc3339`).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import datetime
 import re
 
-__all__ = ["is_rfc3339"]
+__all__ = ["is_rfc3339", "normalize_rfc3339"]
 
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})",
@@ -27,3 +29,12 @@ def is_rfc3339(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def normalize_rfc3339(text: str) -> str:
+    """The wire form of an RFC 3339 date-time: ``T`` and ``Z`` in uppercase (``t``/``z`` are
+    valid RFC 3339, but the ACP v2 TypeScript client drops them). Other text is returned as is.
+    """
+    if not is_rfc3339(text):
+        return text
+    return text.upper()  # the only letters an RFC 3339 date-time can hold are T and Z

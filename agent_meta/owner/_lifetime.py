@@ -1,35 +1,31 @@
-"""Handles into the owner: a session lifetime, and a domain inside its ``_meta``.
+"""Handles into an owner: a session lifetime, and a domain inside its ``_meta``.
 
 :class:`SessionLifetime` is what an agent holds for one session: publish, resync, domain edits
 and failure incidents. :class:`DomainHandle` edits values inside one top-level ``_meta`` key.
-Both only *enqueue* through their :class:`~agent_meta.MetaOwner`; every ``async`` method either
-takes its whole effect or, if cancelled while it waits for queue room, none (see
-``docs/owner.md``).
+Both only turn calls into edits for the owner's sans-IO queue, where every rule is decided, so
+the same handles serve the trio and the asyncio driver.
+
+Cancellation (every ``async`` method): it either takes its whole effect or, if cancelled before
+it could (while it waits for queue room), none. Each ``*_nowait`` twin raises the driver's "would
+block" exception (``trio.WouldBlock``, ``asyncio.QueueFull``) instead of waiting.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, final
 
-import trio
-
 from ..core._errors import MetaValueError
 from ..core._json import JsonValue, json_copy
 from ..core._sentinel import OMITTED, Omitted
-from ..sansio._state import (
-    EncodedUpdate,
-    FailureIncident,
-    LifetimeState,
-    check_path,
-    edit_domain,
-    encode_update,
-)
+from ..sansio._edits import DomainEdit, Publish, ReportFailure, ResolveFailure, check_path
+from ..sansio._state import FailureIncident
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ..core._session_info import SessionInfo
-    from ._trio import MetaOwner
+    from ..sansio._state import LifetimeState
+    from ._base import OwnerBase
 
 __all__ = ["DomainHandle", "SessionLifetime"]
 
@@ -38,21 +34,21 @@ __all__ = ["DomainHandle", "SessionLifetime"]
 class SessionLifetime:
     """The session-info state of one session lifetime, and the handle to publish into it.
 
-    Obtained from :meth:`MetaOwner.open_session` or :meth:`MetaOwner.lifetime`. Once the
-    lifetime ends (:meth:`MetaOwner.close_session`), every call on this handle writes nothing,
-    returns quietly (``False`` where a result is returned) and is counted as fenced (R6).
+    Obtained from ``owner.open_lifetime()`` or ``owner.lifetime()``. Once the lifetime ends
+    (``owner.close_lifetime()``), every call on this handle writes nothing, returns ``False``
+    and is counted as fenced (R6).
     """
 
     __slots__ = ("_owner", "_state")
 
-    _owner: MetaOwner
+    _owner: OwnerBase
     _state: LifetimeState
 
     def __init__(self) -> None:
-        raise TypeError("use MetaOwner.open_session() or MetaOwner.lifetime()")
+        raise TypeError("use owner.open_lifetime() or owner.lifetime()")
 
     @classmethod
-    def _create(cls, owner: MetaOwner, state: LifetimeState) -> SessionLifetime:
+    def _create(cls, owner: OwnerBase, state: LifetimeState) -> SessionLifetime:
         self = object.__new__(cls)
         self._owner = owner
         self._state = state
@@ -81,20 +77,17 @@ class SessionLifetime:
         return self._state.snapshot()
 
     # -- publishing ----------------------------------------------------------------------
-    def _encode(
+    def _publication(
         self,
         title: str | None | Omitted,
         updated_at: str | None | Omitted,
         meta: Mapping[str, object] | None | Omitted,
         notification_meta: Mapping[str, object] | None,
-    ) -> EncodedUpdate:
-        return encode_update(
-            title=title,
-            updated_at=updated_at,
-            meta=meta,
-            notification_meta=notification_meta,
-            protocol_version=self._owner.protocol_version,
+    ) -> Publish:
+        update = self._owner._queue.encode(
+            title=title, updated_at=updated_at, meta=meta, notification_meta=notification_meta
         )
+        return Publish(update)
 
     async def publish(
         self,
@@ -113,11 +106,10 @@ class SessionLifetime:
 
         Returns ``True`` once the publication is part of the known state and queued, ``False``
         if the lifetime has ended. With coalescing on this never waits for the writer, except
-        when ``notification_meta`` is given (that frame is never merged). Cancelled while
-        waiting: nothing was published.
+        when ``notification_meta`` is given (that frame is never merged).
         """
-        update = self._encode(title, updated_at, meta, notification_meta)
-        return await self._owner._publish(self._state, update)
+        edit = self._publication(title, updated_at, meta, notification_meta)
+        return await self._owner._submit(self._state, edit)
 
     def publish_nowait(
         self,
@@ -127,25 +119,19 @@ class SessionLifetime:
         meta: Mapping[str, object] | None | Omitted = OMITTED,
         notification_meta: Mapping[str, object] | None = None,
     ) -> bool:
-        """Like :meth:`publish`, but raise :class:`trio.WouldBlock` instead of waiting."""
-        update = self._encode(title, updated_at, meta, notification_meta)
-        return self._owner._publish_nowait(self._state, update)
+        """Like :meth:`publish`, but raise instead of waiting for queue room."""
+        edit = self._publication(title, updated_at, meta, notification_meta)
+        return self._owner._submit_nowait(self._state, edit)
 
-    async def resync(self) -> bool:
+    def resync(self) -> bool:
         """Queue a resync (R4): ``_meta: null``, then the known state, taken at write time.
 
         Call it after replay and before responding to ``session/resume`` (v1
         ``session/load``); because the response goes through the same FIFO, it follows the
-        resync. Never waits for the writer. Returns ``False`` if the lifetime has ended.
+        resync. Never blocks (a lifetime has at most one pending resync, which serves every
+        request made before it is written). Returns ``False`` if the lifetime has ended.
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
-        accepted = self._owner._resync_nowait(self._state)
-        await trio.lowlevel.cancel_shielded_checkpoint()
-        return accepted
-
-    def resync_nowait(self) -> bool:
-        """Like :meth:`resync` (which never blocks), for synchronous code."""
-        return self._owner._resync_nowait(self._state)
+        return self._owner._resync(self._state)
 
     def domain(self, key: str) -> DomainHandle:
         """A handle that edits values inside the top-level ``_meta`` key ``key`` only (R8)."""
@@ -161,27 +147,15 @@ class SessionLifetime:
 
         The record is written inside its top-level key, keeping sibling values. A report of the
         current incident with an older revision is stale: it changes nothing and returns
-        ``False`` (as does an ended lifetime). Cancelled while waiting: nothing changed.
+        ``False`` (as does an ended lifetime).
         """
-        incident = _check_incident(incident_id, revision)
-        value = json_copy(record, path="record")
-        state = self._state
+        edit = ReportFailure(_incident(incident_id, revision), json_copy(record, path="record"))
+        return await self._owner._submit(self._state, edit)
 
-        def make() -> EncodedUpdate | bool:
-            current = state.failure
-            if (
-                current is not None
-                and current.incident_id == incident.incident_id
-                and current.revision > incident.revision
-            ):
-                return False  # stale: a newer revision of this incident is shown
-            update = self._domain_update(self._owner.failure_path, value, prune=False)
-            return True if update is None else update
-
-        def shown() -> None:
-            state.failure = incident
-
-        return await self._owner._publish_edit(state, make, shown)
+    def report_failure_nowait(self, incident_id: str, revision: int, record: JsonValue) -> bool:
+        """Like :meth:`report_failure`, but raise instead of waiting for queue room."""
+        edit = ReportFailure(_incident(incident_id, revision), json_copy(record, path="record"))
+        return self._owner._submit_nowait(self._state, edit)
 
     async def resolve_failure(self, incident_id: str, revision: int) -> bool:
         """Clear the failure record if ``(incident_id, revision)`` is still the current incident.
@@ -190,29 +164,14 @@ class SessionLifetime:
         ``False``, so it can never remove a newer incident. Clearing a nested record re-sends
         the whole top-level value without it (siblings kept; emptied objects removed).
         """
-        incident = _check_incident(incident_id, revision)
-        state = self._state
+        edit = ResolveFailure(_incident(incident_id, revision))
+        return await self._owner._submit(self._state, edit)
 
-        def make() -> EncodedUpdate | bool:
-            if state.failure != incident:
-                return False  # a late resolution: another incident or revision is shown
-            update = self._domain_update(self._owner.failure_path, OMITTED, prune=True)
-            return True if update is None else update
-
-        def cleared() -> None:
-            state.failure = None
-
-        return await self._owner._publish_edit(state, make, cleared)
-
-    def _domain_update(
-        self, full_path: Sequence[str], value: JsonValue | Omitted, *, prune: bool
-    ) -> EncodedUpdate | None:
-        """The publication for a set/remove at ``full_path``, or ``None`` if nothing changes."""
-        key, *rest = full_path
-        new = edit_domain(self._state.meta_value(key), key, tuple(rest), value, prune=prune)
-        if new is OMITTED:
-            return None
-        return encode_update(meta={key: new}, protocol_version=self._owner.protocol_version)
+    def resolve_failure_nowait(self, incident_id: str, revision: int) -> bool:
+        """Like :meth:`resolve_failure`, but raise instead of waiting for queue room."""
+        return self._owner._submit_nowait(
+            self._state, ResolveFailure(_incident(incident_id, revision))
+        )
 
 
 @final
@@ -254,24 +213,19 @@ class DomainHandle:
             node = node[step]
         return node
 
-    async def _edit(self, path: Sequence[str], value: JsonValue | Omitted) -> bool:
-        steps = check_path(path)
-        lifetime = self._lifetime
-        full_path = (self._key, *steps)
-
-        def make() -> EncodedUpdate | bool:
-            update = lifetime._domain_update(full_path, value, prune=False)
-            return True if update is None else update
-
-        return await lifetime._owner._publish_edit(lifetime._state, make)
-
     async def set(self, path: Sequence[str], value: object) -> bool:
         """Set ``value`` at ``path`` (creating objects on the way); ``path=()`` sets the key.
 
         Raises :class:`~agent_meta.MetaPathError` if a step is not an object. Returns ``False``
         only if the lifetime has ended.
         """
-        return await self._edit(path, json_copy(value, path="value"))
+        edit = DomainEdit(self._key, check_path(path), json_copy(value, path="value"))
+        return await self._lifetime._owner._submit(self._lifetime._state, edit)
+
+    def set_nowait(self, path: Sequence[str], value: object) -> bool:
+        """Like :meth:`set`, but raise instead of waiting for queue room."""
+        edit = DomainEdit(self._key, check_path(path), json_copy(value, path="value"))
+        return self._lifetime._owner._submit_nowait(self._lifetime._state, edit)
 
     async def remove(self, path: Sequence[str]) -> bool:
         """Remove the value at ``path``; ``path=()`` removes the whole key (``{key: null}``).
@@ -279,10 +233,16 @@ class DomainHandle:
         Removing something that is not there changes and sends nothing. Returns ``False`` only
         if the lifetime has ended.
         """
-        return await self._edit(path, OMITTED)
+        edit = DomainEdit(self._key, check_path(path), OMITTED)
+        return await self._lifetime._owner._submit(self._lifetime._state, edit)
+
+    def remove_nowait(self, path: Sequence[str]) -> bool:
+        """Like :meth:`remove`, but raise instead of waiting for queue room."""
+        edit = DomainEdit(self._key, check_path(path), OMITTED)
+        return self._lifetime._owner._submit_nowait(self._lifetime._state, edit)
 
 
-def _check_incident(incident_id: object, revision: object) -> FailureIncident:
+def _incident(incident_id: object, revision: object) -> FailureIncident:
     if not isinstance(incident_id, str):
         raise MetaValueError("must be a str", path="incident_id")
     if not isinstance(revision, int) or isinstance(revision, bool):

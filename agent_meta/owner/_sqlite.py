@@ -21,14 +21,9 @@ from typing import TYPE_CHECKING, Literal, Self, TypeGuard, TypeVar, final
 
 import trio
 
+from ..core._errors import StoreCorruptError, StoreError, StoreLockedError, StoreSchemaError
+from ..sansio._records import StoredLifetime
 from ..sansio._state import FailureIncident
-from ._store import (
-    StoreCorruptError,
-    StoredLifetime,
-    StoreError,
-    StoreLockedError,
-    StoreSchemaError,
-)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

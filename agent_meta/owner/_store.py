@@ -3,7 +3,7 @@
 A :class:`LifetimeStore` keeps, per open session lifetime, exactly what the owner knows: the
 ``title`` / ``updatedAt`` / ``_meta`` JSON text, the current failure incident and whether the
 client's view needs repair. The owner loads every stored lifetime when it starts (so
-``open_session`` stays synchronous) and writes changes *before* it writes any frame, so what a
+``open_lifetime`` stays synchronous) and writes changes *before* it writes any frame, so what a
 client has seen is always already stored (see ``docs/durability.md``).
 
 Stores are written only by the owner's writer task, one batch at a time; a batch is atomic.
@@ -11,70 +11,14 @@ Stores are written only by the owner's writer task, one batch at a time; a batch
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from typing import TYPE_CHECKING, Protocol, final, runtime_checkable
-
-from ..core._errors import AgentMetaError
-from ..sansio._frames import encode_json, fragment
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..sansio._state import FailureIncident, LifetimeState
+    from ..sansio._records import StoredLifetime
 
-__all__ = [
-    "LifetimeStore",
-    "MemoryStore",
-    "StoreCorruptError",
-    "StoreError",
-    "StoreLockedError",
-    "StoreSchemaError",
-    "StoredLifetime",
-]
-
-
-class StoreError(AgentMetaError, OSError):
-    """A lifetime store cannot be opened, read or written.
-
-    ``location`` names the store (a file path for SQLite) and ``reason`` the cause. When a
-    write fails, the owner stops before writing the frame that depended on it: nothing whose
-    state is not stored reaches the client.
-    """
-
-    def __init__(self, location: str, reason: str) -> None:
-        super().__init__(f"lifetime store {location}: {reason}")
-        self.location = location
-        self.reason = reason
-
-
-class StoreLockedError(StoreError):
-    """Another process (or connection) holds the store: one agent process per file."""
-
-
-class StoreSchemaError(StoreError):
-    """The file is not a lifetime store, or was written by a newer schema version."""
-
-
-class StoreCorruptError(StoreError):
-    """The file, or a stored record, is damaged; nothing was loaded from it."""
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True)
-class StoredLifetime:
-    """The persisted state of one session lifetime, as the JSON text the owner sends.
-
-    ``title`` / ``updated_at``: JSON text, or ``None`` when unknown. ``meta``: the known
-    ``_meta`` as JSON object text, or ``None`` when there is none.
-    """
-
-    session_id: str
-    title: str | None = None
-    updated_at: str | None = None
-    meta: str | None = None
-    failure: FailureIncident | None = None
-    needs_repair: bool = False
+__all__ = ["LifetimeStore", "MemoryStore"]
 
 
 @runtime_checkable
@@ -133,43 +77,3 @@ class MemoryStore:
         for record in saves:
             self._records[record.session_id] = record
         self.writes += 1
-
-
-def record_of(state: LifetimeState) -> StoredLifetime:
-    """What to store for ``state``: its JSON text as is, no re-encoding."""
-    return StoredLifetime(
-        session_id=state.session_id,
-        title=state.title,
-        updated_at=state.updated_at,
-        meta=state.meta_text(),
-        failure=state.failure,
-        needs_repair=state.needs_repair,
-    )
-
-
-def restore_state(state: LifetimeState, record: StoredLifetime, location: str) -> None:
-    """Make ``state`` hold what ``record`` stored; :class:`StoreCorruptError` if it is damaged."""
-    where = f"session {record.session_id!r}"
-    fragments: dict[str, str] = {}
-    try:
-        texts = [json.loads(t) for t in (record.title, record.updated_at) if t is not None]
-        meta = None if record.meta is None else json.loads(record.meta, parse_constant=_reject)
-    except ValueError as exc:
-        raise StoreCorruptError(location, f"{where}: stored JSON is damaged ({exc})") from None
-    if not all(isinstance(text, str | None) for text in texts):
-        raise StoreCorruptError(location, f"{where}: stored title or updatedAt is not a string")
-    if meta is not None:
-        if not isinstance(meta, dict):
-            raise StoreCorruptError(location, f"{where}: stored _meta is not an object")
-        for key, value in meta.items():
-            fragments[key] = fragment(key, encode_json(value))
-    state.title = record.title
-    state.updated_at = record.updated_at
-    state.fragments = fragments
-    state.meta_size = sum(len(text) for text in fragments.values())
-    state.failure = record.failure
-    state.needs_repair = record.needs_repair
-
-
-def _reject(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")

@@ -21,20 +21,12 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import trio
 
-from ..core._errors import AgentMetaError, TransportBrokenError
+from ..core._errors import TransportBrokenError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["FrameLostError", "FrameNotSentError", "StreamTransport", "Transport"]
-
-
-class FrameNotSentError(AgentMetaError):
-    """Raised by a transport that knows nothing of the frame was written (safe to retry)."""
-
-
-class FrameLostError(AgentMetaError):
-    """Raised by a transport whose frame may be lost, with the stream itself still intact."""
+__all__ = ["StreamTransport", "Transport"]
 
 
 @runtime_checkable
@@ -81,13 +73,22 @@ class StreamTransport:
         return self._broken is not None
 
     async def send_frame(self, frame: bytes) -> None:
+        """Send one frame with ``send_all``. Any failure breaks the transport for good and
+        raises :class:`~agent_meta.TransportBrokenError` (``trio.Cancelled`` is re-raised as
+        it is, after marking the transport broken: part of the frame may be out)."""
         if self._broken is not None:
             raise TransportBrokenError("an earlier write failed part-way") from self._broken
         try:
             await self._stream.send_all(frame)
-        except BaseException as exc:
+        except trio.Cancelled as exc:
             self._broken = exc
             raise
+        except BaseException as exc:
+            self._broken = exc
+            raise TransportBrokenError(
+                f"writing a frame failed part-way ({type(exc).__name__}: {exc}); the stream "
+                "can no longer be trusted"
+            ) from exc
 
     def send_nowait(self, data: bytes | memoryview) -> int:
         """Write what the pipe takes now, without blocking; return how many bytes went out.

@@ -15,18 +15,31 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final
 
+from ..core._errors import MetaValueError
+from ..core._json import json_copy, json_object_copy
+
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
+
+    from ._modes import WireMode
+    from ._state import LifetimeState
 
 __all__ = [
     "NULL",
+    "build_notification",
+    "build_request",
+    "build_response",
+    "clear_frame",
     "encode_json",
     "fragment",
     "info_frame",
-    "notification_frame",
+    "info_frames",
+    "notification_frame_text",
     "object_text",
+    "patch_text",
     "response_frame",
     "session_prefix",
+    "snapshot_frame",
 ]
 
 _encode_str: Final = json.encoder.encode_basestring_ascii
@@ -88,7 +101,6 @@ def session_prefix(session_id: str) -> str:
 
 def info_frame(
     prefix: str,
-    *,
     title: str | None,
     updated_at: str | None,
     meta: str | None,
@@ -109,9 +121,9 @@ def info_frame(
     return text.encode("ascii")
 
 
-def notification_frame(method: str, params_text: str | None) -> bytes:
-    """A JSON-RPC notification; ``params_text`` is JSON text or ``None`` to omit params."""
-    head = '{"jsonrpc":"2.0","method":' + encode_json(method)
+def notification_frame_text(method_text: str, params_text: str | None) -> bytes:
+    """A JSON-RPC notification from JSON texts; ``params_text`` ``None`` omits params."""
+    head = '{"jsonrpc":"2.0","method":' + method_text
     if params_text is None:
         return (head + "}\n").encode("ascii")
     return (head + ',"params":' + params_text + "}\n").encode("ascii")
@@ -123,3 +135,125 @@ def response_frame(id_text: str, *, result: str | None, error: str | None) -> by
         return ('{"jsonrpc":"2.0","id":' + id_text + ',"error":' + error + "}\n").encode("ascii")
     assert result is not None
     return ('{"jsonrpc":"2.0","id":' + id_text + ',"result":' + result + "}\n").encode("ascii")
+
+
+# -- session info frames, by wire mode (R10) ---------------------------------------------------
+
+
+def patch_text(patch: Mapping[str, str | None]) -> str:
+    """A patch object's text: each member's fragment, ``"key":null`` for a removal."""
+    members = []
+    for key, frag in patch.items():
+        members.append(frag if frag is not None else fragment(key, NULL))
+    return object_text(members)
+
+
+def info_frames(
+    mode: WireMode,
+    state: LifetimeState,
+    *,
+    title: str | None,
+    updated_at: str | None,
+    cleared: bool,
+    patch: Mapping[str, str | None] | None,
+    notification_meta: str | None,
+) -> list[bytes]:
+    """The frames of a publication (or merged publications), in normal form.
+
+    Called after the known state has the publication folded in: in a full-object mode every
+    frame carries the whole known ``_meta``, as v1 cannot express a clear or a removal.
+    A clear followed by members is two frames: ``_meta: null``, then the object (R3).
+    """
+    prefix = state.prefix
+    if mode.full_object:
+        whole = state.meta_text() or "{}"
+        return [info_frame(prefix, title, updated_at, whole, notification_meta)]
+    if not cleared:
+        meta = None if patch is None else patch_text(patch)
+        return [info_frame(prefix, title, updated_at, meta, notification_meta)]
+    frames = [info_frame(prefix, title, updated_at, NULL, notification_meta)]
+    if patch:
+        frames.append(info_frame(prefix, None, None, patch_text(patch), None))
+    return frames
+
+
+def clear_frame(state: LifetimeState) -> bytes:
+    """The first frame of a v2 resync: ``_meta: null`` (R4)."""
+    return info_frame(state.prefix, None, None, NULL, None)
+
+
+def snapshot_frame(mode: WireMode, state: LifetimeState) -> bytes:
+    """The known state of a lifetime as one frame: the second frame of a v2 resync, or the
+    whole v1 resync (``{}`` when nothing is known, as v1 cannot express a clear)."""
+    meta = state.meta_text()
+    if mode.full_object and meta is None:
+        meta = "{}"
+    return info_frame(state.prefix, state.title, state.updated_at, meta, None)
+
+
+# -- other frames, validated (R12) ------------------------------------------------------------
+
+
+def _method_text(method: object) -> str:
+    if type(method) is not str and not isinstance(method, str):
+        raise MetaValueError(f"must be a str, not a {type(method).__name__}", path="method")
+    return encode_json(str.__str__(method))
+
+
+def _params_text(params: object) -> str | None:
+    if params is None:
+        return None
+    return encode_json(json_object_copy(params, path="params"))
+
+
+def _id_text(request_id: object, *, allow_null: bool) -> str:
+    if request_id is None and allow_null:
+        return NULL
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        allowed = "an int, a str or None" if allow_null else "an int or a str"
+        raise MetaValueError(f"must be {allowed}, not {request_id!r}", path="request_id")
+    return encode_json(json_copy(request_id, path="request_id"))
+
+
+def build_notification(method: object, params: object = None) -> bytes:
+    """A JSON-RPC notification frame; ``params`` is a JSON object or ``None`` (omitted).
+
+    Raises :class:`~agent_meta.MetaValueError` for a method that is not a str or params that
+    are not a JSON object; nothing is built then.
+    """
+    return notification_frame_text(_method_text(method), _params_text(params))
+
+
+def build_request(request_id: object, method: object, params: object = None) -> bytes:
+    """A JSON-RPC request frame (an agent-to-client request); validated like a notification,
+    and ``request_id`` must be an int or a str."""
+    head = '{"jsonrpc":"2.0","id":' + _id_text(request_id, allow_null=False)
+    head += ',"method":' + _method_text(method)
+    params_text = _params_text(params)
+    if params_text is not None:
+        head += ',"params":' + params_text
+    return (head + "}\n").encode("ascii")
+
+
+def build_response(request_id: object, *, result: object = None, error: object = None) -> bytes:
+    """A JSON-RPC response frame: ``error`` (``{"code": int, "message": str, "data"?: ...}``)
+    when given, else ``result`` (any JSON value; ``None`` is ``null``).
+
+    ``request_id`` is an int, a str or ``None`` (the answer to a request whose id could not be
+    read). Raises :class:`~agent_meta.MetaValueError` for anything else; nothing is built then.
+    """
+    id_text = _id_text(request_id, allow_null=True)
+    if error is None:
+        return response_frame(
+            id_text, result=encode_json(json_copy(result, path="result")), error=None
+        )
+    err = json_object_copy(error, path="error")
+    code = err.get("code")
+    if type(code) is not int:
+        raise MetaValueError(f"'code' must be an int, not {code!r}", path="error")
+    if type(err.get("message")) is not str:
+        raise MetaValueError("needs a str 'message'", path="error")
+    extra = set(err) - {"code", "message", "data"}
+    if extra:
+        raise MetaValueError(f"unknown members {sorted(extra)!r}", path="error")
+    return response_frame(id_text, result=None, error=encode_json(err))

@@ -1,242 +1,126 @@
-"""The owner's send queue, sans I/O: events in, frames out.
+"""The owner's send queue, sans I/O: events in, frames out. Every rule decision lives here.
 
-This is where rules R2-R6, R9-R11 live. The trio :class:`~agent_meta.MetaOwner` only moves
-frames from :meth:`SendQueue.next_frame` to a transport and reports each outcome back with
-:meth:`SendQueue.written` or :meth:`SendQueue.lost`.
+A driver (trio, asyncio) calls the producer methods (:meth:`SendQueue.submit`,
+:meth:`~SendQueue.resync`, :meth:`~SendQueue.submit_raw`, :meth:`~SendQueue.close_lifetime`)
+and runs one writer loop: :meth:`~SendQueue.next_action` says what to do next -- write this
+frame, store this batch first, or nothing (park) -- and the driver reports each outcome
+(:meth:`~SendQueue.written`, :meth:`~SendQueue.lost`, :meth:`~SendQueue.stored`). A driver
+decides nothing about what is sent; it moves bytes, parks and wakes tasks, and retries what the
+transport proves unsent.
 
-Entries form one FIFO. A ``session_info_update`` publication is folded into the known state at
-once (R1), then either merged into its lifetime's *open* entry (still queued, nothing of the
-same lifetime carrying a patch queued after it) or appended as a new entry (R3). Entries render
-their frames only when the writer takes them, so a resync shows the state at write time (R4).
+Where each rule is decided:
 
-Capacity: only entries that can pile up without bound count against ``capacity`` -- other
-notifications and responses, publications that carry notification ``_meta`` (never merged, R9),
-every publication when coalescing is off, and a publication whose merge would overflow the frame
-limit. Merged publications and resyncs never wait: each lifetime has at most one open entry and
-one pending resync, so memory per session stays bounded however fast producers publish.
+- R1 :meth:`SendQueue.submit` folds every accepted publication into the known state at once.
+- R2 one FIFO (``_queue``) and one frame handed out at a time (``_unreported``).
+- R3 :meth:`SendQueue.submit` merges into a lifetime's *open* entry (still queued, nothing of the
+  same lifetime carrying a patch queued after it); capacity counts only entries that could pile
+  up without bound.
+- R4 :meth:`SendQueue.resync`, rendered by ``_resync_frames`` only when the writer takes it.
+- R5/R6 :meth:`SendQueue.open_lifetime` / :meth:`SendQueue.close_lifetime`.
+- R7/R8 the edits of :mod:`~agent_meta.sansio._edits`, applied inside :meth:`SendQueue.submit`.
+- R9 an entry with notification ``_meta`` is never merged and closes the open entry.
+- R10 :class:`~agent_meta.sansio._modes.WireMode`, chosen by :meth:`set_protocol_version`.
+- R11 :meth:`SendQueue.lost` marks the lifetime for a repair resync before its next frame.
+- R12 sizes checked before anything changes (``_check_sizes``, :meth:`check_frame_size`).
 """
 
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from ..core._errors import FrameTooLargeError, SessionExistsError
-from ._frames import NULL, fragment, info_frame, object_text
-from ._state import EncodedUpdate, LifetimeState, member_size
+from ._edits import Edit, Outcome, plan_edit, settle_edit
+from ._encode import EncodedUpdate, encode_update
+from ._entries import (
+    Entry,
+    InfoEntry,
+    Outgoing,
+    QueueCounters,
+    RawEntry,
+    ResyncEntry,
+    StoreBatch,
+)
+from ._frames import clear_frame, info_frames, snapshot_frame
+from ._modes import WireMode, wire_mode
+from ._records import record_of, restore_state
+from ._state import LifetimeState
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Iterator
 
-__all__ = ["Outgoing", "QueueCounters", "SendQueue"]
+    from ._options import OwnerOptions
+    from ._records import StoredLifetime
 
-V1MetaMode = Literal["merged", "passthrough"]
-
-
-class _Info:
-    """Queued ``session_info_update`` publication(s) of one lifetime, in normal form."""
-
-    __slots__ = (
-        "cleared",
-        "counted",
-        "frames",
-        "lifetime",
-        "notification_meta",
-        "own_patch",
-        "patch",
-        "patch_size",
-        "pos",
-        "title",
-        "updated_at",
-    )
-
-    def __init__(self, lifetime: LifetimeState, update: EncodedUpdate, counted: bool) -> None:
-        self.lifetime = lifetime
-        self.counted = counted
-        self.title = update.title
-        self.updated_at = update.updated_at
-        self.cleared = update.meta_clear
-        self.patch = update.meta_patch  # shared until a merge changes it (most never merge)
-        self.own_patch = False
-        self.patch_size = update.patch_size
-        self.notification_meta = update.notification_meta
-        self.pos = 0
-        self.frames = 1
-
-    def merge(self, update: EncodedUpdate) -> None:
-        """Fold a later update into this entry (same effect for every stored state)."""
-        if update.title is not None:
-            self.title = update.title
-        if update.updated_at is not None:
-            self.updated_at = update.updated_at
-        if update.meta_clear:
-            self.cleared = True
-            self.patch = None
-            self.own_patch = False
-            self.patch_size = 0
-        if update.meta_patch is not None:
-            if not self.own_patch:
-                self.patch = {} if self.patch is None else dict(self.patch)
-                self.own_patch = True
-            assert self.patch is not None
-            for key, frag in update.meta_patch.items():
-                if key in self.patch:
-                    self.patch_size -= member_size(key, self.patch[key])
-                self.patch[key] = frag
-                self.patch_size += member_size(key, frag)
-
-
-def _patch_text(patch: Mapping[str, str | None]) -> str:
-    """A patch object's text: each member's fragment, ``"key":null`` for a removal."""
-    members = []
-    for key, frag in patch.items():
-        members.append(frag if frag is not None else fragment(key, NULL))
-    return object_text(members)
-
-
-class _Resync:
-    __slots__ = ("counted", "frames", "lifetime", "pos", "repair_only")
-
-    def __init__(self, lifetime: LifetimeState, repair_only: bool) -> None:
-        self.lifetime = lifetime
-        self.repair_only = repair_only
-        self.counted = False
-        self.pos = 0
-        self.frames = 2
-
-
-class _Raw:
-    __slots__ = ("counted", "frame", "frames", "lifetime", "pos")
-
-    def __init__(self, frame: bytes) -> None:
-        self.frame = frame
-        self.lifetime: LifetimeState | None = None
-        self.counted = True
-        self.pos = 0
-        self.frames = 1
-
-
-_Entry = _Info | _Resync | _Raw
-
-
-class Outgoing:
-    """One frame for the writer, and the lifetime it belongs to (``None`` for other frames).
-
-    ``sent`` counts bytes of the frame already written (by a direct write that the pipe took
-    only in part); the writer sends the rest.
-    """
-
-    __slots__ = ("frame", "lifetime", "sent")
-
-    def __init__(self, frame: bytes, lifetime: LifetimeState | None) -> None:
-        self.frame = frame
-        self.lifetime = lifetime
-        self.sent = 0
-
-    def unsent(self) -> bytes:
-        """The part of the frame still to be written."""
-        return self.frame[self.sent :] if self.sent else self.frame
-
-
-class QueueCounters:
-    """Plain counters, read by :meth:`MetaOwner.statistics`."""
-
-    __slots__ = (
-        "bytes_written",
-        "coalesced",
-        "fenced",
-        "frames_written",
-        "peak_queued_frames",
-        "publications",
-        "repairs",
-        "resyncs",
-        "write_failures",
-    )
-
-    def __init__(self) -> None:
-        self.publications = 0
-        self.coalesced = 0
-        self.fenced = 0
-        self.frames_written = 0
-        self.bytes_written = 0
-        self.write_failures = 0
-        self.resyncs = 0
-        self.repairs = 0
-        self.peak_queued_frames = 0
+__all__ = ["SendQueue"]
 
 
 class SendQueue:
-    """The FIFO of one connection, with per-lifetime known state. Pure and synchronous."""
+    """The FIFO of one connection, with per-lifetime known state. Pure and synchronous.
 
-    def __init__(
-        self,
-        *,
-        protocol_version: int = 2,
-        v1_meta_mode: V1MetaMode = "merged",
-        coalesce: bool = True,
-        capacity: int = 256,
-        max_frame_bytes: int = 1 << 20,
-    ) -> None:
-        if capacity < 1:
-            raise ValueError("capacity must be at least 1")
-        self._v1_meta_mode: V1MetaMode = v1_meta_mode
-        self._coalesce = coalesce
-        self.protocol_version = protocol_version
-        self.capacity = capacity
-        self.max_frame_bytes = max_frame_bytes
+    ``durable``: the owner has a lifetime store, so :meth:`next_action` hands out a
+    :class:`StoreBatch` before any frame whose state is not stored yet.
+    """
+
+    def __init__(self, options: OwnerOptions, *, durable: bool = False) -> None:
+        self.options = options
+        self.max_frame_bytes = options.max_frame_bytes
+        self.capacity = options.capacity
         self.sessions: dict[str, LifetimeState] = {}
         self.counters = QueueCounters()
-        self._queue: collections.deque[_Entry] = collections.deque()
-        self._counted = 0
+        self.set_protocol_version(options.protocol_version)
+        self._queue: collections.deque[Entry] = collections.deque()
+        self._counted = 0  # queued entries that count against capacity
         self._queued_frames = 0
-        self._current: Iterator[bytes] | None = None
-        self._current_entry: _Entry | None = None
-        self._appended = 0
-        self._finished = 0
-        self._direct_pos = 0  # position of a frame from publish_now not yet reported; 0: none
-        # A frame was handed out (next_frame, publish_now) and not yet reported (written, lost,
-        # dropped). It may be half on the wire: nothing counts as flushed until it is reported.
+        self._current: Iterator[bytes] | None = None  # frames of the entry being written
+        self._current_entry: Entry | None = None
+        self._appended = 0  # position of the newest entry
+        self._finished = 0  # every entry up to here is written or dropped
+        # A frame was handed out and not yet reported (written, lost, dropped). It may be half
+        # on the wire: nothing counts as flushed until it is reported, nothing else is handed out.
         self._unreported = False
-        self._repairing: set[LifetimeState] = set()  # lost a frame, repair not yet delivered
-        # Lifetimes whose state changed since the owner last stored it (None: no store).
-        self.dirty: dict[LifetimeState, None] | None = None
+        self._held: Outgoing | None = None  # handed out; next_action returns it again first
+        self._repairing: set[LifetimeState] = set()  # lost a frame, repair not yet written
+        # Durability: lifetimes changed since last stored, ids to delete, batch sequence.
+        self._durable = durable
+        self._dirty: dict[LifetimeState, None] = {}
+        self._deletes: list[str] = []
+        self._batch: StoreBatch | None = None  # handed out, not yet reported
+        self._batches_taken = 0
+        self._batches_stored = 0
 
     # -- configuration -------------------------------------------------------------------
     @property
     def protocol_version(self) -> int:
-        """The connection's ACP protocol version (1 or 2); the owner sets it at ``initialize``."""
+        """The connection's ACP protocol version (1 or 2)."""
         return self._protocol_version
 
-    @protocol_version.setter
-    def protocol_version(self, version: int) -> None:
+    def set_protocol_version(self, version: int) -> None:
+        """Render for ``version`` from now on; the connection sets it at ``initialize``."""
         self._protocol_version = version
-        # Whether publications may be merged: coalescing on, and not v1 pass-through.
-        self.merging = self._coalesce and not (version == 1 and self._v1_meta_mode == "passthrough")
+        self.mode: WireMode = wire_mode(version, self.options.v1_meta_mode)
+        # Whether publications may be merged: coalescing on, and the mode allows it (R3, R10).
+        self.merging = self.options.coalesce and self.mode.merges
 
-    @property
-    def coalesce(self) -> bool:
-        return self._coalesce
+    def encode(self, **fields: object) -> EncodedUpdate:
+        """Validate and encode a publication for this connection's mode (raises on bad input)."""
+        return encode_update(**fields, offset_timestamps=self.mode.requires_offset_timestamps)
 
-    @property
-    def v1_meta_mode(self) -> V1MetaMode:
-        return self._v1_meta_mode
-
-    # -- lifetimes -----------------------------------------------------------------------
+    # -- lifetimes (R5, R6) --------------------------------------------------------------
     def open_lifetime(
         self,
         session_id: str,
         seed: EncodedUpdate | None = None,
-        restore: Callable[[LifetimeState], None] | None = None,
+        record: StoredLifetime | None = None,
+        location: str = "",
     ) -> LifetimeState:
-        """Start a lifetime; ``seed`` is applied as known state without sending anything.
-
-        ``restore`` first fills the new state from a store (a resumed lifetime).
-        """
+        """Start a lifetime. ``record`` (read from the store at ``location``) restores a
+        resumed lifetime first; ``seed`` is then applied as known state, sending nothing."""
         if session_id in self.sessions:
             raise SessionExistsError(f"session {session_id!r} already has an open lifetime")
         state = LifetimeState(session_id)
-        if restore is not None:
-            restore(state)
+        if record is not None:
+            restore_state(state, record, location)
             size = state.snapshot_size()
             if size > self.max_frame_bytes:
                 raise FrameTooLargeError(
@@ -246,30 +130,27 @@ class SendQueue:
         if seed is not None:
             self._check_sizes(state, seed)
             state.apply(seed)
-            self.mark_dirty(state)
+            self._mark_dirty(state)
         self.sessions[session_id] = state
         return state
 
-    def mark_dirty(self, state: LifetimeState) -> None:
-        """Note that ``state`` changed and must be stored before its next frame is written."""
-        if self.dirty is not None and not state.closed:
-            self.dirty[state] = None
-
     def close_lifetime(self, state: LifetimeState) -> int:
         """End a lifetime (R6): drop its queued frames, and the rest of an entry of it being
-        written. A frame already handed out is still finished and reported (never cut); the
-        count returned is of the frames dropped."""
+        written. A frame already handed out is still finished and reported (a line is never
+        cut). Returns the number of frames dropped."""
         if state.closed:
             return 0
         state.closed = True
         self._repairing.discard(state)
-        if self.dirty is not None:
-            self.dirty.pop(state, None)
+        self._dirty.pop(state, None)
+        if self._durable:
+            # Deleted from the store before any frame enqueued from now on is written.
+            self._deletes.append(state.session_id)
         state.open_entry = None
         state.resync_entry = None
         if self.sessions.get(state.session_id) is state:
             del self.sessions[state.session_id]
-        kept: collections.deque[_Entry] = collections.deque()
+        kept: collections.deque[Entry] = collections.deque()
         dropped = 0
         for entry in self._queue:
             if entry.lifetime is state:
@@ -280,8 +161,7 @@ class SendQueue:
         self._queue = kept
         if self._current_entry is not None and self._current_entry.lifetime is state:
             if self._unreported:
-                # Its frame being written is finished (a line is never cut); nothing after it.
-                self._current = iter(())
+                self._current = iter(())  # its frame being written is finished, nothing after
             else:
                 dropped += 1
                 self._finish_current()
@@ -293,119 +173,263 @@ class SendQueue:
         """Whether an entry that counts against capacity can be appended now."""
         return self._counted < self.capacity
 
-    def publication_needs_room(self, state: LifetimeState, update: EncodedUpdate) -> bool:
-        """Whether publishing ``update`` now would append an entry that counts against capacity."""
-        if update.notification_meta is not None or not self.merging:
-            return True
-        entry = state.open_entry
-        if not isinstance(entry, _Info):
-            return False
-        return entry.patch_size + update.patch_size > self.max_frame_bytes // 2
+    def submit(self, state: LifetimeState, edit: Edit) -> Outcome:
+        """Apply one edit: compute its publication from the state now (R7, R8), fold it into
+        the known state (R1) and queue it (R3).
 
-    def publish(
-        self, state: LifetimeState, update: EncodedUpdate, needs_room: bool | None = None
-    ) -> bool:
-        """Accept one publication: fold it into the known state and queue it.
-
-        Returns ``False`` (and counts it as fenced) for a closed lifetime. Raises
-        :class:`FrameTooLargeError` before changing anything if the frame or the resulting
-        snapshot would exceed the frame limit. The caller checks room first (see
-        :meth:`publication_needs_room`, whose answer it may pass as ``needs_room``); this method
-        never refuses for lack of room.
+        Returns :attr:`Outcome.FULL` having changed nothing when the publication needs room
+        and there is none. Raises :class:`FrameTooLargeError` before changing anything if the
+        frame or the resulting snapshot would exceed the frame limit.
         """
         if state.closed:
             self.counters.fenced += 1
-            return False
-        if needs_room is None:
-            needs_room = self.publication_needs_room(state, update)
-        self._fold(state, update)
-        entry = state.open_entry
-        if not needs_room and isinstance(entry, _Info):
-            before = self._frames_of(entry)
-            entry.merge(update)
-            entry.frames = self._frames_of(entry)
-            self._queued_frames += entry.frames - before
-            if self._queued_frames > self.counters.peak_queued_frames:
-                self.counters.peak_queued_frames = self._queued_frames
-            self.counters.coalesced += 1
-            return True
-        new = _Info(state, update, counted=needs_room)
-        new.frames = self._frames_of(new)
-        self._append(new)
-        state.open_entry = new if (self.merging and update.notification_meta is None) else None
-        return True
+            return Outcome.FENCED
+        update = plan_edit(edit, state, self.options.failure_path, self.encode)
+        if isinstance(update, Outcome):
+            return update  # REFUSED (R7)
+        if update is not None:
+            needs_room = self._needs_room(state, update)
+            if needs_room and not self.has_room():
+                return Outcome.FULL
+            self._check_sizes(state, update)
+            self._publish(state, update, needs_room)
+        if settle_edit(edit, state):
+            self._mark_dirty(state)  # a failure change may carry no frame of its own
+        return Outcome.ACCEPTED
 
-    def publish_now(self, state: LifetimeState, update: EncodedUpdate) -> bytes | None:
-        """Accept a publication whose frame can skip the queue, and return that frame.
-
-        It can when nothing is queued or being written, its lifetime is open and needs no
-        repair, and it renders to one frame: no entry could precede it or merge with it, so it
-        is the frame the queue would render next. The caller writes it now (or makes sure the
-        writer finishes it before anything else) and reports it with :meth:`written`.
-        Otherwise returns ``None`` having changed nothing, and the caller uses :meth:`publish`.
-        Raises like :meth:`publish`.
-        """
-        if self._queue or self._current is not None or self._unreported:
-            return None
-        if state.closed or state.needs_repair:
-            return None
-        if self._frame_count(update.meta_clear, update.meta_patch) != 1:
-            return None
-        self._fold(state, update)
-        self._appended += 1
-        self._direct_pos = self._appended
-        self._unreported = True
-        frames = self._info_frames(
-            state,
-            update.title,
-            update.updated_at,
-            update.meta_clear,
-            update.meta_patch,
-            update.notification_meta,
-        )
-        return frames[0]
-
-    def resync(self, state: LifetimeState, *, repair_only: bool = False) -> bool:
-        """Queue a resync of one lifetime (R4): ``_meta: null`` then the snapshot at write time.
+    def resync(self, state: LifetimeState, *, repair_only: bool = False) -> Outcome:
+        """Queue a resync of one lifetime (R4): ``_meta: null``, then the snapshot at write time.
 
         A resync already pending for the lifetime serves this request too (its snapshot is
-        taken later still). Returns ``False`` for a closed lifetime.
+        taken later still). Never needs room: a lifetime has at most one pending resync.
         """
         if state.closed:
             self.counters.fenced += 1
-            return False
+            return Outcome.FENCED
         pending = state.resync_entry
-        if isinstance(pending, _Resync):
+        if isinstance(pending, ResyncEntry):
             if not repair_only:
                 pending.repair_only = False
             self.counters.coalesced += 1
-            return True
-        entry = _Resync(state, repair_only)
-        entry.frames = 2 if self.protocol_version >= 2 else 1
+            return Outcome.ACCEPTED
+        entry = ResyncEntry(state, repair_only, self.mode.resync_frames)
         self._append(entry)
         state.resync_entry = entry
         state.open_entry = None
-        return True
+        return Outcome.ACCEPTED
 
     def check_frame_size(self, frame: bytes) -> None:
-        """Raise :class:`FrameTooLargeError` if ``frame`` is over the limit."""
+        """Raise :class:`FrameTooLargeError` if ``frame`` is over the limit (R12)."""
         if len(frame) > self.max_frame_bytes:
             raise FrameTooLargeError(
                 f"frame of {len(frame)} bytes exceeds the limit of {self.max_frame_bytes} bytes"
             )
 
-    def raw(self, frame: bytes) -> None:
-        """Queue any other frame (a response, another notification). Counts against capacity."""
+    def submit_raw(self, frame: bytes) -> Outcome:
+        """Queue any other frame (a response, a request, another notification); it counts
+        against capacity. :attr:`Outcome.FULL` (nothing queued) when there is no room."""
         self.check_frame_size(frame)
-        self._append(_Raw(frame))
+        if not self.has_room():
+            return Outcome.FULL
+        self._append(RawEntry(frame))
+        return Outcome.ACCEPTED
 
     # -- the writer ----------------------------------------------------------------------
-    def next_frame(self) -> Outgoing | None:
-        """The next frame to write, or ``None`` when nothing is queued.
+    def next_action(self) -> Outgoing | StoreBatch | None:
+        """What the writer does next: write a frame, store a batch first, or nothing (park).
 
-        The caller reports each frame (:meth:`written`, :meth:`lost` or :meth:`dropped`) before
-        asking for the next: a resync's snapshot is rendered only then (R4).
+        Report each :class:`Outgoing` (:meth:`written`, :meth:`lost` or :meth:`dropped`) and
+        each :class:`StoreBatch` (:meth:`stored`) before asking again. A frame is handed out
+        before the batch that stores its state, and again once that batch is stored.
         """
+        if self._batch is not None:
+            raise RuntimeError("report the store batch handed out before asking again")
+        while True:
+            out = self._held
+            self._held = None
+            if out is None:
+                out = self._next_frame()
+            if self._durable and (self._dirty or self._deletes):
+                self._held = out  # persist before write (docs/durability.md)
+                return self._take_batch()
+            if out is not None and not out.sent and self._fenced(out):
+                continue
+            return out
+
+    def hold(self, out: Outgoing) -> None:
+        """``out`` was written in part (``out.sent`` bytes): :meth:`next_action` hands out the
+        rest before anything else."""
+        self._held = out
+
+    def written(self, out: Outgoing) -> None:
+        """The writer reports that ``out`` was written whole."""
+        self.counters.frames_written += 1
+        self.counters.bytes_written += len(out.frame)
+        self._unreported = False
+
+    def dropped(self, out: Outgoing) -> None:
+        """The writer reports that it dropped ``out`` unwritten, its lifetime having ended (R6)."""
+        self.counters.fenced += 1
+        self._unreported = False
+
+    def still_wanted(self, out: Outgoing) -> bool:
+        """Whether ``out`` (not yet begun) should still be written; if its lifetime ended (say,
+        during a retry's backoff) it is reported dropped here (R6)."""
+        return not self._fenced(out)
+
+    def lost(self, out: Outgoing) -> None:
+        """The writer reports that ``out`` was not (or may not have been) delivered (R11).
+
+        Its lifetime is marked for repair: a resync goes out before that lifetime's next frame,
+        and one is queued in case no other frame follows. The rest of the entry is dropped.
+        """
+        self.counters.write_failures += 1
+        self._unreported = False
+        lifetime = out.lifetime
+        if lifetime is None or lifetime.closed:
+            return
+        lifetime.needs_repair = True
+        self._mark_dirty(lifetime)
+        if self._current_entry is not None and self._current_entry.lifetime is lifetime:
+            self._finish_current()
+        if not self.mode.repairs:
+            return  # pass-through sends no resync frames, so there is no repair either
+        self._repairing.add(lifetime)
+        self.resync(lifetime, repair_only=True)
+
+    def stored(self, batch: StoreBatch) -> None:
+        """The writer reports that ``batch`` is durably stored."""
+        if batch is not self._batch:
+            raise RuntimeError("that store batch was not handed out, or was reported already")
+        self._batch = None
+        self._batches_stored = batch.seq
+
+    # -- flushing ------------------------------------------------------------------------
+    def flush_target(self) -> tuple[int, int]:
+        """What "flushed" means for a caller now: every entry queued so far written (or
+        dropped), and every change accepted so far stored (see :meth:`is_flushed`)."""
+        batches = self._batches_stored
+        if self._dirty or self._deletes:
+            batches = self._batches_taken + 1  # a batch that is taken after this call
+        elif self._batch is not None:
+            batches = self._batch.seq
+        return self._appended, batches
+
+    def is_flushed(self, target: tuple[int, int]) -> bool:
+        """Whether ``target`` (from :meth:`flush_target`) is reached, and every client view
+        damaged by a lost frame has been repaired since."""
+        position, batches = target
+        if self._repairing or self._unreported or self._batches_stored < batches:
+            return False
+        if self._finished >= position:
+            return True
+        return not self._queue and self._current is None
+
+    @property
+    def position(self) -> int:
+        """The position of the newest entry."""
+        return self._appended
+
+    @property
+    def queued_entries(self) -> int:
+        """Entries waiting, including one being written."""
+        in_flight = self._current is not None or self._unreported
+        return len(self._queue) + (1 if in_flight else 0)
+
+    @property
+    def queued_frames(self) -> int:
+        """Frames still queued, at most (a frame being written is no longer counted)."""
+        return self._queued_frames
+
+    @property
+    def store_batches(self) -> int:
+        """Store batches reported stored."""
+        return self._batches_stored
+
+    # -- internals: producers ------------------------------------------------------------
+    def _needs_room(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+        """Whether publishing ``update`` now appends an entry that counts against capacity:
+        one with notification ``_meta`` (R9), any when not merging, or one whose merge would
+        make the open entry too large."""
+        if update.notification_meta is not None or not self.merging:
+            return True
+        entry = state.open_entry
+        if not isinstance(entry, InfoEntry):
+            return False
+        return entry.patch_size + update.patch_size > self.max_frame_bytes // 2
+
+    def _publish(self, state: LifetimeState, update: EncodedUpdate, needs_room: bool) -> None:
+        state.apply(update)
+        self._mark_dirty(state)
+        self.counters.publications += 1
+        entry = state.open_entry
+        if not needs_room and isinstance(entry, InfoEntry):
+            before = entry.frames
+            entry.merge(update)
+            entry.frames = self._frames_of(entry)
+            self._count_frames(entry.frames - before)
+            self.counters.coalesced += 1
+            return
+        new = InfoEntry(state, update, counted=needs_room)
+        new.frames = self._frames_of(new)
+        self._append(new)
+        state.open_entry = new if (self.merging and update.notification_meta is None) else None
+
+    def _check_sizes(self, state: LifetimeState, update: EncodedUpdate) -> None:
+        limit = self.max_frame_bytes
+        own = len(state.prefix) + 64 + update.patch_size
+        for text in (update.title, update.updated_at, update.notification_meta):
+            if text is not None:
+                own += len(text)
+        # Quick and sufficient: the update's frame plus everything known bounds both sizes.
+        if own + state.known_size() <= limit:
+            return
+        if own > limit:
+            raise FrameTooLargeError(
+                f"the frame for this update of session {state.session_id!r} would be about "
+                f"{own} bytes, over the limit of {limit} bytes"
+            )
+        after = state.size_after(update)
+        if after > limit:
+            raise FrameTooLargeError(
+                f"session {state.session_id!r} would hold about {after} bytes of session info, "
+                f"over the frame limit of {limit} bytes (a resync must fit in one frame)"
+            )
+
+    def _frames_of(self, entry: InfoEntry) -> int:
+        return self.mode.publication_frames(entry.cleared, bool(entry.patch))
+
+    def _mark_dirty(self, state: LifetimeState) -> None:
+        if self._durable and not state.closed:
+            self._dirty[state] = None
+
+    def _append(self, entry: Entry) -> None:
+        self._appended += 1
+        entry.pos = self._appended
+        self._queue.append(entry)
+        if entry.counted:
+            self._counted += 1
+        self._count_frames(entry.frames)
+
+    def _count_frames(self, delta: int) -> None:
+        self._queued_frames += delta
+        if self._queued_frames > self.counters.peak_queued_frames:
+            self.counters.peak_queued_frames = self._queued_frames
+
+    def _forget(self, entry: Entry) -> None:
+        """Bookkeeping when an entry leaves the queue (taken or dropped)."""
+        if entry.counted:
+            self._counted -= 1
+        self._queued_frames -= entry.frames
+        lifetime = entry.lifetime
+        if lifetime is not None:
+            if lifetime.open_entry is entry:
+                lifetime.open_entry = None
+            if lifetime.resync_entry is entry:
+                lifetime.resync_entry = None
+
+    # -- internals: the writer -----------------------------------------------------------
+    def _next_frame(self) -> Outgoing | None:
         if self._unreported:
             raise RuntimeError("report the last frame handed out before taking the next one")
         while True:
@@ -430,139 +454,21 @@ class SendQueue:
             self._current_entry = entry
             self._current = self._render(entry)
 
-    def written(self, out: Outgoing) -> None:
-        """The writer reports that ``out`` was written whole."""
-        self.counters.frames_written += 1
-        self.counters.bytes_written += len(out.frame)
-        self._reported()
-
-    def _reported(self) -> None:
-        self._unreported = False
-        if self._direct_pos:
-            if self._direct_pos > self._finished:
-                self._finished = self._direct_pos
-            self._direct_pos = 0
-
-    def dropped(self, out: Outgoing) -> None:
-        """The writer reports that it dropped ``out`` unwritten, its lifetime having ended (R6)."""
-        self.counters.fenced += 1
-        self._reported()
-
-    def lost(self, out: Outgoing) -> None:
-        """The writer reports that ``out`` was not (or may not have been) delivered (R11).
-
-        Its lifetime is marked for repair: a resync goes out before that lifetime's next frame,
-        and one is queued in case no other frame follows. The rest of the entry is dropped.
-        """
-        self.counters.write_failures += 1
-        self._reported()
+    def _fenced(self, out: Outgoing) -> bool:
         lifetime = out.lifetime
-        if lifetime is None or lifetime.closed:
-            return
-        lifetime.needs_repair = True
-        self.mark_dirty(lifetime)
-        if self._current_entry is not None and self._current_entry.lifetime is lifetime:
-            self._finish_current()
-        if self.protocol_version == 1 and self.v1_meta_mode == "passthrough":
-            return  # pass-through sends no resync frames, so there is no repair either
-        self._repairing.add(lifetime)
-        self.resync(lifetime, repair_only=True)
-
-    def is_flushed(self, target: int) -> bool:
-        """Whether every entry appended up to position ``target`` has been written or dropped,
-        and every client view damaged by a lost frame has been repaired since."""
-        if self._repairing or self._unreported:
-            return False
-        if self._finished >= target:
+        if lifetime is not None and lifetime.closed:
+            self.dropped(out)
             return True
-        return not self._queue and self._current is None
+        return False
 
-    @property
-    def position(self) -> int:
-        """The position of the newest entry (a target for :meth:`is_flushed`)."""
-        return self._appended
-
-    @property
-    def queued_entries(self) -> int:
-        in_flight = self._current is not None or self._unreported
-        return len(self._queue) + (1 if in_flight else 0)
-
-    @property
-    def queued_frames(self) -> int:
-        return self._queued_frames
-
-    # -- internals -----------------------------------------------------------------------
-    def _fold(self, state: LifetimeState, update: EncodedUpdate) -> None:
-        """Fold an accepted publication into the known state (R1), once its sizes are checked."""
-        self._check_sizes(state, update)
-        state.apply(update)
-        if self.dirty is not None:
-            self.dirty[state] = None
-        self.counters.publications += 1
-
-    def _check_sizes(self, state: LifetimeState, update: EncodedUpdate) -> None:
-        limit = self.max_frame_bytes
-        own = len(state.prefix) + 64 + update.patch_size
-        if update.title is not None:
-            own += len(update.title)
-        if update.updated_at is not None:
-            own += len(update.updated_at)
-        if update.notification_meta is not None:
-            own += len(update.notification_meta)
-        # Quick and sufficient: the update's frame plus everything known bounds both sizes.
-        known = state.meta_size + len(state.fragments)
-        if state.title is not None:
-            known += len(state.title)
-        if state.updated_at is not None:
-            known += len(state.updated_at)
-        if own + known <= limit:
-            return
-        if own > limit:
-            raise FrameTooLargeError(
-                f"the frame for this update of session {state.session_id!r} would be about "
-                f"{own} bytes, over the limit of {limit} bytes"
-            )
-        after = state.size_after(update)
-        if after > limit:
-            raise FrameTooLargeError(
-                f"session {state.session_id!r} would hold about {after} bytes of session info, "
-                f"over the frame limit of {limit} bytes (a resync must fit in one frame)"
-            )
-
-    def _frames_of(self, entry: _Info) -> int:
-        return self._frame_count(entry.cleared, entry.patch)
-
-    def _frame_count(self, cleared: bool, patch: Mapping[str, str | None] | None) -> int:
-        """How many frames :meth:`_info_frames` renders (a clear with members takes two)."""
-        if (
-            cleared
-            and patch
-            and not (self._protocol_version == 1 and self._v1_meta_mode == "merged")
-        ):
-            return 2
-        return 1
-
-    def _append(self, entry: _Entry) -> None:
-        self._appended += 1
-        entry.pos = self._appended
-        self._queue.append(entry)
-        if entry.counted:
-            self._counted += 1
-        self._queued_frames += entry.frames
-        if self._queued_frames > self.counters.peak_queued_frames:
-            self.counters.peak_queued_frames = self._queued_frames
-
-    def _forget(self, entry: _Entry) -> None:
-        """Bookkeeping when an entry leaves the queue (taken or dropped)."""
-        if entry.counted:
-            self._counted -= 1
-        self._queued_frames -= entry.frames
-        lifetime = entry.lifetime
-        if lifetime is not None:
-            if lifetime.open_entry is entry:
-                lifetime.open_entry = None
-            if lifetime.resync_entry is entry:
-                lifetime.resync_entry = None
+    def _take_batch(self) -> StoreBatch:
+        saves = [record_of(state) for state in self._dirty]
+        self._batches_taken += 1
+        batch = StoreBatch(saves, self._deletes, self._batches_taken)
+        self._dirty = {}
+        self._deletes = []
+        self._batch = batch
+        return batch
 
     def _finish_current(self) -> None:
         entry = self._current_entry
@@ -570,119 +476,50 @@ class SendQueue:
             self._finished = entry.pos
         self._current = None
         self._current_entry = None
-        if not self._queue and not self._direct_pos:
+        if not self._queue:
             self._finished = self._appended
 
-    def _render(self, entry: _Entry) -> Iterator[bytes]:
+    def _render(self, entry: Entry) -> Iterator[bytes]:
         """The frames of an entry the writer takes. Everything but a resync is rendered at
         once; a resync's snapshot frame only once its ``null`` frame is written (R4)."""
-        if isinstance(entry, _Info):
+        if isinstance(entry, InfoEntry):
             if entry.lifetime.needs_repair:
                 return self._repaired_info_frames(entry)
-            return iter(self._entry_frames(entry))
-        if isinstance(entry, _Raw):
+            return iter(self._info_frames(entry))
+        if isinstance(entry, RawEntry):
             return iter((entry.frame,))
         if entry.repair_only and not entry.lifetime.needs_repair:
             return iter(())
         return self._resync_frames(entry.lifetime)
 
-    def _repaired_info_frames(self, entry: _Info) -> Iterator[bytes]:
+    def _info_frames(self, entry: InfoEntry) -> list[bytes]:
+        return info_frames(
+            self.mode,
+            entry.lifetime,
+            title=entry.title,
+            updated_at=entry.updated_at,
+            cleared=entry.cleared,
+            patch=entry.patch,
+            notification_meta=entry.notification_meta,
+        )
+
+    def _repaired_info_frames(self, entry: InfoEntry) -> Iterator[bytes]:
         yield from self._resync_frames(entry.lifetime)
-        yield from self._entry_frames(entry)
+        yield from self._info_frames(entry)
 
     def _resync_frames(self, state: LifetimeState) -> Iterator[bytes]:
         if state.needs_repair:
             self.counters.repairs += 1
             state.needs_repair = False
-            self.mark_dirty(state)
-        if self.protocol_version == 1:
-            if self.v1_meta_mode == "passthrough":
-                return
-            self.counters.resyncs += 1
-            yield info_frame(
-                state.prefix,
-                title=state.title,
-                updated_at=state.updated_at,
-                meta=state.meta_text() or "{}",
-                notification_meta=None,
-            )
-            self._repairing.discard(state)  # reached only once the frame was written
+            self._mark_dirty(state)
+        if self.mode.resync == "none":
             return
         self.counters.resyncs += 1
-        yield info_frame(
-            state.prefix, title=None, updated_at=None, meta=NULL, notification_meta=None
-        )
-        # Rendered only now, after the clear went out: the snapshot is as new as it can be.
-        if not state.is_empty():
-            yield info_frame(
-                state.prefix,
-                title=state.title,
-                updated_at=state.updated_at,
-                meta=state.meta_text(),
-                notification_meta=None,
-            )
+        if self.mode.resync == "clear_then_snapshot":
+            yield clear_frame(state)
+            # Rendered only now, after the clear went out: the snapshot is as new as it can be.
+            if state.is_empty():
+                self._repairing.discard(state)
+                return
+        yield snapshot_frame(self.mode, state)
         self._repairing.discard(state)  # reached only once every frame above was written
-
-    def _entry_frames(self, entry: _Info) -> list[bytes]:
-        return self._info_frames(
-            entry.lifetime,
-            entry.title,
-            entry.updated_at,
-            entry.cleared,
-            entry.patch,
-            entry.notification_meta,
-        )
-
-    def _info_frames(
-        self,
-        state: LifetimeState,
-        title: str | None,
-        updated_at: str | None,
-        cleared: bool,
-        patch: Mapping[str, str | None] | None,
-        notification_meta: str | None,
-    ) -> list[bytes]:
-        """The frames of a publication (or merged publications), in normal form.
-
-        Called after the known state has the publication folded in: on v1 (merged) every frame
-        carries the whole object, as v1 cannot express a clear or a removal (R10).
-        """
-        prefix = state.prefix
-        if self._protocol_version == 1 and self._v1_meta_mode == "merged":
-            frame = info_frame(
-                prefix,
-                title=title,
-                updated_at=updated_at,
-                meta=state.meta_text() or "{}",
-                notification_meta=notification_meta,
-            )
-            return [frame]
-        if cleared:
-            frames = [
-                info_frame(
-                    prefix,
-                    title=title,
-                    updated_at=updated_at,
-                    meta=NULL,
-                    notification_meta=notification_meta,
-                )
-            ]
-            if patch:
-                frames.append(
-                    info_frame(
-                        prefix,
-                        title=None,
-                        updated_at=None,
-                        meta=_patch_text(patch),
-                        notification_meta=None,
-                    )
-                )
-            return frames
-        frame = info_frame(
-            prefix,
-            title=title,
-            updated_at=updated_at,
-            meta=None if patch is None else _patch_text(patch),
-            notification_meta=notification_meta,
-        )
-        return [frame]

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import trio
 
-from ..owner._transport import FrameLostError, FrameNotSentError, Transport
+from ..core._errors import FrameLostError, FrameNotSentError
 from ._mirror import ClientMirror, Message, MirrorError, parse_frame
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
+
+    from ..owner._transport import Transport
 
 __all__ = [
     "FailMode",

@@ -13,6 +13,7 @@ import time
 import trio
 
 import agent_meta
+from agent_meta import OwnerOptions
 
 from ._common import NullTransport, Row, verdict
 
@@ -26,8 +27,8 @@ def stored_meta(stored: int) -> dict[str, object]:
 async def publish_cost(stored: int, count: int) -> float:
     """Seconds per one-key publication into a lifetime holding ``stored`` keys."""
     transport = NullTransport()
-    async with agent_meta.open_owner(transport, coalesce=False) as owner:
-        lifetime = owner.open_session(
+    async with agent_meta.open_owner(transport, OwnerOptions(coalesce=False)) as owner:
+        lifetime = owner.open_lifetime(
             "patch-cost", seed=agent_meta.SessionInfoPatch(meta=stored_meta(stored))
         )
         start = time.perf_counter()

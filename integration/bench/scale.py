@@ -41,7 +41,7 @@ async def idle_memory(count: int, seeded: bool) -> float:
         tracemalloc.start()
         try:
             before, _ = tracemalloc.get_traced_memory()
-            lifetimes = [owner.open_session(sid, seed=seed) for sid in ids]
+            lifetimes = [owner.open_lifetime(sid, seed=seed) for sid in ids]
             gc.collect()
             after, _ = tracemalloc.get_traced_memory()
         finally:
@@ -69,10 +69,10 @@ async def resync_storm(count: int, scratch: Path) -> tuple[float, int, int]:
     assert process.stdin is not None
     seed = agent_meta.SessionInfoPatch(title="A session", meta=SEED_META)
     async with agent_meta.open_owner(process.stdin) as owner:
-        lifetimes = [owner.open_session(sid, seed=seed) for sid in session_ids(count)]
+        lifetimes = [owner.open_lifetime(sid, seed=seed) for sid in session_ids(count)]
         start = time.monotonic()
         for lifetime in lifetimes:
-            await lifetime.resync()
+            lifetime.resync()
         await owner.wait_flushed()
         frames = owner.statistics().frames_written
     await process.stdin.aclose()

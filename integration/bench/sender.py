@@ -50,8 +50,9 @@ async def run_owner(count: int, coalesce: bool) -> dict[str, Any]:
     import agent_meta
 
     stream = trio.lowlevel.FdStream(os.dup(1))
-    async with agent_meta.open_owner(stream, coalesce=coalesce) as owner:
-        lifetime = owner.open_session(SESSION_ID)
+    options = agent_meta.OwnerOptions(coalesce=coalesce)
+    async with agent_meta.open_owner(stream, options) as owner:
+        lifetime = owner.open_lifetime(SESSION_ID)
         t0 = time.monotonic()
         for step in range(count):
             await lifetime.publish(meta=patch(step, count))

@@ -63,7 +63,7 @@ async def run(sessions: int, per_session: int, scratch: Path) -> Result:
     tracemalloc.start()
     try:
         async with agent_meta.open_owner(process.stdin) as owner:
-            lifetimes = [owner.open_session(f"slow-{index:04d}") for index in range(sessions)]
+            lifetimes = [owner.open_lifetime(f"slow-{index:04d}") for index in range(sessions)]
             base, _ = tracemalloc.get_traced_memory()
             tracemalloc.reset_peak()
             start = time.perf_counter()

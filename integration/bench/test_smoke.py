@@ -7,6 +7,7 @@ import subprocess
 import trio
 
 import agent_meta
+from agent_meta import OwnerOptions
 from agent_meta.testing import ClientMirror
 
 from ._common import ROOT, Row, child_env, module_command, render_table
@@ -26,8 +27,8 @@ def test_the_raw_baseline_writes_the_owners_bytes() -> None:
 
     async def main() -> list[bytes]:
         recorder = _Recorder()
-        async with agent_meta.open_owner(recorder, coalesce=False) as owner:
-            lifetime = owner.open_session(SESSION_ID)
+        async with agent_meta.open_owner(recorder, OwnerOptions(coalesce=False)) as owner:
+            lifetime = owner.open_lifetime(SESSION_ID)
             for step in range(3):
                 await lifetime.publish(meta=patch(step, 3))
         return recorder.frames

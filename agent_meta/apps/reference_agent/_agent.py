@@ -2,7 +2,7 @@
 
 It is built only on the public API (a :class:`~agent_meta.MetaOwner` reached through the
 connection) and shows the intended embedding, above all in :meth:`ReferenceAgent.resume_session`:
-replay history, then ``await lifetime.resync()``, then respond. Because every frame goes through
+replay history, then ``lifetime.resync()``, then respond. Because every frame goes through
 the owner's FIFO, "replay, then ``_meta: null`` and the snapshot, then the response" holds by
 construction, even while a ``/burst`` is publishing concurrently.
 
@@ -155,7 +155,7 @@ class ReferenceAgent(BaseAgent):
         session_id = f"sess-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
         session = _Session(session_id=session_id, cwd=cwd, updated_at=_now())
         await self._save_session(session)
-        ctx.owner.open_session(session_id)
+        ctx.owner.open_lifetime(session_id)
         self._sessions[session_id] = session
 
         async def advertise() -> None:
@@ -195,7 +195,7 @@ class ReferenceAgent(BaseAgent):
         return {"sessions": entries}
 
     def _info(self, ctx: RequestContext, session: _Session) -> JsonObject:
-        if ctx.owner.has_session(session.session_id):
+        if ctx.owner.has_lifetime(session.session_id):
             snapshot = ctx.owner.lifetime(session.session_id).snapshot()
         else:
             stored = ctx.owner.stored_snapshot(session.session_id)  # a restarted agent
@@ -243,10 +243,10 @@ class ReferenceAgent(BaseAgent):
         the snapshot on the wire, and any ``/burst`` frame enqueued meanwhile lands either
         before the ``_meta: null`` (and is overwritten by the snapshot) or after the snapshot."""
         owner = ctx.owner
-        if owner.has_session(session.session_id):
+        if owner.has_lifetime(session.session_id):
             lifetime = owner.lifetime(session.session_id)
         else:
-            lifetime = owner.open_session(session.session_id)
+            lifetime = owner.open_lifetime(session.session_id)
         if replay:
             for message in session.history:
                 await ctx.connection.session_update(
@@ -256,7 +256,7 @@ class ReferenceAgent(BaseAgent):
             await ctx.connection.session_update(
                 session.session_id, {"sessionUpdate": "state_update", "state": "idle"}
             )
-        await lifetime.resync()
+        lifetime.resync()
 
     def _replayed(self, ctx: RequestContext, message: _Message) -> JsonObject:
         content: JsonObject = {"type": "text", "text": message.text}
@@ -272,10 +272,10 @@ class ReferenceAgent(BaseAgent):
 
     async def close_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         session = self._session(params)
-        if ctx.owner.has_session(session.session_id):
+        if ctx.owner.has_lifetime(session.session_id):
             session.last_info = self._info(ctx, session)
             await self._save_session(session)
-            ctx.owner.close_session(session.session_id)
+            ctx.owner.close_lifetime(session.session_id)
         for scope in session.prompts:
             scope.cancel()
         return {}
@@ -300,7 +300,7 @@ class ReferenceAgent(BaseAgent):
     async def prompt(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         session = self._session(params)
         blocks = require_object_list(params, "prompt")
-        if not ctx.owner.has_session(session.session_id):
+        if not ctx.owner.has_lifetime(session.session_id):
             raise JsonRpcError(
                 RESOURCE_NOT_FOUND,
                 f"session {session.session_id!r} is closed: resume it first",

@@ -1,6 +1,6 @@
 """A test-side ACP client peer over memory streams (a helper for the connection tests).
 
-It holds no tests; its name keeps it with the connection tests it serves.
+It holds no tests.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 import trio.testing
 
-from agent_meta.acp._connection import Agent, serve_agent
+from agent_meta import Agent, OwnerOptions, serve_agent
 from agent_meta.testing import ClientMirror
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ async def serve(
     protocol_versions: Collection[int] = (1, 2),
     mirror_version: int = 2,
     max_line_bytes: int = 1 << 20,
-    owner_options: Mapping[str, Any] | None = None,
+    options: OwnerOptions | None = None,
 ) -> AsyncIterator[Peer]:
     """Run ``serve_agent`` over memory streams; on exit send EOF and wait for it to return."""
     to_agent, agent_in = trio.testing.memory_stream_one_way_pair()
@@ -116,7 +116,7 @@ async def serve(
                         agent_out,
                         protocol_versions=protocol_versions,
                         max_line_bytes=max_line_bytes,
-                        owner_options=owner_options,
+                        options=options,
                     )
 
             nursery.start_soon(run)

@@ -1,0 +1,330 @@
+"""What every owner driver shares, whatever its runtime: no I/O, no trio, no asyncio.
+
+:class:`OwnerBase` holds the sans-IO :class:`~agent_meta.sansio._queue.SendQueue`, the
+registry of open lifetimes and the lifetimes loaded from a store, and turns public calls into
+queue events (validating them first). A driver subclass adds only what needs a runtime: waiting
+for queue room, the writer task, retries, and waking tasks. The handles agents hold
+(:class:`~agent_meta.SessionLifetime`) talk to this interface, so they serve every driver.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import logging
+from typing import TYPE_CHECKING, NoReturn, final
+
+from ..core._errors import (
+    AgentMetaError,
+    OwnerClosedError,
+    StoreError,
+    TransportBrokenError,
+    UnknownSessionError,
+)
+from ..sansio._edits import Edit, Outcome
+from ..sansio._queue import SendQueue
+from ..sansio._records import restore_state
+from ..sansio._state import LifetimeState
+from ._lifetime import SessionLifetime
+
+if TYPE_CHECKING:
+    from ..core._session_info import SessionInfo, SessionInfoPatch
+    from ..sansio._entries import Outgoing
+    from ..sansio._options import OwnerOptions
+    from ..sansio._records import StoredLifetime
+    from ._store import LifetimeStore
+
+__all__ = ["OwnerBase", "OwnerStatistics"]
+
+logger = logging.getLogger("agent_meta")
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True)
+class OwnerStatistics:
+    """A snapshot of an owner's counters (see ``statistics()`` on either driver)."""
+
+    open_lifetimes: int
+    """Lifetimes currently open."""
+    queued: int
+    """Entries waiting to be written (including the one being written)."""
+    queued_frames: int
+    """Frames still queued, at most (a frame being written is no longer counted)."""
+    peak_queued_frames: int
+    """The most frames ever queued at once."""
+    publications: int
+    """Session-info publications accepted (publish, domain edits, failure changes)."""
+    coalesced: int
+    """Publications and resyncs merged into an entry already queued (R3)."""
+    frames_written: int
+    bytes_written: int
+    fenced: int
+    """Calls refused and queued frames dropped because their lifetime had ended (R6)."""
+    write_failures: int
+    """Frames the transport did not (or may not have) delivered (R11)."""
+    retried_writes: int
+    """Retries of frames the transport proved unsent."""
+    resyncs: int
+    """Resyncs written (requested ones and repairs)."""
+    repairs: int
+    """Resyncs written to repair a client view after a lost frame."""
+    waiting_producers: int
+    """Tasks blocked waiting for queue room."""
+    store_writes: int = 0
+    """Batches written to the lifetime store (0 without a store)."""
+    direct_writes: int = 0
+    """Frames written whole by the call that queued them, the writer task being idle (trio
+    driver over a pipe, without a store; see :class:`~agent_meta.StreamTransport`)."""
+
+
+class OwnerBase(abc.ABC):
+    """The runtime-independent part of an owner. Drivers subclass it."""
+
+    def __init__(self, options: OwnerOptions, store: LifetimeStore | None) -> None:
+        self._options = options
+        self._queue = SendQueue(options, durable=store is not None)
+        self._store = store
+        self._lifetimes: dict[str, SessionLifetime] = {}
+        # Lifetimes loaded from the store and not reopened yet (see docs/durability.md).
+        self._stored: dict[str, StoredLifetime] = {}
+        self._opened_any = False
+        self._stopped: BaseException | None = None
+        self._closing = False
+        self._retried = 0
+
+    # -- configuration -------------------------------------------------------------------
+    @property
+    def options(self) -> OwnerOptions:
+        """The options this owner was opened with (the protocol version may differ since,
+        see :attr:`protocol_version`)."""
+        return self._options
+
+    @property
+    def protocol_version(self) -> int:
+        """The ACP protocol version frames are rendered for (1 or 2)."""
+        return self._queue.protocol_version
+
+    def set_protocol_version(self, version: int) -> None:
+        """Set the version negotiated by ``initialize``; only before the first lifetime opens."""
+        if version not in (1, 2) or isinstance(version, bool):
+            raise ValueError(f"protocol_version must be 1 or 2, not {version!r}")
+        if self._opened_any and version != self._queue.protocol_version:
+            raise RuntimeError("the protocol version cannot change once a session lifetime opened")
+        self._queue.set_protocol_version(version)
+
+    @property
+    def failure_path(self) -> tuple[str, ...]:
+        """Where failure records live in ``_meta``: a top-level key, then keys inside it."""
+        return tuple(self._options.failure_path)
+
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._options.max_frame_bytes
+
+    # -- lifetimes (R5, R6) --------------------------------------------------------------
+    def open_lifetime(
+        self, session_id: str, *, seed: SessionInfoPatch | None = None
+    ) -> SessionLifetime:
+        """Start the lifetime of ``session_id``. ``seed`` is known state applied without sending
+        (say, a title the agent knows a reopened session has, or ``title=None`` when it knows
+        there is none): it shows up in the next resync.
+
+        Raises :class:`~agent_meta.SessionExistsError` if one is open already (use
+        :meth:`lifetime` to get it, e.g. on an active resume: its state is kept, R5). With a
+        store, a lifetime the store holds for ``session_id`` is resumed: its known state,
+        failure incident and repair flag come back (``seed`` is then applied on top).
+        """
+        self._check_running()
+        if not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a str, not a {type(session_id).__name__}")
+        encoded = None
+        if seed is not None:
+            encoded = self._queue.encode(
+                title=seed.title, updated_at=seed.updated_at, meta=seed.meta
+            )
+        record = self._stored.get(session_id)
+        location = "" if self._store is None else self._store.location
+        state = self._queue.open_lifetime(session_id, encoded, record, location)
+        self._stored.pop(session_id, None)
+        lifetime = SessionLifetime._create(self, state)
+        self._lifetimes[session_id] = lifetime
+        self._opened_any = True
+        return lifetime
+
+    def lifetime(self, session_id: str) -> SessionLifetime:
+        """The open lifetime of ``session_id``; :class:`~agent_meta.UnknownSessionError` if none."""
+        try:
+            return self._lifetimes[session_id]
+        except KeyError:
+            raise UnknownSessionError(f"no open lifetime for session {session_id!r}") from None
+
+    def has_lifetime(self, session_id: str) -> bool:
+        """Whether ``session_id`` has an open lifetime."""
+        return session_id in self._lifetimes
+
+    def lifetime_ids(self) -> list[str]:
+        """The session ids of all open lifetimes."""
+        return list(self._lifetimes)
+
+    def has_stored_lifetime(self, session_id: str) -> bool:
+        """Whether the store holds a lifetime of ``session_id`` that is not open yet."""
+        return session_id in self._stored
+
+    def stored_snapshot(self, session_id: str) -> SessionInfo | None:
+        """The known state the store holds for ``session_id`` (not open yet), else ``None``."""
+        record = self._stored.get(session_id)
+        if record is None or self._store is None:
+            return None
+        state = LifetimeState(session_id)
+        restore_state(state, record, self._store.location)
+        return state.snapshot()
+
+    def close_lifetime(self, session_id: str) -> None:
+        """End the lifetime of ``session_id`` (R6): nothing more of it is ever written.
+
+        Its queued frames are dropped, a resync in flight stops after the frame being written,
+        and every later call on its handles is refused quietly and counted as fenced. With a
+        store, its record is deleted before any frame queued after this call is written.
+        """
+        lifetime = self.lifetime(session_id)
+        del self._lifetimes[session_id]
+        self._queue.close_lifetime(lifetime._state)
+        self._wake_writer()
+        self._wake_waiters()
+
+    # -- statistics ----------------------------------------------------------------------
+    def statistics(self) -> OwnerStatistics:
+        """Counters and queue sizes, for monitoring and tests."""
+        queue = self._queue
+        c = queue.counters
+        return OwnerStatistics(
+            open_lifetimes=len(self._lifetimes),
+            queued=queue.queued_entries,
+            queued_frames=queue.queued_frames,
+            peak_queued_frames=c.peak_queued_frames,
+            publications=c.publications,
+            coalesced=c.coalesced,
+            frames_written=c.frames_written,
+            bytes_written=c.bytes_written,
+            fenced=c.fenced,
+            write_failures=c.write_failures,
+            retried_writes=self._retried,
+            resyncs=c.resyncs,
+            repairs=c.repairs,
+            waiting_producers=self._waiting_producers(),
+            store_writes=queue.store_batches,
+            direct_writes=self._direct_writes(),
+        )
+
+    # -- what the handles call -----------------------------------------------------------
+    def _try_submit(self, state: LifetimeState, edit: Edit) -> Outcome:
+        """Submit one edit to the queue now; wake the writer if anything was accepted."""
+        if not state.closed:
+            self._check_running()
+        outcome = self._queue.submit(state, edit)
+        if outcome is Outcome.ACCEPTED:
+            self._wake_writer()
+        return outcome
+
+    def _submit_nowait(self, state: LifetimeState, edit: Edit) -> bool:
+        outcome = self._try_submit(state, edit)
+        if outcome is Outcome.FULL:
+            self._would_block()
+        return outcome is Outcome.ACCEPTED
+
+    def _resync(self, state: LifetimeState) -> bool:
+        if not state.closed:
+            self._check_running()
+        accepted = self._queue.resync(state) is Outcome.ACCEPTED
+        self._wake_writer()
+        return accepted
+
+    def _try_raw(self, frame: bytes) -> bool:
+        """Queue a raw frame now if there is room; wake the writer. ``False``: no room."""
+        self._check_running()
+        if self._queue.submit_raw(frame) is Outcome.FULL:
+            return False
+        self._wake_writer()
+        return True
+
+    def _raw_nowait(self, frame: bytes) -> None:
+        if not self._try_raw(frame):
+            self._would_block()
+
+    @abc.abstractmethod
+    async def _submit(self, state: LifetimeState, edit: Edit) -> bool:
+        """Submit one edit, waiting for queue room as long as needed (the driver's way)."""
+
+    # -- driver hooks --------------------------------------------------------------------
+    @abc.abstractmethod
+    def _wake_writer(self) -> None:
+        """Something was queued or changed: the writer has work."""
+
+    @abc.abstractmethod
+    def _wake_waiters(self) -> None:
+        """Queue room or flush progress may have changed: wake every waiting task."""
+
+    @abc.abstractmethod
+    def _would_block(self) -> NoReturn:
+        """Raise the runtime's "would block" exception (for the ``*_nowait`` calls)."""
+
+    @abc.abstractmethod
+    def _waiting_producers(self) -> int: ...
+
+    def _direct_writes(self) -> int:
+        return 0
+
+    # -- stopping ------------------------------------------------------------------------
+    def _check_running(self) -> None:
+        self._check_stopped()
+        if self._closing:
+            raise OwnerClosedError("the owner is closing and accepts no more frames")
+
+    def _check_stopped(self) -> None:
+        stopped = self._stopped
+        if stopped is None:
+            return
+        if isinstance(stopped, TransportBrokenError):
+            raise OwnerClosedError("the owner stopped: its transport broke") from stopped
+        if isinstance(stopped, StoreError):
+            raise OwnerClosedError(f"the owner stopped: {stopped}") from stopped
+        raise OwnerClosedError("the owner has stopped") from stopped
+
+    def _stop(self, exc: BaseException) -> None:
+        if self._stopped is None:
+            self._stopped = exc
+        self._wake_waiters()
+        self._wake_writer()
+
+    # -- the writer's helpers ------------------------------------------------------------
+    def _report_loss(self, out: Outgoing, exc: AgentMetaError) -> None:
+        lifetime = out.lifetime
+        logger.warning(
+            "agent_meta: a frame%s was not delivered (%s); %s",
+            f" of session {lifetime.session_id!r}" if lifetime is not None else "",
+            exc,
+            "its session will be resynced" if lifetime is not None else "it is dropped",
+        )
+        self._queue.lost(out)
+
+    def _store_failed(self, exc: Exception) -> StoreError:
+        """A store write failed with ``exc``: the error that stops the owner (R11)."""
+        if isinstance(exc, StoreError):
+            return exc
+        location = "?" if self._store is None else self._store.location
+        error = StoreError(location, f"saving lifetimes failed: {type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        return error
+
+
+def broken_transport(exc: BaseException) -> TransportBrokenError:
+    """The error that stops the owner when a write failed part-way (any failure other than
+    the two the transport seam defines as safe, see :mod:`agent_meta.owner._transport`)."""
+    if isinstance(exc, TransportBrokenError):
+        return exc
+    error = TransportBrokenError(
+        f"writing a frame failed part-way ({type(exc).__name__}: {exc}); the stream can "
+        "no longer be trusted"
+    )
+    error.__cause__ = exc
+    return error

@@ -1,0 +1,74 @@
+"""Direct writes: the call that queues a frame writes it itself while the writer task idles.
+
+Over a pipe (a trio ``FdStream``, what :func:`~agent_meta.serve_stdio` uses), without a store,
+while the writer task is parked with nothing to do, a frame is written in the call that queued
+it with one non-blocking ``os.write``, as asyncio's pipe transport does when its buffer is
+empty: one task switch per frame fewer. The writer task stays the only writer otherwise, so R2
+holds: whatever the pipe does not take at once is held in the queue, and the writer task
+finishes it before anything else (and reports any error the usual way).
+
+Not with a store (its persist-before-write must wait for the store), and only through exactly a
+:class:`~agent_meta.StreamTransport`: a subclass may send frames its own way, or fail in ways
+that allow a retry, which a frame already begun here could never take.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, final
+
+from ..sansio._entries import Outgoing
+from ._transport import StreamTransport
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..sansio._queue import SendQueue
+    from ._store import LifetimeStore
+    from ._transport import Transport
+
+__all__ = ["DirectWriter"]
+
+
+@final
+class DirectWriter:
+    """Writes queued frames in the calling task; see the module docstring for when."""
+
+    __slots__ = ("_queue", "_send_nowait", "frames")
+
+    def __init__(self, queue: SendQueue, send_nowait: Callable[[bytes], int]) -> None:
+        self._queue = queue
+        self._send_nowait = send_nowait
+        self.frames = 0
+        """Frames written whole by a direct write."""
+
+    @classmethod
+    def for_transport(
+        cls, queue: SendQueue, transport: Transport, store: LifetimeStore | None
+    ) -> DirectWriter | None:
+        """A direct writer for ``transport``, or ``None`` where direct writes do not apply."""
+        if store is not None or type(transport) is not StreamTransport:
+            return None
+        if not transport.can_send_nowait:
+            return None
+        return cls(queue, transport.send_nowait)
+
+    def write_queued(self) -> bool:
+        """Write the queued frames while the pipe takes each one whole.
+
+        Call it only while the writer task is parked with nothing to do. Returns ``True`` when
+        a frame went out only in part (or not at all): it is held in the queue, and the writer
+        task must be woken to finish it.
+        """
+        queue = self._queue
+        while True:
+            out = queue.next_action()
+            if out is None:
+                return False
+            assert isinstance(out, Outgoing)  # no store: nothing to store first
+            sent = self._send_nowait(out.frame)
+            if sent != len(out.frame):
+                out.sent = sent
+                queue.hold(out)
+                return True
+            queue.written(out)
+            self.frames += 1

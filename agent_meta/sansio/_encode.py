@@ -1,0 +1,158 @@
+"""Validating and encoding one publication into wire text, before anything changes.
+
+A publication is checked and encoded once, when it is made: each top-level ``_meta`` member
+becomes its ``"key":value`` JSON text, and that text is reused by every frame, merge, resync and
+store record that carries it. Bad input raises here, so a refused call changes nothing (R12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..core._errors import MetaValueError
+from ..core._json import is_plain_json, json_copy, json_object_copy
+from ..core._sentinel import OMITTED
+from ..core._timestamps import is_rfc3339, normalize_rfc3339
+from ._frames import NULL, encode_json, fragment
+
+__all__ = ["NO_CHANGE", "EncodedUpdate", "encode_meta_patch", "encode_update", "member_size"]
+
+
+def member_size(key: str, frag: str | None) -> int:
+    """The bytes one member adds to a patch object (its text and a comma)."""
+    if frag is None:
+        frag = fragment(key, NULL)  # a removal, "key":null
+    return len(frag) + 1
+
+
+class EncodedUpdate:
+    """One validated ``session_info_update``, as wire text.
+
+    ``title`` / ``updated_at``: JSON text, or ``None`` when omitted. ``meta_clear``: the update
+    is ``_meta: null``. ``meta_patch``: key -> ``"key":value`` fragment, or ``None`` for a
+    removal; ``None`` when ``_meta`` is omitted or cleared. ``patch_size``: the bytes of the
+    patch's members, computed once here for every size check that follows.
+    """
+
+    __slots__ = (
+        "meta_clear",
+        "meta_patch",
+        "notification_meta",
+        "patch_size",
+        "title",
+        "updated_at",
+    )
+
+    def __init__(
+        self,
+        title: str | None,
+        updated_at: str | None,
+        meta_clear: bool,
+        meta_patch: dict[str, str | None] | None,
+        notification_meta: str | None,
+        patch_size: int | None = None,
+    ) -> None:
+        self.title = title
+        self.updated_at = updated_at
+        self.meta_clear = meta_clear
+        self.meta_patch = meta_patch
+        self.notification_meta = notification_meta
+        if patch_size is None:
+            patch_size = 0
+            if meta_patch:
+                for key, frag in meta_patch.items():
+                    patch_size += member_size(key, frag)
+        self.patch_size = patch_size
+
+
+NO_CHANGE = EncodedUpdate(None, None, False, None, None)
+"""An update that changes nothing (what a refused call on an ended lifetime counts as)."""
+
+
+def _encode_text(value: object, name: str) -> str | None:
+    if value is OMITTED:
+        return None
+    if value is None:
+        return NULL
+    if isinstance(value, str):
+        return encode_json(str.__str__(value))
+    raise MetaValueError(f"must be OMITTED, None or a str, not a {type(value).__name__}", path=name)
+
+
+def encode_meta_patch(
+    meta: Mapping[object, object], path: str = "meta"
+) -> tuple[dict[str, str | None], int]:
+    """Validate a ``_meta`` patch object and encode each member; also return its
+    ``patch_size`` (see :class:`EncodedUpdate`).
+
+    A plain value (:func:`~agent_meta._json.is_plain_json`) is encoded as it is; any other is
+    copied by ``json_copy`` first, which converts what it accepts and names what it refuses.
+    """
+    patch: dict[str, str | None] = {}
+    size = 0
+    converted = False
+    for key, value in meta.items():
+        if type(key) is not str:
+            if not isinstance(key, str):
+                raise MetaValueError(
+                    f"object key {key!r} is of type {type(key).__name__}, not str", path=path
+                )
+            key = str.__str__(key)
+            converted = True  # may now equal another key: the later member wins
+        if value is None:
+            patch[key] = None
+            size += member_size(key, None)
+            continue
+        if is_plain_json(value):
+            text = encode_json(value)
+        else:
+            text = encode_json(json_copy(value, path=f"{path}[{key!r}]"))
+        frag = encode_json(key) + ":" + text
+        patch[key] = frag
+        size += len(frag) + 1
+    if converted:
+        size = 0
+        for key, member in patch.items():
+            size += member_size(key, member)
+    return patch, size
+
+
+def encode_update(
+    *,
+    title: object = OMITTED,
+    updated_at: object = OMITTED,
+    meta: object = OMITTED,
+    notification_meta: object = None,
+    offset_timestamps: bool = True,
+) -> EncodedUpdate:
+    """Validate the arguments of a publication and encode them; raise before changing anything.
+
+    With ``offset_timestamps`` (ACP v2, see :class:`~agent_meta.sansio._modes.WireMode`) an
+    ``updated_at`` must be RFC 3339 with an offset. Any RFC 3339 date-time is written in its
+    uppercase form (:func:`~agent_meta.core._timestamps.normalize_rfc3339`).
+    """
+    title_text = _encode_text(title, "title")
+    if isinstance(updated_at, str):
+        if offset_timestamps and not is_rfc3339(updated_at):
+            raise MetaValueError(
+                f"{updated_at!r} is not an RFC 3339 date-time with an offset "
+                "(ACP v2 clients drop it)",
+                path="updated_at",
+            )
+        updated_at = normalize_rfc3339(str.__str__(updated_at))
+    updated_text = _encode_text(updated_at, "updated_at")
+    meta_clear = False
+    meta_patch: dict[str, str | None] | None = None
+    patch_size = 0
+    if meta is None:
+        meta_clear = True
+    elif meta is not OMITTED:
+        if type(meta) is not dict and not isinstance(meta, Mapping):
+            raise MetaValueError(
+                f"must be OMITTED, None or a mapping, not a {type(meta).__name__}", path="meta"
+            )
+        meta_patch, patch_size = encode_meta_patch(meta)
+    nm_text: str | None = None
+    if notification_meta is not None:
+        nm_text = encode_json(json_object_copy(notification_meta, path="notification_meta"))
+    return EncodedUpdate(title_text, updated_text, meta_clear, meta_patch, nm_text, patch_size)

@@ -1,0 +1,167 @@
+"""What waits in the send queue, and what the queue hands to a driver.
+
+Queue entries are :class:`InfoEntry` (one or more merged ``session_info_update`` publications
+of one lifetime, in normal form), :class:`ResyncEntry` (R4) and :class:`RawEntry` (any other
+frame: responses, requests, notifications). A driver receives an :class:`Outgoing` frame to
+write, or a :class:`StoreBatch` to store first; both are plain data.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeAlias
+
+from ._encode import member_size
+
+if TYPE_CHECKING:
+    from ._encode import EncodedUpdate
+    from ._records import StoredLifetime
+    from ._state import LifetimeState
+
+__all__ = [
+    "Entry",
+    "InfoEntry",
+    "Outgoing",
+    "QueueCounters",
+    "RawEntry",
+    "ResyncEntry",
+    "StoreBatch",
+]
+
+
+class InfoEntry:
+    """Queued ``session_info_update`` publication(s) of one lifetime, in normal form: the
+    fields set last, whether ``_meta`` was cleared first, and the patch after the clear."""
+
+    __slots__ = (
+        "cleared",
+        "counted",
+        "frames",
+        "lifetime",
+        "notification_meta",
+        "own_patch",
+        "patch",
+        "patch_size",
+        "pos",
+        "title",
+        "updated_at",
+    )
+
+    def __init__(self, lifetime: LifetimeState, update: EncodedUpdate, counted: bool) -> None:
+        self.lifetime = lifetime
+        self.counted = counted
+        self.title = update.title
+        self.updated_at = update.updated_at
+        self.cleared = update.meta_clear
+        self.patch = update.meta_patch  # shared until a merge changes it (most never merge)
+        self.own_patch = False
+        self.patch_size = update.patch_size
+        self.notification_meta = update.notification_meta
+        self.pos = 0
+        self.frames = 1
+
+    def merge(self, update: EncodedUpdate) -> None:
+        """Fold a later update into this entry (same effect for every stored state, R3)."""
+        if update.title is not None:
+            self.title = update.title
+        if update.updated_at is not None:
+            self.updated_at = update.updated_at
+        if update.meta_clear:
+            self.cleared = True
+            self.patch = None
+            self.own_patch = False
+            self.patch_size = 0
+        if update.meta_patch is not None:
+            if not self.own_patch:
+                self.patch = {} if self.patch is None else dict(self.patch)
+                self.own_patch = True
+            assert self.patch is not None
+            for key, frag in update.meta_patch.items():
+                if key in self.patch:
+                    self.patch_size -= member_size(key, self.patch[key])
+                self.patch[key] = frag
+                self.patch_size += member_size(key, frag)
+
+
+class ResyncEntry:
+    """A resync of one lifetime (R4): rendered only when the writer takes it."""
+
+    __slots__ = ("counted", "frames", "lifetime", "pos", "repair_only")
+
+    def __init__(self, lifetime: LifetimeState, repair_only: bool, frames: int) -> None:
+        self.lifetime = lifetime
+        self.repair_only = repair_only
+        self.counted = False
+        self.pos = 0
+        self.frames = frames
+
+
+class RawEntry:
+    """Any other frame, already encoded."""
+
+    __slots__ = ("counted", "frame", "frames", "lifetime", "pos")
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+        self.lifetime: LifetimeState | None = None
+        self.counted = True
+        self.pos = 0
+        self.frames = 1
+
+
+Entry: TypeAlias = InfoEntry | ResyncEntry | RawEntry
+
+
+class Outgoing:
+    """One frame for the driver to write, and the lifetime it belongs to (``None`` for other
+    frames). ``sent`` counts the bytes already written by a write that the pipe took only in
+    part; the rest is :meth:`unsent`."""
+
+    __slots__ = ("frame", "lifetime", "sent")
+
+    def __init__(self, frame: bytes, lifetime: LifetimeState | None) -> None:
+        self.frame = frame
+        self.lifetime = lifetime
+        self.sent = 0
+
+    def unsent(self) -> bytes:
+        """The part of the frame still to be written."""
+        return self.frame[self.sent :] if self.sent else self.frame
+
+
+class StoreBatch:
+    """Lifetimes to store and session ids to delete, in one atomic store write, before the
+    frame that depends on them is written (persist before write)."""
+
+    __slots__ = ("deletes", "saves", "seq")
+
+    def __init__(self, saves: list[StoredLifetime], deletes: list[str], seq: int) -> None:
+        self.saves = saves
+        self.deletes = deletes
+        self.seq = seq
+
+
+class QueueCounters:
+    """Plain counters, read by the drivers' ``statistics()``."""
+
+    __slots__ = (
+        "bytes_written",
+        "coalesced",
+        "fenced",
+        "frames_written",
+        "peak_queued_frames",
+        "publications",
+        "repairs",
+        "resyncs",
+        "write_failures",
+    )
+
+    def __init__(self) -> None:
+        self.publications = 0
+        self.coalesced = 0
+        self.fenced = 0
+        self.frames_written = 0
+        self.bytes_written = 0
+        self.write_failures = 0
+        self.resyncs = 0
+        self.repairs = 0
+        self.peak_queued_frames = 0

@@ -1,0 +1,76 @@
+"""What a lifetime store keeps of a lifetime, and how a lifetime is rebuilt from it (pure).
+
+A :class:`StoredLifetime` holds exactly what the owner knows, as the JSON text it sends, so
+storing needs no re-encoding and a restored lifetime sends byte-identical frames.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import TYPE_CHECKING, final
+
+from ..core._errors import StoreCorruptError
+from ._frames import encode_json, fragment
+
+if TYPE_CHECKING:
+    from ._state import FailureIncident, LifetimeState
+
+__all__ = ["StoredLifetime", "record_of", "restore_state"]
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredLifetime:
+    """The persisted state of one session lifetime, as the JSON text the owner sends.
+
+    ``title`` / ``updated_at``: JSON text, or ``None`` when unknown. ``meta``: the known
+    ``_meta`` as JSON object text, or ``None`` when there is none.
+    """
+
+    session_id: str
+    title: str | None = None
+    updated_at: str | None = None
+    meta: str | None = None
+    failure: FailureIncident | None = None
+    needs_repair: bool = False
+
+
+def record_of(state: LifetimeState) -> StoredLifetime:
+    """What to store for ``state``: its JSON text as is, no re-encoding."""
+    return StoredLifetime(
+        session_id=state.session_id,
+        title=state.title,
+        updated_at=state.updated_at,
+        meta=state.meta_text(),
+        failure=state.failure,
+        needs_repair=state.needs_repair,
+    )
+
+
+def restore_state(state: LifetimeState, record: StoredLifetime, location: str) -> None:
+    """Make ``state`` hold what ``record`` stored; :class:`StoreCorruptError` if it is damaged."""
+    where = f"session {record.session_id!r}"
+    fragments: dict[str, str] = {}
+    try:
+        texts = [json.loads(t) for t in (record.title, record.updated_at) if t is not None]
+        meta = None if record.meta is None else json.loads(record.meta, parse_constant=_reject)
+    except ValueError as exc:
+        raise StoreCorruptError(location, f"{where}: stored JSON is damaged ({exc})") from None
+    if not all(isinstance(text, str | None) for text in texts):
+        raise StoreCorruptError(location, f"{where}: stored title or updatedAt is not a string")
+    if meta is not None:
+        if not isinstance(meta, dict):
+            raise StoreCorruptError(location, f"{where}: stored _meta is not an object")
+        for key, value in meta.items():
+            fragments[key] = fragment(key, encode_json(value))
+    state.title = record.title
+    state.updated_at = record.updated_at
+    state.fragments = fragments
+    state.meta_size = sum(len(text) for text in fragments.values())
+    state.failure = record.failure
+    state.needs_repair = record.needs_repair
+
+
+def _reject(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
