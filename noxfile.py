@@ -29,11 +29,13 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff (lint and format) and mypy --strict over the package, tests, integration, noxfile."""
+    """ruff (lint, format), mypy --strict, the import-layer contracts, the complexity limits."""
     session.install("-e", ".[lint,test,demo]")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+    session.run("lint-imports")  # the layer contracts of docs/architecture.md
+    session.run("python", "tools/complexity.py")
 
 
 @nox.session(python=PYTHON)

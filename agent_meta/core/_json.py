@@ -109,16 +109,19 @@ def _plain_container(value: dict[object, object] | list[object], depth: int) -> 
         kind = type(item)
         if kind is str or kind is bool or item is None:
             continue  # the common scalars, checked inline
-        if kind is int:
-            if INT_LIMIT is None or -INT_LIMIT < item < INT_LIMIT:
-                continue
-            return False
-        if kind is dict or kind is list:
-            if not _plain_container(item, depth + 1):  # type: ignore[arg-type]  # exact type
-                return False
-        elif not _plain_scalar(item):
+        if not _plain_item(item, depth):
             return False
     return True
+
+
+def _plain_item(item: object, depth: int) -> bool:
+    """An item of a container, other than the common scalars: an int, a float, a container."""
+    kind = type(item)
+    if kind is int:
+        return INT_LIMIT is None or -INT_LIMIT < item < INT_LIMIT
+    if kind is dict or kind is list:
+        return _plain_container(item, depth + 1)  # type: ignore[arg-type]  # exact type
+    return _plain_scalar(item)
 
 
 class _InvalidError(Exception):
@@ -165,24 +168,30 @@ def _copy(value: object, active: set[int], depth: int) -> JsonValue:
     if kind is dict:
         return _copy_object(value, active, depth)  # type: ignore[arg-type]  # exact type
     if kind is float:
-        assert isinstance(value, float)
-        if not _isfinite(value):
-            raise _InvalidError(f"{value!r} is not a JSON number")
-        return value
+        return _checked_float(value)  # type: ignore[arg-type]  # exact type checked above
     if kind is list or kind is tuple:
-        assert isinstance(value, list | tuple)
-        return _copy_array(value, active, depth)
+        return _copy_array(value, active, depth)  # type: ignore[arg-type]  # exact type
+    return _copy_converted(value, active, depth)
+
+
+def _copy_converted(value: object, active: set[int], depth: int) -> JsonValue:
+    """Other mappings, and subclasses of the JSON scalars (a ``StrEnum`` member, say), stored
+    as the plain value ``json.dumps`` would write."""
     if isinstance(value, Mapping):
         return _copy_object(value, active, depth)
     if isinstance(value, str):
         return str.__str__(value)
-    if isinstance(value, bool):  # pragma: no cover - bool cannot be subclassed
-        return bool(value)
-    if isinstance(value, int):
+    if isinstance(value, int):  # bool cannot be subclassed: its exact type is handled above
         return _checked_int(int.__int__(value))
     if isinstance(value, float):
-        return _copy(float.__float__(value), active, depth)
+        return _checked_float(float.__float__(value))
     raise _InvalidError(f"{_kind(value)} is not a JSON value")
+
+
+def _checked_float(value: float) -> float:
+    if not _isfinite(value):
+        raise _InvalidError(f"{value!r} is not a JSON number")
+    return value
 
 
 def _enter(container: object, active: set[int], depth: int) -> int:

@@ -126,27 +126,17 @@ def compose_session_info_patches(patches: Iterable[SessionInfoPatch]) -> list[Se
     equivalent for *every* stored state, including keys the composer never saw. An empty input
     gives an empty list.
     """
-    seen = False
+    patches = list(patches)
+    if not patches:
+        return []
     title: str | None | Omitted = OMITTED
     updated_at: str | None | Omitted = OMITTED
-    cleared = False
-    merged: JsonObject | None = None
     for patch in patches:
-        seen = True
         if patch.title is not OMITTED:
             title = patch.title
         if patch.updated_at is not OMITTED:
             updated_at = patch.updated_at
-        if patch.meta is None:
-            cleared = True
-            merged = None
-        elif patch.meta is not OMITTED:
-            if merged is None:
-                merged = dict(patch.meta)
-            else:
-                merged.update(patch.meta)
-    if not seen:
-        return []
+    cleared, merged = _compose_meta(patch.meta for patch in patches)
     if not cleared:
         return [SessionInfoPatch._trusted(title, updated_at, OMITTED if merged is None else merged)]
     first = SessionInfoPatch._trusted(title, updated_at, None)
@@ -155,3 +145,19 @@ def compose_session_info_patches(patches: Iterable[SessionInfoPatch]) -> list[Se
     if not kept:
         return [first]
     return [first, SessionInfoPatch._trusted(OMITTED, OMITTED, kept)]
+
+
+def _compose_meta(metas: Iterable[MetaPatch | None | Omitted]) -> tuple[bool, JsonObject | None]:
+    """Whether any ``_meta`` was cleared, and the object patches merged after the last clear."""
+    cleared = False
+    merged: JsonObject | None = None
+    for meta in metas:
+        if meta is None:
+            cleared = True
+            merged = None
+        elif meta is not OMITTED:
+            if merged is None:
+                merged = dict(meta)
+            else:
+                merged.update(meta)
+    return cleared, merged

@@ -16,7 +16,7 @@ import dataclasses
 import datetime
 import itertools
 import uuid
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 
@@ -369,18 +369,10 @@ class ReferenceAgent(BaseAgent):
     async def _execute(
         self, ctx: RequestContext, lifetime: SessionLifetime, command: Command
     ) -> str:
+        if isinstance(command, MetaSet | MetaRemove | MetaPatchCommand | MetaClear | SetTitle):
+            fields, what = _publication(command)
+            return _published(await lifetime.publish(**fields), what)
         match command:
-            case MetaSet(key, value):
-                return _published(await lifetime.publish(meta={key: value}), f"_meta.{key} set")
-            case MetaRemove(key):
-                return _published(await lifetime.publish(meta={key: None}), f"_meta.{key} removed")
-            case MetaPatchCommand(patch):
-                return _published(await lifetime.publish(meta=patch), "_meta patched")
-            case MetaClear():
-                return _published(await lifetime.publish(meta=None), "_meta cleared")
-            case SetTitle(title):
-                done = await lifetime.publish(title=title)
-                return _published(done, "title cleared" if title is None else "title set")
             case DomainSet(key, path, value):
                 done = await lifetime.domain(key).set(path, value)
                 return _published(done, f"{key}.{'.'.join(path)} set")
@@ -413,6 +405,23 @@ class ReferenceAgent(BaseAgent):
                 )
                 return f"ok: burst of {count} publications of {key} started"
         raise AssertionError(f"unhandled command {command!r}")  # pragma: no cover
+
+
+def _publication(
+    command: MetaSet | MetaRemove | MetaPatchCommand | MetaClear | SetTitle,
+) -> tuple[dict[str, Any], str]:
+    """The ``publish`` arguments of a plain publication command, and what it did."""
+    match command:
+        case MetaSet(key, value):
+            return {"meta": {key: value}}, f"_meta.{key} set"
+        case MetaRemove(key):
+            return {"meta": {key: None}}, f"_meta.{key} removed"
+        case MetaPatchCommand(patch):
+            return {"meta": patch}, "_meta patched"
+        case MetaClear():
+            return {"meta": None}, "_meta cleared"
+        case SetTitle(title):
+            return {"title": title}, "title cleared" if title is None else "title set"
 
 
 def _published(done: bool, what: str) -> str:

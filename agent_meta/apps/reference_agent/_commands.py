@@ -9,10 +9,13 @@ a message meant for the user. Any other line is not a command (``parse_line`` re
 from __future__ import annotations
 
 import dataclasses
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from ...core._json import JsonObject, JsonValue, json_copy
 from ...wire._models import parse_json_line
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 __all__ = [
     "COMMANDS",
@@ -124,34 +127,39 @@ Command: TypeAlias = (
 
 def parse_line(line: str) -> Command | None:
     """Parse one prompt line; ``None`` means "not a command, echo it"."""
-    text = line.strip()
-    head, _, rest = text.partition(" ")
-    rest = rest.strip()
-    if head == "/meta":
-        return _parse_meta(rest)
-    if head == "/title":
-        return SetTitle(rest or None)
-    if head == "/domain":
-        return _parse_domain(rest)
-    if head == "/fail":
-        parts = rest.split(None, 2)
-        if len(parts) < 2:
-            raise CommandError("usage: /fail ID REVISION [TITLE]")
-        return Fail(parts[0], _revision(parts[1]), parts[2] if len(parts) > 2 else None)
-    if head == "/resolve":
-        parts = rest.split()
-        if len(parts) != 2:
-            raise CommandError("usage: /resolve ID REVISION")
-        return Resolve(parts[0], _revision(parts[1]))
-    if head == "/burst":
-        parts = rest.split()
-        if len(parts) != 2:
-            raise CommandError("usage: /burst N KEY")
-        count = _integer(parts[0], "N")
-        if not 1 <= count <= MAX_BURST:
-            raise CommandError(f"N must be between 1 and {MAX_BURST}, not {count}")
-        return Burst(count, parts[1])
-    return None
+    head, _, rest = line.strip().partition(" ")
+    parse = _PARSERS.get(head)
+    if parse is None:
+        return None
+    return parse(rest.strip())
+
+
+def _parse_title(rest: str) -> Command:
+    return SetTitle(rest or None)
+
+
+def _parse_fail(rest: str) -> Command:
+    parts = rest.split(None, 2)
+    if len(parts) < 2:
+        raise CommandError("usage: /fail ID REVISION [TITLE]")
+    return Fail(parts[0], _revision(parts[1]), parts[2] if len(parts) > 2 else None)
+
+
+def _parse_resolve(rest: str) -> Command:
+    parts = rest.split()
+    if len(parts) != 2:
+        raise CommandError("usage: /resolve ID REVISION")
+    return Resolve(parts[0], _revision(parts[1]))
+
+
+def _parse_burst(rest: str) -> Command:
+    parts = rest.split()
+    if len(parts) != 2:
+        raise CommandError("usage: /burst N KEY")
+    count = _integer(parts[0], "N")
+    if not 1 <= count <= MAX_BURST:
+        raise CommandError(f"N must be between 1 and {MAX_BURST}, not {count}")
+    return Burst(count, parts[1])
 
 
 def _parse_meta(rest: str) -> Command:
@@ -222,3 +230,14 @@ def _revision(text: str) -> int:
     if revision < 0:
         raise CommandError(f"REVISION must not be negative, not {revision}")
     return revision
+
+
+_PARSERS: Final[Mapping[str, Callable[[str], Command]]] = {
+    "/meta": _parse_meta,
+    "/title": _parse_title,
+    "/domain": _parse_domain,
+    "/fail": _parse_fail,
+    "/resolve": _parse_resolve,
+    "/burst": _parse_burst,
+}
+"""The first word of a command line -> the parser of the rest of it."""
