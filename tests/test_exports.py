@@ -116,6 +116,7 @@ TESTING_NAMES = [
     "GatedTransport",
     "Message",
     "MirrorError",
+    "PipeRecorder",
     "RecordingTransport",
     "SlowTransport",
 ]

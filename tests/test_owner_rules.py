@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -26,9 +27,13 @@ from agent_meta.testing import (
     FailingTransport,
     GatedTransport,
     Message,
+    PipeRecorder,
     RecordingTransport,
     SlowTransport,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 SID = "sess-1"
 
@@ -51,13 +56,52 @@ def brief(message: Message) -> dict[str, Any]:
     return {"method": message["method"]}
 
 
-def wire(transport: RecordingTransport) -> list[dict[str, Any]]:
+def wire(transport: RecordingTransport | PipeRecorder) -> list[dict[str, Any]]:
     return [brief(m) for m in transport.messages]
 
 
-def recording(version: int = 2) -> tuple[RecordingTransport, ClientMirror]:
-    mirror = ClientMirror(version)
-    return RecordingTransport(mirror=mirror), mirror
+class _PipeMirror(ClientMirror):
+    """A mirror fed by a :class:`PipeRecorder`: it reads the pipe before answering."""
+
+    recorder: PipeRecorder | None = None
+
+    def info(self, session_id: str) -> am.SessionInfo:
+        if self.recorder is not None:
+            self.recorder.read_available()
+        return super().info(session_id)
+
+
+Recorder = RecordingTransport | PipeRecorder
+Make = Callable[..., tuple[Recorder, ClientMirror]]
+
+
+@pytest.fixture(params=["memory", "pipe"])
+async def recording(request: pytest.FixtureRequest) -> AsyncIterator[Make]:
+    """Make ``(output, mirror)`` pairs: a recording fake transport, or a real pipe.
+
+    Over a pipe, frames go out through ``StreamTransport`` and the direct writes of the trio
+    owner, as over stdio; the assertions are the same.
+    """
+    pipes: list[PipeRecorder] = []
+
+    def make(version: int = 2) -> tuple[Recorder, ClientMirror]:
+        if request.param == "memory":
+            mirror = ClientMirror(version)
+            return RecordingTransport(mirror=mirror), mirror
+        piped = _PipeMirror(version)
+        recorder = PipeRecorder(mirror=piped)
+        piped.recorder = recorder
+        pipes.append(recorder)
+        return recorder, piped
+
+    yield make
+    for recorder in pipes:
+        await recorder.aclose()
+
+
+def out(t: Recorder | am.Transport) -> am.Transport | trio.abc.SendStream:
+    """What the owner writes to: the transport itself, or the pipe's write end."""
+    return t.stream if isinstance(t, PipeRecorder) else t
 
 
 def gated(version: int = 2) -> tuple[GatedTransport, ClientMirror]:
@@ -78,7 +122,9 @@ async def hold_writer(lt: am.SessionLifetime, transport: GatedTransport) -> None
 # -- R1 shallow patch state ------------------------------------------------------------------
 
 
-async def test_r1_known_state_is_the_fold_of_accepted_publications() -> None:
+async def test_r1_known_state_is_the_fold_of_accepted_publications(
+    recording: Make,
+) -> None:
     updates: list[Any] = [
         {"a": 1, "b": {"x": 1}},
         {"b": {"y": None}},
@@ -88,7 +134,7 @@ async def test_r1_known_state_is_the_fold_of_accepted_publications() -> None:
         {},
     ]
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         for update in updates:
             assert await lt.publish(meta=update)
@@ -101,7 +147,7 @@ async def test_r1_known_state_is_the_fold_of_accepted_publications() -> None:
 async def test_r1_published_values_are_json_copies() -> None:
     value: dict[str, Any] = {"items": [1, 2]}
     t, mirror = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"k": value})
@@ -119,7 +165,7 @@ async def test_r1_published_values_are_json_copies() -> None:
 
 async def test_r2_patch_resync_and_response_keep_call_order() -> None:
     t, mirror = gated()
-    async with am.open_owner(t, OwnerOptions(coalesce=False)) as owner:
+    async with am.open_owner(out(t), OwnerOptions(coalesce=False)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
@@ -143,7 +189,7 @@ async def test_r2_patch_resync_and_response_keep_call_order() -> None:
 
 async def test_r2_concurrent_writers_never_interleave_frames() -> None:
     t, mirror = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lts = [owner.open_lifetime(f"s{i}") for i in range(3)]
         await hold_writer(lts[0], t)
 
@@ -169,7 +215,7 @@ async def test_r2_concurrent_writers_never_interleave_frames() -> None:
 async def test_r2_sequenced_interleaving_keeps_enqueue_order() -> None:
     seq = trio.testing.Sequencer()
     t, mirror = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
 
@@ -207,7 +253,7 @@ async def test_r2_sequenced_interleaving_keeps_enqueue_order() -> None:
 
 async def test_r3_backlogged_patches_coalesce_and_converge() -> None:
     t, mirror = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         for i in range(200):
@@ -223,7 +269,7 @@ async def test_r3_backlogged_patches_coalesce_and_converge() -> None:
 
 async def test_r3_clear_then_object_stays_two_frames() -> None:
     t, mirror = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
@@ -237,7 +283,7 @@ async def test_r3_clear_then_object_stays_two_frames() -> None:
 
 async def test_r3_notification_meta_frames_are_never_merged() -> None:
     t, mirror = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
@@ -255,7 +301,7 @@ async def test_r3_notification_meta_frames_are_never_merged() -> None:
 
 async def test_r3_publish_never_waits_for_a_slow_reader_with_coalescing() -> None:
     t, _ = gated()
-    async with am.open_owner(t, OwnerOptions(capacity=1)) as owner:
+    async with am.open_owner(out(t), OwnerOptions(capacity=1)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await owner.send_response(1, result=None)  # the queue is now full
@@ -272,7 +318,7 @@ async def test_r3_publish_never_waits_for_a_slow_reader_with_coalescing() -> Non
 
 async def test_r3_coalesce_off_sends_every_update_as_its_own_frame() -> None:
     t, mirror = gated()
-    async with am.open_owner(t, OwnerOptions(coalesce=False)) as owner:
+    async with am.open_owner(out(t), OwnerOptions(coalesce=False)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         for i in range(5):
@@ -286,7 +332,7 @@ async def test_r3_coalesce_off_sends_every_update_as_its_own_frame() -> None:
 
 async def test_r3_publish_nowait_raises_wouldblock_when_full() -> None:
     t, mirror = gated()
-    async with am.open_owner(t, OwnerOptions(coalesce=False, capacity=1)) as owner:
+    async with am.open_owner(out(t), OwnerOptions(coalesce=False, capacity=1)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         lt.publish_nowait(meta={"a": 1})
@@ -301,7 +347,7 @@ async def test_r3_publish_nowait_raises_wouldblock_when_full() -> None:
 
 async def test_r3_cancelled_while_waiting_for_room_publishes_nothing() -> None:
     t, mirror = gated()
-    async with am.open_owner(t, OwnerOptions(coalesce=False, capacity=1)) as owner:
+    async with am.open_owner(out(t), OwnerOptions(coalesce=False, capacity=1)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
@@ -320,11 +366,12 @@ async def test_r3_cancelled_while_waiting_for_room_publishes_nothing() -> None:
 
 
 async def test_r3_producer_waiting_for_room_resumes_when_the_writer_frees_it(
+    recording: Make,
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     t, mirror = recording()
     with trio.fail_after(60):
-        async with am.open_owner(t, OwnerOptions(coalesce=False, capacity=1)) as owner:
+        async with am.open_owner(out(t), OwnerOptions(coalesce=False, capacity=1)) as owner:
             lt = owner.open_lifetime(SID)
             for i in range(5):
                 await lt.publish(meta={"n": i})
@@ -337,9 +384,11 @@ async def test_r3_producer_waiting_for_room_resumes_when_the_writer_frees_it(
 # -- R4 resync -----------------------------------------------------------------------------------
 
 
-async def test_r4_resync_is_clear_then_snapshot_before_the_response() -> None:
+async def test_r4_resync_is_clear_then_snapshot_before_the_response(
+    recording: Make,
+) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(title="T", updated_at="2025-01-02T03:04:05Z", meta={"a": 1})
         await owner.wait_flushed()
@@ -357,7 +406,7 @@ async def test_r4_resync_is_clear_then_snapshot_before_the_response() -> None:
 
 async def test_r4_snapshot_is_taken_when_written_not_when_requested() -> None:
     t, mirror = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         lt.resync()
@@ -376,9 +425,9 @@ async def test_r4_snapshot_is_taken_when_written_not_when_requested() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r4_unknown_title_is_omitted_from_the_snapshot() -> None:
+async def test_r4_unknown_title_is_omitted_from_the_snapshot(recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         lt.resync()
@@ -386,9 +435,9 @@ async def test_r4_unknown_title_is_omitted_from_the_snapshot() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r4_nothing_known_sends_only_the_clear() -> None:
+async def test_r4_nothing_known_sends_only_the_clear(recording: Make) -> None:
     t, _ = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         lt.resync()
     assert wire(t) == [{"s": SID, "_meta": None}]
@@ -396,7 +445,7 @@ async def test_r4_nothing_known_sends_only_the_clear() -> None:
 
 async def test_r4_pending_resyncs_are_deduplicated() -> None:
     t, mirror = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         for _ in range(5):
@@ -421,9 +470,9 @@ class _AgentSession:
         )
 
 
-async def test_r5_state_survives_reinstalled_agent_objects() -> None:
+async def test_r5_state_survives_reinstalled_agent_objects(recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         first = _AgentSession(owner, SID)
         await first.meta.publish(title="t", meta={"a": 1})
         second = _AgentSession(owner, SID)  # active resume
@@ -434,9 +483,9 @@ async def test_r5_state_survives_reinstalled_agent_objects() -> None:
     assert_synced(mirror, second.meta)
 
 
-async def test_r5_close_then_reopen_starts_a_fresh_lifetime() -> None:
+async def test_r5_close_then_reopen_starts_a_fresh_lifetime(recording: Make) -> None:
     t, _ = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         old = owner.open_lifetime(SID)
         await old.publish(title="old", meta={"old": 1})
         owner.close_lifetime(SID)
@@ -452,7 +501,7 @@ async def test_r5_close_then_reopen_starts_a_fresh_lifetime() -> None:
 
 async def test_r6_close_drops_queued_frames_and_rejects_later_calls() -> None:
     t, _ = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         other = owner.open_lifetime("other")
         await hold_writer(lt, t)
@@ -475,7 +524,7 @@ async def test_r6_close_drops_queued_frames_and_rejects_later_calls() -> None:
 
 async def test_r6_close_stops_a_resync_in_flight() -> None:
     t, _ = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         t.release(1)
@@ -489,9 +538,9 @@ async def test_r6_close_stops_a_resync_in_flight() -> None:
     assert wire(t) == [{"s": SID, "_meta": {"a": 1}}, {"s": SID, "_meta": None}]
 
 
-async def test_r6_old_handles_stay_fenced_after_reopen() -> None:
+async def test_r6_old_handles_stay_fenced_after_reopen(recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         old = owner.open_lifetime(SID)
         owner.close_lifetime(SID)
         new = owner.open_lifetime(SID)
@@ -507,9 +556,9 @@ async def test_r6_old_handles_stay_fenced_after_reopen() -> None:
 AIR_PATH = ("jetbrains", "air", "sessionFailure")
 
 
-async def test_r7_nested_failure_record_keeps_siblings() -> None:
+async def test_r7_nested_failure_record_keeps_siblings(recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(t, OwnerOptions(failure_path=AIR_PATH)) as owner:
+    async with am.open_owner(out(t), OwnerOptions(failure_path=AIR_PATH)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"jetbrains": {"air": {"goal": "g"}, "other": 1}})
         await owner.wait_flushed()
@@ -534,9 +583,9 @@ async def test_r7_nested_failure_record_keeps_siblings() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r7_stale_resolution_changes_nothing() -> None:
+async def test_r7_stale_resolution_changes_nothing(recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.report_failure("inc-1", 1, {"r": 1})
         await lt.report_failure("inc-1", 2, {"r": 2})
@@ -554,9 +603,11 @@ async def test_r7_stale_resolution_changes_nothing() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r7_newer_incident_replaces_and_survives_late_resolution() -> None:
+async def test_r7_newer_incident_replaces_and_survives_late_resolution(
+    recording: Make,
+) -> None:
     t, mirror = recording()
-    async with am.open_owner(t, OwnerOptions(failure_path=("failure",))) as owner:
+    async with am.open_owner(out(t), OwnerOptions(failure_path=("failure",))) as owner:
         lt = owner.open_lifetime(SID)
         await lt.report_failure("a", 1, "first")
         await owner.wait_flushed()
@@ -570,9 +621,11 @@ async def test_r7_newer_incident_replaces_and_survives_late_resolution() -> None
     assert_synced(mirror, lt)
 
 
-async def test_r7_incident_survives_agent_object_reinstallation() -> None:
+async def test_r7_incident_survives_agent_object_reinstallation(
+    recording: Make,
+) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         await _AgentSession(owner, SID).meta.report_failure("inc", 3, {"x": 1})
         again = _AgentSession(owner, SID)
         assert again.meta.current_failure == am.FailureIncident("inc", 3)
@@ -584,9 +637,9 @@ async def test_r7_incident_survives_agent_object_reinstallation() -> None:
 # -- R8 domain patches -----------------------------------------------------------------------------
 
 
-async def test_r8_domain_edits_send_whole_top_level_values() -> None:
+async def test_r8_domain_edits_send_whole_top_level_values(recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         ext = lt.domain("ext")
         steps = [
@@ -611,9 +664,9 @@ async def test_r8_domain_edits_send_whole_top_level_values() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r8_domain_handle_cannot_write_outside_its_key() -> None:
+async def test_r8_domain_handle_cannot_write_outside_its_key(recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"other": {"x": 1}})
         ext = lt.domain("ext")
@@ -636,7 +689,7 @@ async def test_r8_domain_handle_cannot_write_outside_its_key() -> None:
 
 async def test_r8_writers_sharing_a_key_never_lose_edits() -> None:
     t, mirror = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
 
@@ -666,7 +719,7 @@ async def test_r8_domain_writers_waiting_for_room_never_lose_edits(
 
 
 async def _two_domain_writers_waiting_for_room(t: GatedTransport) -> am.SessionLifetime:
-    async with am.open_owner(t, OwnerOptions(coalesce=False, capacity=2)) as owner:
+    async with am.open_owner(out(t), OwnerOptions(coalesce=False, capacity=2)) as owner:
         lt = owner.open_lifetime(SID)
         filler = owner.open_lifetime("filler")
         await hold_writer(lt, t)
@@ -685,9 +738,11 @@ async def _two_domain_writers_waiting_for_room(t: GatedTransport) -> am.SessionL
 # -- R9 notification metadata ----------------------------------------------------------------------
 
 
-async def test_r9_notification_meta_is_forwarded_never_stored() -> None:
+async def test_r9_notification_meta_is_forwarded_never_stored(
+    recording: Make,
+) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1}, notification_meta={"traceparent": "00-abc-01"})
         await lt.publish(title="t", notification_meta={"n": [None]})
@@ -705,9 +760,11 @@ async def test_r9_notification_meta_is_forwarded_never_stored() -> None:
 # -- R10 protocol versions -------------------------------------------------------------------------
 
 
-async def test_r10_v1_merged_sends_complete_objects_and_one_frame_resync() -> None:
+async def test_r10_v1_merged_sends_complete_objects_and_one_frame_resync(
+    recording: Make,
+) -> None:
     t, mirror = recording(1)
-    async with am.open_owner(t, OwnerOptions(protocol_version=1)) as owner:
+    async with am.open_owner(out(t), OwnerOptions(protocol_version=1)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         await owner.wait_flushed()
@@ -751,9 +808,11 @@ async def test_r10_v1_passthrough_keeps_legacy_frames() -> None:
     ]
 
 
-async def test_r10_protocol_version_is_set_before_the_first_lifetime() -> None:
+async def test_r10_protocol_version_is_set_before_the_first_lifetime(
+    recording: Make,
+) -> None:
     t, mirror = recording(1)
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         owner.set_protocol_version(1)
         lt = owner.open_lifetime(SID)
         with pytest.raises(RuntimeError):
@@ -773,7 +832,7 @@ async def test_r11_frame_not_sent_is_retried_and_delivered(
 ) -> None:
     mirror = ClientMirror()
     t = FailingTransport(fail_on={2, 3}, mode="not_sent", mirror=mirror)
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         await owner.wait_flushed()
@@ -792,7 +851,7 @@ async def test_r11_retries_exhausted_then_the_session_is_repaired(
     mirror = ClientMirror()
     t = FailingTransport(fail_on=lambda call, _frame: call <= 5, mode="not_sent", mirror=mirror)
     with caplog.at_level(logging.WARNING, logger="agent_meta"):
-        async with am.open_owner(t) as owner:
+        async with am.open_owner(out(t)) as owner:
             lt = owner.open_lifetime(SID)
             await lt.publish(meta={"a": 1})
             await owner.wait_flushed()
@@ -813,7 +872,7 @@ async def test_r11_retries_exhausted_then_the_session_is_repaired(
 async def test_r11_lost_frame_marks_the_session_for_repair() -> None:
     mirror = ClientMirror()
     t = FailingTransport(fail_on=2, mode="lost", mirror=mirror)
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         other = owner.open_lifetime("other")
         await lt.publish(meta={"a": 1})
@@ -840,7 +899,7 @@ async def test_r11_partial_write_stops_the_owner_and_nothing_follows() -> None:
     lifetimes: list[am.SessionLifetime] = []
 
     async def run() -> None:
-        async with am.open_owner(t) as owner:
+        async with am.open_owner(out(t)) as owner:
             lifetimes.append(owner.open_lifetime(SID))
             await lifetimes[0].publish(meta={"a": 1})
             await owner.send_response(1, result=None)
@@ -861,7 +920,7 @@ async def test_r11_broken_transport_while_flushing_raises_transport_broken() -> 
     t = FailingTransport(fail_on=1, mode="partial")
 
     async def run() -> None:
-        async with am.open_owner(t) as owner:
+        async with am.open_owner(out(t)) as owner:
             lt = owner.open_lifetime(SID)
             await lt.publish(meta={"a": 1})
             await owner.wait_flushed()
@@ -910,9 +969,11 @@ def _cycle() -> list[Any]:
     ],
     ids=repr,
 )
-async def test_r12_bad_input_raises_and_changes_nothing(fields: dict[str, Any]) -> None:
+async def test_r12_bad_input_raises_and_changes_nothing(
+    recording: Make, fields: dict[str, Any]
+) -> None:
     t, _ = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"ok": 1})
         before = lt.snapshot()
@@ -925,9 +986,9 @@ async def test_r12_bad_input_raises_and_changes_nothing(fields: dict[str, Any]) 
     assert wire(t) == [{"s": SID, "_meta": {"ok": 1}}]
 
 
-async def test_r12_bad_domain_and_failure_values_raise() -> None:
+async def test_r12_bad_domain_and_failure_values_raise(recording: Make) -> None:
     t, _ = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         with pytest.raises(am.MetaValueError):
             await lt.domain("d").set(["k"], math.nan)
@@ -946,9 +1007,9 @@ async def test_r12_bad_domain_and_failure_values_raise() -> None:
     assert t.frames == []
 
 
-async def test_r12_oversized_frames_raise_frame_too_large() -> None:
+async def test_r12_oversized_frames_raise_frame_too_large(recording: Make) -> None:
     t, _ = recording()
-    async with am.open_owner(t, OwnerOptions(max_frame_bytes=1000)) as owner:
+    async with am.open_owner(out(t), OwnerOptions(max_frame_bytes=1000)) as owner:
         lt = owner.open_lifetime(SID)
         with pytest.raises(am.FrameTooLargeError):
             await lt.publish(meta={"big": "x" * 2000})
@@ -961,9 +1022,9 @@ async def test_r12_oversized_frames_raise_frame_too_large() -> None:
     assert t.frames == []
 
 
-async def test_r12_unknown_and_existing_sessions_raise() -> None:
+async def test_r12_unknown_and_existing_sessions_raise(recording: Make) -> None:
     t, _ = recording()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         with pytest.raises(am.UnknownSessionError):
             owner.lifetime("nope")
         with pytest.raises(am.UnknownSessionError):
@@ -984,7 +1045,7 @@ async def test_r12_unknown_and_existing_sessions_raise() -> None:
 
 async def test_statistics_count_what_happened() -> None:
     t, _ = gated()
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
@@ -1016,7 +1077,7 @@ async def test_owner_exit_writes_every_enqueued_frame(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     t = SlowTransport(1.0)
-    async with am.open_owner(t) as owner:
+    async with am.open_owner(out(t)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"hold": True})
         await trio.testing.wait_all_tasks_blocked()  # the writer is inside the slow send

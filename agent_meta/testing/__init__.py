@@ -8,11 +8,14 @@ Import it explicitly (``import agent_meta.testing``); ``import agent_meta`` does
   :class:`FailingTransport` are :class:`agent_meta.Transport` fakes that record what was
   delivered, add backpressure, hold sends until the test releases them, or fail chosen sends
   in each of the ways the transport seam defines.
+- :class:`PipeRecorder` is a real OS pipe for the owner to write to (the stdio path, direct
+  writes included), read back on demand.
 """
 
 from ._mirror import ClientMirror as ClientMirror
 from ._mirror import Message as Message
 from ._mirror import MirrorError as MirrorError
+from ._pipe import PipeRecorder as PipeRecorder
 from ._transports import FailingTransport as FailingTransport
 from ._transports import FailMode as FailMode
 from ._transports import GatedTransport as GatedTransport
@@ -26,6 +29,7 @@ __all__ = [
     "GatedTransport",
     "Message",
     "MirrorError",
+    "PipeRecorder",
     "RecordingTransport",
     "SlowTransport",
 ]
