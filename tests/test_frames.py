@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from strategies import json_values, session_info_patches
 
 import agent_meta
-from agent_meta.sansio._edits import Outcome, Publish
+from agent_meta.sansio._edits import Outcome
 from agent_meta.sansio._entries import Outgoing
 from agent_meta.sansio._frames import build_notification, build_response
 from agent_meta.sansio._queue import SendQueue
@@ -43,7 +43,7 @@ def rendered(
         meta=patch.meta,
         notification_meta=notification_meta,
     )
-    assert queue.submit(state, Publish(update)) is Outcome.ACCEPTED
+    assert queue.submit(state, update) is Outcome.ACCEPTED
     out = queue.next_action()
     assert isinstance(out, Outgoing)
     queue.written(out)

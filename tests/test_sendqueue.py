@@ -23,7 +23,7 @@ from agent_meta import (
     OwnerOptions,
     SessionExistsError,
 )
-from agent_meta.sansio._edits import DomainEdit, Outcome, Publish, ReportFailure, ResolveFailure
+from agent_meta.sansio._edits import DomainEdit, Outcome, ReportFailure, ResolveFailure
 from agent_meta.sansio._encode import EncodedUpdate, encode_update
 from agent_meta.sansio._entries import Outgoing, StoreBatch
 from agent_meta.sansio._modes import wire_mode
@@ -45,7 +45,7 @@ def make_queue(*, durable: bool = False, **options: Any) -> SendQueue:
 
 def publish(q: SendQueue, state: LifetimeState, update: EncodedUpdate) -> bool:
     """Submit a publication; True when accepted (never FULL in these tests unless asked)."""
-    outcome = q.submit(state, Publish(update))
+    outcome = q.submit(state, update)
     assert outcome is not Outcome.FULL
     return outcome is Outcome.ACCEPTED
 
@@ -505,16 +505,16 @@ def test_a_publication_that_needs_room_is_full_and_changes_nothing() -> None:
     s = opened(q)
     q.submit_raw(raw_frame(1))
     traced = enc(meta={"a": 1}, notification_meta={"t": 1})
-    assert q.submit(s, Publish(traced)) is Outcome.FULL
+    assert q.submit(s, traced) is Outcome.FULL
     assert s.snapshot().meta is None
     assert q.counters.publications == 0
     off = make_queue(coalesce=False, capacity=1)
     s_off = opened(off)
-    assert off.submit(s_off, Publish(enc(meta={"a": 1}))) is Outcome.ACCEPTED
-    assert off.submit(s_off, Publish(enc(meta={"a": 2}))) is Outcome.FULL
+    assert off.submit(s_off, enc(meta={"a": 1})) is Outcome.ACCEPTED
+    assert off.submit(s_off, enc(meta={"a": 2})) is Outcome.FULL
     assert s_off.snapshot().meta == {"a": 1}
     off.written(take(off))
-    assert off.submit(s_off, Publish(enc(meta={"a": 2}))) is Outcome.ACCEPTED
+    assert off.submit(s_off, enc(meta={"a": 2})) is Outcome.ACCEPTED
 
 
 def test_merge_that_would_overflow_the_frame_needs_room() -> None:
@@ -522,8 +522,8 @@ def test_merge_that_would_overflow_the_frame_needs_room() -> None:
     s = opened(q)
     q.submit_raw(raw_frame(1))  # takes the only room
     publish(q, s, enc(meta={"a": "x" * 500}))  # the open entry: mergeable, so no room needed
-    assert q.submit(s, Publish(enc(meta={"b": "y" * 100}))) is Outcome.ACCEPTED  # merged
-    assert q.submit(s, Publish(enc(meta={"b": "y" * 600}))) is Outcome.FULL
+    assert q.submit(s, enc(meta={"b": "y" * 100})) is Outcome.ACCEPTED  # merged
+    assert q.submit(s, enc(meta={"b": "y" * 600})) is Outcome.FULL
 
 
 def test_capacity_must_be_positive() -> None:

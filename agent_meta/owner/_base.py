@@ -91,6 +91,9 @@ class OwnerBase(abc.ABC):
         self._stopped: BaseException | None = None
         self._closing = False
         self._retried = 0
+        # A frame queued now is written at once by the queueing call (the trio driver's direct
+        # writes); the queue may then render it without an entry (SendQueue.submit).
+        self._express = False
 
     # -- configuration -------------------------------------------------------------------
     @property
@@ -219,9 +222,9 @@ class OwnerBase(abc.ABC):
     # -- what the handles call -----------------------------------------------------------
     def _try_submit(self, state: LifetimeState, edit: Edit) -> Outcome:
         """Submit one edit to the queue now; wake the writer if anything was accepted."""
-        if not state.closed:
+        if not state.closed and (self._stopped is not None or self._closing):
             self._check_running()
-        outcome = self._queue.submit(state, edit)
+        outcome = self._queue.submit(state, edit, express=self._express)
         if outcome is Outcome.ACCEPTED:
             self._wake_writer()
         return outcome

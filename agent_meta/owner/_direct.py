@@ -72,3 +72,5 @@ class DirectWriter:
                 return True
             queue.written(out)
             self.frames += 1
+            if queue.idle:
+                return False

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, final
 from ..core._errors import MetaValueError
 from ..core._json import JsonValue, json_copy
 from ..core._sentinel import OMITTED, Omitted
-from ..sansio._edits import DomainEdit, Publish, ReportFailure, ResolveFailure, check_path
+from ..sansio._edits import DomainEdit, ReportFailure, ResolveFailure, check_path
+from ..sansio._encode import EncodedUpdate, encode_update
 from ..sansio._state import FailureIncident
 
 if TYPE_CHECKING:
@@ -83,11 +84,14 @@ class SessionLifetime:
         updated_at: str | None | Omitted,
         meta: Mapping[str, object] | None | Omitted,
         notification_meta: Mapping[str, object] | None,
-    ) -> Publish:
-        update = self._owner._queue.encode(
-            title=title, updated_at=updated_at, meta=meta, notification_meta=notification_meta
+    ) -> EncodedUpdate:
+        return encode_update(
+            title=title,
+            updated_at=updated_at,
+            meta=meta,
+            notification_meta=notification_meta,
+            offset_timestamps=self._owner._queue.mode.requires_offset_timestamps,
         )
-        return Publish(update)
 
     async def publish(
         self,

@@ -140,11 +140,10 @@ class MetaOwner(OwnerBase):
 
     async def _submit(self, state: LifetimeState, edit: Edit) -> bool:
         await trio.lowlevel.checkpoint_if_cancelled()
-        while True:
-            outcome = self._try_submit(state, edit)
-            if outcome is not Outcome.FULL:
-                break
+        outcome = self._try_submit(state, edit)
+        while outcome is Outcome.FULL:
             await self._room.park()
+            outcome = self._try_submit(state, edit)  # computed afresh from the state now (R8)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return outcome is Outcome.ACCEPTED
 
@@ -164,6 +163,7 @@ class MetaOwner(OwnerBase):
             return
         task = self._idle_writer
         self._idle_writer = None
+        self._express = False
         trio.lowlevel.reschedule(task)
 
     def _wake_waiters(self) -> None:
@@ -213,9 +213,11 @@ class MetaOwner(OwnerBase):
         begins a frame that the writer might not live to finish.
         """
         self._idle_writer = trio.lowlevel.current_task()
+        self._express = self._direct is not None  # calls now write their frames themselves
 
         def abort(_: Callable[[], object]) -> trio.lowlevel.Abort:
             self._idle_writer = None
+            self._express = False
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)

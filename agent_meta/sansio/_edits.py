@@ -21,19 +21,18 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from ..core._errors import MetaPathError
 from ..core._sentinel import OMITTED, Omitted
+from ._encode import EncodedUpdate
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from ..core._json import JsonObject, JsonValue
-    from ._encode import EncodedUpdate
     from ._state import FailureIncident, LifetimeState
 
 __all__ = [
     "DomainEdit",
     "Edit",
     "Outcome",
-    "Publish",
     "ReportFailure",
     "ResolveFailure",
     "check_path",
@@ -54,13 +53,6 @@ class Outcome(enum.Enum):
     """A stale failure report or a late resolution: nothing changed (R7)."""
     FULL = "full"
     """It needs queue room and there is none: nothing changed; submit it again later."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Publish:
-    """A publication as the agent made it, validated and encoded."""
-
-    update: EncodedUpdate
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,7 +79,8 @@ class ResolveFailure:
     incident: FailureIncident
 
 
-Edit: TypeAlias = Publish | DomainEdit | ReportFailure | ResolveFailure
+Edit: TypeAlias = "EncodedUpdate | DomainEdit | ReportFailure | ResolveFailure"
+"""A plain publication (already encoded), or a read-modify-write edit."""
 
 
 def plan_edit(
@@ -102,8 +95,8 @@ def plan_edit(
     a late resolution (R7). ``encode`` validates and encodes a ``_meta`` patch for the
     connection's mode.
     """
-    if isinstance(edit, Publish):
-        return edit.update
+    if isinstance(edit, EncodedUpdate):
+        return edit
     if isinstance(edit, DomainEdit):
         return _domain_update(state, (edit.key, *edit.path), edit.value, False, encode)
     current = state.failure

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..core._errors import MetaValueError
-from ..core._json import is_plain_json, json_copy, json_object_copy
+from ..core._json import int_fits, is_plain_json, json_copy, json_object_copy
 from ..core._sentinel import OMITTED
 from ..core._timestamps import is_rfc3339, normalize_rfc3339
-from ._frames import NULL, encode_json, fragment
+from ._frames import NULL, encode_json, encode_str, fragment
 
 __all__ = ["NO_CHANGE", "EncodedUpdate", "encode_meta_patch", "encode_update", "member_size"]
 
@@ -103,11 +103,16 @@ def encode_meta_patch(
             patch[key] = None
             size += member_size(key, None)
             continue
-        if is_plain_json(value):
+        kind = type(value)
+        if kind is str:  # the common scalars first, without the general walk
+            text = encode_str(value)  # type: ignore[arg-type]  # exact type checked above
+        elif kind is int and int_fits(value):  # type: ignore[arg-type]  # exact type checked
+            text = int.__repr__(value)
+        elif is_plain_json(value):
             text = encode_json(value)
         else:
             text = encode_json(json_copy(value, path=f"{path}[{key!r}]"))
-        frag = encode_json(key) + ":" + text
+        frag = encode_str(key) + ":" + text
         patch[key] = frag
         size += len(frag) + 1
     if converted:
@@ -131,23 +136,26 @@ def encode_update(
     ``updated_at`` must be RFC 3339 with an offset. Any RFC 3339 date-time is written in its
     uppercase form (:func:`~agent_meta.core._timestamps.normalize_rfc3339`).
     """
-    title_text = _encode_text(title, "title")
-    if isinstance(updated_at, str):
+    title_text = None if title is OMITTED else _encode_text(title, "title")
+    if updated_at is OMITTED:
+        updated_text = None
+    elif isinstance(updated_at, str):
         if offset_timestamps and not is_rfc3339(updated_at):
             raise MetaValueError(
                 f"{updated_at!r} is not an RFC 3339 date-time with an offset "
                 "(ACP v2 clients drop it)",
                 path="updated_at",
             )
-        updated_at = normalize_rfc3339(str.__str__(updated_at))
-    updated_text = _encode_text(updated_at, "updated_at")
+        updated_text = encode_str(normalize_rfc3339(str.__str__(updated_at)))
+    else:
+        updated_text = _encode_text(updated_at, "updated_at")
     meta_clear = False
     meta_patch: dict[str, str | None] | None = None
     patch_size = 0
     if meta is None:
         meta_clear = True
     elif meta is not OMITTED:
-        if type(meta) is not dict and not isinstance(meta, Mapping):
+        if type(meta) is not dict and not isinstance(meta, Mapping):  # a dict: the common case
             raise MetaValueError(
                 f"must be OMITTED, None or a mapping, not a {type(meta).__name__}", path="meta"
             )

@@ -31,6 +31,7 @@ __all__ = [
     "build_response",
     "clear_frame",
     "encode_json",
+    "encode_str",
     "fragment",
     "info_frame",
     "info_frames",
@@ -42,7 +43,8 @@ __all__ = [
     "snapshot_frame",
 ]
 
-_encode_str: Final = json.encoder.encode_basestring_ascii
+encode_str: Final = json.encoder.encode_basestring_ascii
+"""The JSON text of an exact ``str`` (ASCII-only, as every frame is)."""
 _encode_any: Final = json.JSONEncoder(
     ensure_ascii=True, allow_nan=False, separators=(",", ":")
 ).encode
@@ -59,7 +61,7 @@ def _unencodable(value: object) -> object:
 _encode_chunks: Final = (
     None
     if _c_make_encoder is None
-    else _c_make_encoder(None, _unencodable, _encode_str, None, ":", ",", False, False, False)
+    else _c_make_encoder(None, _unencodable, encode_str, None, ":", ",", False, False, False)
 )
 
 
@@ -70,7 +72,7 @@ def encode_json(value: object) -> str:
     """
     kind = type(value)
     if kind is str:
-        return _encode_str(value)  # type: ignore[arg-type]  # exact type checked above
+        return encode_str(value)  # type: ignore[arg-type]  # exact type checked above
     if kind is int:
         return int.__repr__(value)
     if _encode_chunks is None:  # pragma: no cover - CPython always has the C encoder
@@ -151,7 +153,6 @@ def patch_text(patch: Mapping[str, str | None]) -> str:
 def info_frames(
     mode: WireMode,
     state: LifetimeState,
-    *,
     title: str | None,
     updated_at: str | None,
     cleared: bool,

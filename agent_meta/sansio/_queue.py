@@ -79,7 +79,8 @@ class SendQueue:
         # A frame was handed out and not yet reported (written, lost, dropped). It may be half
         # on the wire: nothing counts as flushed until it is reported, nothing else is handed out.
         self._unreported = False
-        self._held: Outgoing | None = None  # handed out; next_action returns it again first
+        self._held: Outgoing | None = None  # next_action returns it before anything else
+        self._express_pos = 0  # position of an express frame not yet reported; 0: none
         self._repairing: set[LifetimeState] = set()  # lost a frame, repair not yet written
         # Durability: lifetimes changed since last stored, ids to delete, batch sequence.
         self._durable = durable
@@ -173,27 +174,38 @@ class SendQueue:
         """Whether an entry that counts against capacity can be appended now."""
         return self._counted < self.capacity
 
-    def submit(self, state: LifetimeState, edit: Edit) -> Outcome:
+    def submit(self, state: LifetimeState, edit: Edit, *, express: bool = False) -> Outcome:
         """Apply one edit: compute its publication from the state now (R7, R8), fold it into
         the known state (R1) and queue it (R3).
 
         Returns :attr:`Outcome.FULL` having changed nothing when the publication needs room
         and there is none. Raises :class:`FrameTooLargeError` before changing anything if the
         frame or the resulting snapshot would exceed the frame limit.
+
+        ``express``: the caller takes the next frame at once (a direct write). When nothing
+        else is queued or being written, the publication is then rendered now, as the frame
+        :meth:`next_action` returns next, without a queue entry: nothing could precede it or
+        merge into it.
         """
         if state.closed:
             self.counters.fenced += 1
             return Outcome.FENCED
-        update = plan_edit(edit, state, self.options.failure_path, self.encode)
-        if isinstance(update, Outcome):
-            return update  # REFUSED (R7)
+        update: EncodedUpdate | None
+        if type(edit) is EncodedUpdate:  # a plain publication: the common case
+            update = edit
+        else:
+            planned = plan_edit(edit, state, self.options.failure_path, self.encode)
+            if planned is Outcome.REFUSED:
+                return planned  # a stale report or a late resolution (R7)
+            update = planned
         if update is not None:
-            needs_room = self._needs_room(state, update)
-            if needs_room and not self.has_room():
-                return Outcome.FULL
             self._check_sizes(state, update)
-            self._publish(state, update, needs_room)
-        if settle_edit(edit, state):
+            if not (express and self._express(state, update)):
+                needs_room = self._needs_room(state, update)
+                if needs_room and self._counted >= self.capacity:
+                    return Outcome.FULL
+                self._publish(state, update, needs_room)
+        if update is not edit and settle_edit(edit, state):
             self._mark_dirty(state)  # a failure change may carry no frame of its own
         return Outcome.ACCEPTED
 
@@ -249,10 +261,14 @@ class SendQueue:
             self._held = None
             if out is None:
                 out = self._next_frame()
+            else:
+                self._unreported = True
             if self._durable and (self._dirty or self._deletes):
                 self._held = out  # persist before write (docs/durability.md)
                 return self._take_batch()
-            if out is not None and not out.sent and self._fenced(out):
+            lifetime = None if out is None else out.lifetime
+            if lifetime is not None and lifetime.closed and out is not None and not out.sent:
+                self.dropped(out)  # it ended while its state was being stored (R6)
                 continue
             return out
 
@@ -265,17 +281,21 @@ class SendQueue:
         """The writer reports that ``out`` was written whole."""
         self.counters.frames_written += 1
         self.counters.bytes_written += len(out.frame)
-        self._unreported = False
+        self._reported()
 
     def dropped(self, out: Outgoing) -> None:
         """The writer reports that it dropped ``out`` unwritten, its lifetime having ended (R6)."""
         self.counters.fenced += 1
-        self._unreported = False
+        self._reported()
 
     def still_wanted(self, out: Outgoing) -> bool:
         """Whether ``out`` (not yet begun) should still be written; if its lifetime ended (say,
         during a retry's backoff) it is reported dropped here (R6)."""
-        return not self._fenced(out)
+        lifetime = out.lifetime
+        if lifetime is not None and lifetime.closed:
+            self.dropped(out)
+            return False
+        return True
 
     def lost(self, out: Outgoing) -> None:
         """The writer reports that ``out`` was not (or may not have been) delivered (R11).
@@ -284,7 +304,7 @@ class SendQueue:
         and one is queued in case no other frame follows. The rest of the entry is dropped.
         """
         self.counters.write_failures += 1
-        self._unreported = False
+        self._reported()
         lifetime = out.lifetime
         if lifetime is None or lifetime.closed:
             return
@@ -319,11 +339,24 @@ class SendQueue:
         """Whether ``target`` (from :meth:`flush_target`) is reached, and every client view
         damaged by a lost frame has been repaired since."""
         position, batches = target
-        if self._repairing or self._unreported or self._batches_stored < batches:
+        if self._repairing or self._unreported or self._held is not None:
+            return False
+        if self._batches_stored < batches:
             return False
         if self._finished >= position:
             return True
         return not self._queue and self._current is None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, held or being written: :meth:`next_action` would return ``None``
+        (with a store, it may still have a batch to hand out)."""
+        return (
+            not self._queue
+            and self._current is None
+            and self._held is None
+            and not self._unreported
+        )
 
     @property
     def position(self) -> int:
@@ -358,10 +391,38 @@ class SendQueue:
             return False
         return entry.patch_size + update.patch_size > self.max_frame_bytes // 2
 
-    def _publish(self, state: LifetimeState, update: EncodedUpdate, needs_room: bool) -> None:
+    def _fold(self, state: LifetimeState, update: EncodedUpdate) -> None:
         state.apply(update)
-        self._mark_dirty(state)
+        if self._durable:
+            self._dirty[state] = None
         self.counters.publications += 1
+
+    def _express(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+        """Fold ``update`` and hold its one frame for :meth:`next_action`, if nothing is queued
+        or being written and the lifetime needs no repair; ``False`` (nothing done) otherwise."""
+        if self._queue or self._current is not None or self._held or self._unreported:
+            return False  # not idle (see idle): something must go first
+        if state.needs_repair:
+            return False
+        if update.meta_clear and update.meta_patch and not self.mode.full_object:
+            return False  # two frames: the clear, then the object
+        self._fold(state, update)
+        frame = info_frames(
+            self.mode,
+            state,
+            update.title,
+            update.updated_at,
+            update.meta_clear,
+            update.meta_patch,
+            update.notification_meta,
+        )[0]
+        self._appended += 1
+        self._express_pos = self._appended
+        self._held = Outgoing(frame, state)
+        return True
+
+    def _publish(self, state: LifetimeState, update: EncodedUpdate, needs_room: bool) -> None:
+        self._fold(state, update)
         entry = state.open_entry
         if not needs_room and isinstance(entry, InfoEntry):
             before = entry.frames
@@ -378,11 +439,19 @@ class SendQueue:
     def _check_sizes(self, state: LifetimeState, update: EncodedUpdate) -> None:
         limit = self.max_frame_bytes
         own = len(state.prefix) + 64 + update.patch_size
-        for text in (update.title, update.updated_at, update.notification_meta):
-            if text is not None:
-                own += len(text)
+        if update.title is not None:
+            own += len(update.title)
+        if update.updated_at is not None:
+            own += len(update.updated_at)
+        if update.notification_meta is not None:
+            own += len(update.notification_meta)
         # Quick and sufficient: the update's frame plus everything known bounds both sizes.
-        if own + state.known_size() <= limit:
+        known = state.meta_size + len(state.fragments)
+        if state.title is not None:
+            known += len(state.title)
+        if state.updated_at is not None:
+            known += len(state.updated_at)
+        if own + known <= limit:
             return
         if own > limit:
             raise FrameTooLargeError(
@@ -454,12 +523,12 @@ class SendQueue:
             self._current_entry = entry
             self._current = self._render(entry)
 
-    def _fenced(self, out: Outgoing) -> bool:
-        lifetime = out.lifetime
-        if lifetime is not None and lifetime.closed:
-            self.dropped(out)
-            return True
-        return False
+    def _reported(self) -> None:
+        self._unreported = False
+        if self._express_pos and self._held is None:  # the express frame is done
+            if self._express_pos > self._finished:
+                self._finished = self._express_pos
+            self._express_pos = 0
 
     def _take_batch(self) -> StoreBatch:
         saves = [record_of(state) for state in self._dirty]
@@ -476,7 +545,7 @@ class SendQueue:
             self._finished = entry.pos
         self._current = None
         self._current_entry = None
-        if not self._queue:
+        if not self._queue and not self._express_pos:
             self._finished = self._appended
 
     def _render(self, entry: Entry) -> Iterator[bytes]:
@@ -496,11 +565,11 @@ class SendQueue:
         return info_frames(
             self.mode,
             entry.lifetime,
-            title=entry.title,
-            updated_at=entry.updated_at,
-            cleared=entry.cleared,
-            patch=entry.patch,
-            notification_meta=entry.notification_meta,
+            entry.title,
+            entry.updated_at,
+            entry.cleared,
+            entry.patch,
+            entry.notification_meta,
         )
 
     def _repaired_info_frames(self, entry: InfoEntry) -> Iterator[bytes]:

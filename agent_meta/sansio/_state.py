@@ -95,15 +95,6 @@ class LifetimeState:
         """True when nothing is known: a resync then sends only the clear."""
         return self.title is None and self.updated_at is None and not self.fragments
 
-    def known_size(self) -> int:
-        """The bytes of everything known (text and separators), for quick size bounds."""
-        size = self.meta_size + len(self.fragments)
-        if self.title is not None:
-            size += len(self.title)
-        if self.updated_at is not None:
-            size += len(self.updated_at)
-        return size
-
     def snapshot_size(self) -> int:
         """An upper bound on the byte size of this lifetime's snapshot frame."""
         return self._frame_size(self.title, self.updated_at, self.meta_size, len(self.fragments))
