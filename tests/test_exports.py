@@ -207,3 +207,13 @@ def test_every_other_module_is_private() -> None:
         raise AssertionError(
             f"agent_meta/{path.relative_to(package)} is neither private nor pinned"
         )
+
+
+def test_the_api_reference_lists_every_public_name_once() -> None:
+    """docs/api.md lists the root's names by layer; none may be missing or listed twice."""
+    listed = [
+        line.strip().removeprefix("- ")
+        for line in (ROOT / "docs" / "api.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("        - ")
+    ]
+    assert sorted(listed) == sorted(set(PUBLIC_NAMES) - {"__version__"})

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import session_info_patches
 
 from agent_meta import (
     OMITTED,
@@ -22,11 +25,12 @@ from agent_meta import (
     MetaValueError,
     OwnerOptions,
     SessionExistsError,
+    SessionInfoPatch,
 )
 from agent_meta.sansio._edits import DomainEdit, Outcome, ReportFailure, ResolveFailure
 from agent_meta.sansio._encode import EncodedUpdate, encode_update
 from agent_meta.sansio._entries import Outgoing, StoreBatch
-from agent_meta.sansio._modes import wire_mode
+from agent_meta.sansio._modes import V1MetaMode, wire_mode
 from agent_meta.sansio._queue import SendQueue
 
 if TYPE_CHECKING:
@@ -1018,3 +1022,85 @@ def test_r10_the_version_set_at_initialize_switches_the_rendering() -> None:
     publish(q, s, q.encode(meta={"a": 1}, updated_at="yesterday"))
     publish(q, s, q.encode(meta={"a": None}))
     assert drain(q) == [info({"updatedAt": "yesterday", "_meta": {}})]
+
+
+# -- express frames: a lone publication skips the entry, never the rules ----------------------
+
+
+def _counters(q: SendQueue) -> tuple[int, ...]:
+    c = q.counters
+    return (c.publications, c.frames_written, c.bytes_written, c.fenced, c.coalesced)
+
+
+@given(
+    st.lists(st.tuples(session_info_patches(), st.booleans()), min_size=1, max_size=6),
+    st.sampled_from([(2, "merged"), (1, "merged"), (1, "passthrough")]),
+    st.booleans(),
+)
+def test_express_frames_are_the_frames_the_queue_would_write(
+    steps: list[tuple[SessionInfoPatch, bool]],
+    mode: tuple[Literal[1, 2], V1MetaMode],
+    coalesce: bool,
+) -> None:
+    """Publications submitted with ``express=True`` (when the caller takes the frame at once)
+    write exactly the bytes, states and counters of the same publications queued as entries,
+    also when earlier ones still wait in the queue."""
+    version, v1_meta_mode = mode
+    queues = [
+        make_queue(protocol_version=version, v1_meta_mode=v1_meta_mode, coalesce=coalesce)
+        for _ in range(2)
+    ]
+    lifetimes = [q.open_lifetime(SID) for q in queues]
+    written: list[list[bytes]] = [[], []]
+    for patch, take_now in [*steps, (SessionInfoPatch(), True)]:
+        for index, (q, s) in enumerate(zip(queues, lifetimes, strict=True)):
+            update = q.encode(title=patch.title, updated_at=patch.updated_at, meta=patch.meta)
+            express = index == 1 and take_now  # as a driver: only when it writes at once
+            assert q.submit(s, update, express=express) is Outcome.ACCEPTED
+            while take_now and (out := next_frame(q)) is not None:
+                q.written(out)
+                written[index].append(out.frame)
+    assert all(q.is_flushed(q.flush_target()) for q in queues)
+    assert written[0] == written[1]
+    assert lifetimes[0].snapshot() == lifetimes[1].snapshot()
+    assert _counters(queues[0]) == _counters(queues[1])
+
+
+def test_express_is_declined_whenever_something_must_go_first() -> None:
+    q = make_queue()
+    s = opened(q)
+    publish(q, s, enc(meta={"a": 1}))  # queued as an entry
+    assert q.submit(s, enc(meta={"b": 2}), express=True) is Outcome.ACCEPTED  # merged into it
+    assert drain(q) == [info({"_meta": {"a": 1, "b": 2}})]
+    # a clear with members is two frames: only the queue writes both, in order
+    assert q.submit(s, enc(meta={"c": 3}), express=True) is Outcome.ACCEPTED
+    q.submit(s, q.encode(meta=None), express=False)
+    q.submit(s, enc(meta={"d": 4}), express=True)
+    assert drain(q) == [info({"_meta": {"c": 3}}), info({"_meta": None}), info({"_meta": {"d": 4}})]
+
+
+def test_an_express_frame_is_in_flight_until_reported() -> None:
+    q = make_queue()
+    s = opened(q)
+    q.submit(s, enc(meta={"a": 1}), express=True)
+    target = q.flush_target()
+    assert not q.is_flushed(target)  # held, not yet taken
+    out = take(q)
+    assert parse(out) == info({"_meta": {"a": 1}})
+    assert q.submit(s, enc(meta={"b": 2}), express=True) is Outcome.ACCEPTED  # queued behind it
+    with pytest.raises(RuntimeError, match="report the last frame"):
+        q.next_action()
+    assert not q.is_flushed(target)
+    q.written(out)
+    assert q.is_flushed(target)
+    assert drain(q) == [info({"_meta": {"b": 2}})]
+
+
+def test_an_express_frame_of_a_closed_lifetime_is_dropped_unless_begun() -> None:
+    q = make_queue()
+    s = opened(q)
+    q.submit(s, enc(meta={"a": 1}), express=True)
+    q.close_lifetime(s)
+    assert next_frame(q) is None  # not begun: dropped, counted as fenced
+    assert q.counters.fenced == 1
+    assert q.is_flushed(q.flush_target())
