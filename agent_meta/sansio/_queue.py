@@ -30,6 +30,7 @@ import collections
 from typing import TYPE_CHECKING
 
 from ..core._errors import FrameTooLargeError, SessionExistsError
+from ._durability import Durability
 from ._edits import Edit, Outcome, plan_edit, settle_edit
 from ._encode import EncodedUpdate, encode_update
 from ._entries import (
@@ -43,7 +44,7 @@ from ._entries import (
 )
 from ._frames import clear_frame, info_frames, snapshot_frame
 from ._modes import WireMode, wire_mode
-from ._records import record_of, restore_state
+from ._records import restore_state
 from ._state import LifetimeState
 
 if TYPE_CHECKING:
@@ -83,12 +84,7 @@ class SendQueue:
         self._express_pos = 0  # position of an express frame not yet reported; 0: none
         self._repairing: set[LifetimeState] = set()  # lost a frame, repair not yet written
         # Durability: lifetimes changed since last stored, ids to delete, batch sequence.
-        self._durable = durable
-        self._dirty: dict[LifetimeState, None] = {}
-        self._deletes: list[str] = []
-        self._batch: StoreBatch | None = None  # handed out, not yet reported
-        self._batches_taken = 0
-        self._batches_stored = 0
+        self._store = Durability(durable)
 
     # -- configuration -------------------------------------------------------------------
     @property
@@ -131,7 +127,7 @@ class SendQueue:
         if seed is not None:
             self._check_sizes(state, seed)
             state.apply(seed)
-            self._mark_dirty(state)
+            self._store.changed(state)
         self.sessions[session_id] = state
         return state
 
@@ -143,10 +139,7 @@ class SendQueue:
             return 0
         state.closed = True
         self._repairing.discard(state)
-        self._dirty.pop(state, None)
-        if self._durable:
-            # Deleted from the store before any frame enqueued from now on is written.
-            self._deletes.append(state.session_id)
+        self._store.closed(state)
         state.open_entry = None
         state.resync_entry = None
         if self.sessions.get(state.session_id) is state:
@@ -206,7 +199,7 @@ class SendQueue:
                     return Outcome.FULL
                 self._publish(state, update, needs_room)
         if update is not edit and settle_edit(edit, state):
-            self._mark_dirty(state)  # a failure change may carry no frame of its own
+            self._store.changed(state)  # a failure change may carry no frame of its own
         return Outcome.ACCEPTED
 
     def resync(self, state: LifetimeState, *, repair_only: bool = False) -> Outcome:
@@ -254,7 +247,7 @@ class SendQueue:
         each :class:`StoreBatch` (:meth:`stored`) before asking again. A frame is handed out
         before the batch that stores its state, and again once that batch is stored.
         """
-        if self._batch is not None:
+        if self._store.in_flight:
             raise RuntimeError("report the store batch handed out before asking again")
         while True:
             out = self._held
@@ -263,9 +256,9 @@ class SendQueue:
                 out = self._next_frame()
             else:
                 self._unreported = True
-            if self._durable and (self._dirty or self._deletes):
+            if self._store.pending:
                 self._held = out  # persist before write (docs/durability.md)
-                return self._take_batch()
+                return self._store.take()
             lifetime = None if out is None else out.lifetime
             if lifetime is not None and lifetime.closed and out is not None and not out.sent:
                 self.dropped(out)  # it ended while its state was being stored (R6)
@@ -309,7 +302,7 @@ class SendQueue:
         if lifetime is None or lifetime.closed:
             return
         lifetime.needs_repair = True
-        self._mark_dirty(lifetime)
+        self._store.changed(lifetime)
         if self._current_entry is not None and self._current_entry.lifetime is lifetime:
             self._finish_current()
         if not self.mode.repairs:
@@ -319,21 +312,13 @@ class SendQueue:
 
     def stored(self, batch: StoreBatch) -> None:
         """The writer reports that ``batch`` is durably stored."""
-        if batch is not self._batch:
-            raise RuntimeError("that store batch was not handed out, or was reported already")
-        self._batch = None
-        self._batches_stored = batch.seq
+        self._store.done(batch)
 
     # -- flushing ------------------------------------------------------------------------
     def flush_target(self) -> tuple[int, int]:
         """What "flushed" means for a caller now: every entry queued so far written (or
         dropped), and every change accepted so far stored (see :meth:`is_flushed`)."""
-        batches = self._batches_stored
-        if self._dirty or self._deletes:
-            batches = self._batches_taken + 1  # a batch that is taken after this call
-        elif self._batch is not None:
-            batches = self._batch.seq
-        return self._appended, batches
+        return self._appended, self._store.target()
 
     def is_flushed(self, target: tuple[int, int]) -> bool:
         """Whether ``target`` (from :meth:`flush_target`) is reached, and every client view
@@ -341,7 +326,7 @@ class SendQueue:
         position, batches = target
         if self._repairing or self._unreported or self._held is not None:
             return False
-        if self._batches_stored < batches:
+        if self._store.stored < batches:
             return False
         if self._finished >= position:
             return True
@@ -377,7 +362,7 @@ class SendQueue:
     @property
     def store_batches(self) -> int:
         """Store batches reported stored."""
-        return self._batches_stored
+        return self._store.stored
 
     # -- internals: producers ------------------------------------------------------------
     def _needs_room(self, state: LifetimeState, update: EncodedUpdate) -> bool:
@@ -393,8 +378,7 @@ class SendQueue:
 
     def _fold(self, state: LifetimeState, update: EncodedUpdate) -> None:
         state.apply(update)
-        if self._durable:
-            self._dirty[state] = None
+        self._store.changed(state)
         self.counters.publications += 1
 
     def _express(self, state: LifetimeState, update: EncodedUpdate) -> bool:
@@ -468,10 +452,6 @@ class SendQueue:
     def _frames_of(self, entry: InfoEntry) -> int:
         return self.mode.publication_frames(entry.cleared, bool(entry.patch))
 
-    def _mark_dirty(self, state: LifetimeState) -> None:
-        if self._durable and not state.closed:
-            self._dirty[state] = None
-
     def _append(self, entry: Entry) -> None:
         self._appended += 1
         entry.pos = self._appended
@@ -530,15 +510,6 @@ class SendQueue:
                 self._finished = self._express_pos
             self._express_pos = 0
 
-    def _take_batch(self) -> StoreBatch:
-        saves = [record_of(state) for state in self._dirty]
-        self._batches_taken += 1
-        batch = StoreBatch(saves, self._deletes, self._batches_taken)
-        self._dirty = {}
-        self._deletes = []
-        self._batch = batch
-        return batch
-
     def _finish_current(self) -> None:
         entry = self._current_entry
         if entry is not None and entry.pos > self._finished:
@@ -580,7 +551,7 @@ class SendQueue:
         if state.needs_repair:
             self.counters.repairs += 1
             state.needs_repair = False
-            self._mark_dirty(state)
+            self._store.changed(state)
         if self.mode.resync == "none":
             return
         self.counters.resyncs += 1
