@@ -142,13 +142,13 @@ async def test_resync_snapshot_does_not_run_ahead_of_queued_patches(
     """
     gate = GatedTransport()
     held: Held = {SID: []}
-    async with agent_meta.open_owner(gate, coalesce=coalesce) as owner:
-        lifetime = owner.open_session(SID)
+    async with agent_meta.open_owner(gate, agent_meta.OwnerOptions(coalesce=coalesce)) as owner:
+        lifetime = owner.open_lifetime(SID)
         held[SID].append(lifetime.snapshot())
         assert await lifetime.publish(meta={"x": 0, "a": 0})
         held[SID].append(lifetime.snapshot())
         await gate.wait_for_waiting(1)  # the writer is busy with the first frame
-        assert await lifetime.resync()
+        assert lifetime.resync()
         trace = {"traceparent": "00-1"} if split else None
         assert await lifetime.publish(meta={"a": 1}, notification_meta=trace)
         held[SID].append(lifetime.snapshot())
@@ -182,8 +182,10 @@ async def test_v1_full_object_frames_do_not_run_ahead_of_their_publication() -> 
     """
     gate = GatedTransport()
     held: Held = {SID: []}
-    async with agent_meta.open_owner(gate, protocol_version=1, coalesce=False) as owner:
-        lifetime = owner.open_session(SID)
+    async with agent_meta.open_owner(
+        gate, agent_meta.OwnerOptions(protocol_version=1, coalesce=False)
+    ) as owner:
+        lifetime = owner.open_lifetime(SID)
         held[SID].append(lifetime.snapshot())
         assert await lifetime.publish(meta={"x": 0})
         held[SID].append(lifetime.snapshot())
@@ -263,10 +265,12 @@ async def run_program(
     """
     gate = GatedTransport()
     held: Held = {}
-    async with agent_meta.open_owner(gate, protocol_version=version, coalesce=coalesce) as owner:
+    async with agent_meta.open_owner(
+        gate, agent_meta.OwnerOptions(protocol_version=version, coalesce=coalesce)
+    ) as owner:
         lifetimes = {}
         for session_id in SESSIONS:
-            lifetimes[session_id] = owner.open_session(session_id)
+            lifetimes[session_id] = owner.open_lifetime(session_id)
             held[session_id] = [lifetimes[session_id].snapshot()]
         for op in program:
             kind = op[0]
@@ -289,7 +293,7 @@ async def run_program(
                     await lifetime.resolve_failure("i1", argument)
                 held[session_id].append(lifetime.snapshot())
             elif kind == "resync":
-                assert await lifetimes[op[1]].resync()
+                assert lifetimes[op[1]].resync()
             elif kind == "raw":
                 await owner.send_notification(
                     "session/update",

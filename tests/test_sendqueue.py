@@ -290,10 +290,9 @@ def test_resync_snapshot_is_rendered_at_write_time() -> None:
     publish(q, s, enc(meta={"c": 3}))  # after the clear was taken, before the snapshot
     q.written(clear)
     assert parse(clear) == info({"_meta": None})
-    assert drain(q) == [
-        info({"_meta": {"a": 2, "c": 3}}),
-        info({"_meta": {"a": 2, "b": None, "c": 3}}),
-    ]
+    # The snapshot carries both later publications; their own entry sends nothing more.
+    assert drain(q) == [info({"_meta": {"a": 2, "c": 3}})]
+    assert q.counters.frames_written == 3  # {a: 1}, the clear, the snapshot
 
 
 def test_pending_resyncs_are_deduplicated() -> None:
@@ -343,9 +342,8 @@ def test_publication_after_resync_is_not_merged_before_it() -> None:
     assert drain(q) == [
         info({"_meta": {"a": 1}}),
         info({"_meta": None}),
-        info({"_meta": {"a": 1, "b": 2}}),
+        info({"_meta": {"a": 1, "b": 2}}),  # the snapshot carries the publication behind it
         {"jsonrpc": "2.0", "id": 7, "result": {}},
-        info({"_meta": {"b": 2}}),
     ]
 
 
@@ -442,8 +440,7 @@ def test_repair_precedes_the_lifetimes_next_frame() -> None:
     assert drain(q) == [
         info({"_meta": {"o": 1}}, sid="other"),
         info({"_meta": None}),
-        info({"_meta": {"a": 1, "b": 2}}),
-        info({"_meta": {"b": 2}}),
+        info({"_meta": {"a": 1, "b": 2}}),  # the repair's snapshot carries {"b": 2}
     ]
     assert q.counters.repairs == 1
 
@@ -1104,3 +1101,46 @@ def test_an_express_frame_of_a_closed_lifetime_is_dropped_unless_begun() -> None
     assert next_frame(q) is None  # not begun: dropped, counted as fenced
     assert q.counters.fenced == 1
     assert q.is_flushed(q.flush_target())
+
+
+def test_entries_behind_a_snapshot_send_nothing_that_would_go_back() -> None:
+    """Issue 13, point 2: with the writer busy, resync(), a=1, a=2 must not show the client
+    0 -> 2 -> 1 -> 2. The snapshot carries every publication queued behind it; a frame with
+    notification ``_meta`` behind it keeps its trace on an update that changes nothing."""
+    q = make_queue(coalesce=False)
+    s = opened(q)
+    publish(q, s, enc(meta={"x": 0}))
+    drain(q)
+    q.resync(s)
+    publish(q, s, enc(meta={"a": 1}))
+    publish(q, s, enc(meta={"a": 2}, notification_meta={"trace": "t2"}))
+    q.written(take(q))  # the clear
+    snapshot = take(q)
+    publish(q, s, enc(meta={"a": 3}))  # after the snapshot is rendered: a frame of its own
+    q.written(snapshot)
+    assert parse(snapshot) == info({"_meta": {"x": 0, "a": 2}})
+    assert drain(q) == [info({}, nmeta={"trace": "t2"}), info({"_meta": {"a": 3}})]
+    assert s.snapshot().meta == {"x": 0, "a": 3}
+
+
+def test_an_open_entry_behind_a_snapshot_takes_no_later_publication() -> None:
+    q = make_queue()
+    s = opened(q)
+    q.resync(s)
+    publish(q, s, enc(meta={"a": 1}))  # the open entry, behind the resync
+    q.written(take(q))  # the clear
+    snapshot = take(q)  # rendered now: carries a=1
+    publish(q, s, enc(meta={"b": 2}))  # must not merge into the absorbed entry
+    q.written(snapshot)
+    assert parse(snapshot) == info({"_meta": {"a": 1}})
+    assert drain(q) == [info({"_meta": {"b": 2}})]
+
+
+def test_v1_frames_are_snapshots_of_the_whole_known_state() -> None:
+    """A v1 (merged) frame carries what the agent holds when it is written, title included,
+    so no frame can pair an old title with newer metadata."""
+    q = make_queue(protocol_version=1, coalesce=False)
+    s = opened(q)
+    publish(q, s, enc(title="T1", meta={"a": 1}, offset_timestamps=False))
+    publish(q, s, enc(title="T2", meta={"a": 2}, offset_timestamps=False))
+    assert drain(q) == [info({"title": "T2", "_meta": {"a": 2}})]

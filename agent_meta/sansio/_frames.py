@@ -166,9 +166,9 @@ def info_frames(
     A clear followed by members is two frames: ``_meta: null``, then the object (R3).
     """
     prefix = state.prefix
-    if mode.full_object:
+    if mode.full_object:  # a snapshot: what the agent holds now, with this frame's trace
         whole = state.meta_text() or "{}"
-        return [info_frame(prefix, title, updated_at, whole, notification_meta)]
+        return [info_frame(prefix, state.title, state.updated_at, whole, notification_meta)]
     if not cleared:
         meta = None if patch is None else patch_text(patch)
         return [info_frame(prefix, title, updated_at, meta, notification_meta)]

@@ -42,7 +42,7 @@ from ._entries import (
     ResyncEntry,
     StoreBatch,
 )
-from ._frames import clear_frame, info_frames, snapshot_frame
+from ._frames import clear_frame, info_frame, info_frames, snapshot_frame
 from ._modes import WireMode, wire_mode
 from ._records import restore_state
 from ._state import LifetimeState
@@ -523,9 +523,15 @@ class SendQueue:
         """The frames of an entry the writer takes. Everything but a resync is rendered at
         once; a resync's snapshot frame only once its ``null`` frame is written (R4)."""
         if isinstance(entry, InfoEntry):
-            if entry.lifetime.needs_repair:
+            state = entry.lifetime
+            if entry.pos <= state.absorbed_through:
+                return iter(self._absorbed_frames(entry))
+            if state.needs_repair:
                 return self._repaired_info_frames(entry)
-            return iter(self._info_frames(entry))
+            frames = self._info_frames(entry)
+            if self.mode.full_object:
+                self._absorb(state)  # the frame is a snapshot: nothing queued may go back
+            return iter(frames)
         if isinstance(entry, RawEntry):
             return iter((entry.frame,))
         if entry.repair_only and not entry.lifetime.needs_repair:
@@ -543,9 +549,28 @@ class SendQueue:
             entry.notification_meta,
         )
 
+    def _absorbed_frames(self, entry: InfoEntry) -> list[bytes]:
+        """An entry whose publications a snapshot already carries: only its notification
+        ``_meta`` still goes out (R9), on an update that changes nothing."""
+        if entry.notification_meta is None:
+            return []
+        prefix = entry.lifetime.prefix
+        return [info_frame(prefix, None, None, None, entry.notification_meta)]
+
+    def _absorb(self, state: LifetimeState) -> None:
+        """A snapshot of ``state`` is being rendered now: it carries every publication queued
+        behind it, so those entries send nothing more (the client would otherwise go back
+        through older states, issue 13), and none of them may take later publications."""
+        state.absorbed_through = self._appended
+        if state.open_entry is not None:
+            state.open_entry = None
+
     def _repaired_info_frames(self, entry: InfoEntry) -> Iterator[bytes]:
         yield from self._resync_frames(entry.lifetime)
-        yield from self._info_frames(entry)
+        if entry.pos <= entry.lifetime.absorbed_through:
+            yield from self._absorbed_frames(entry)  # the repair's snapshot carries it
+        else:
+            yield from self._info_frames(entry)  # no snapshot was sent (v1 pass-through)
 
     def _resync_frames(self, state: LifetimeState) -> Iterator[bytes]:
         if state.needs_repair:
@@ -558,8 +583,10 @@ class SendQueue:
         if self.mode.resync == "clear_then_snapshot":
             yield clear_frame(state)
             # Rendered only now, after the clear went out: the snapshot is as new as it can be.
+            self._absorb(state)
             if state.is_empty():
                 self._repairing.discard(state)
                 return
+        self._absorb(state)
         yield snapshot_frame(self.mode, state)
         self._repairing.discard(state)  # reached only once every frame above was written

@@ -40,6 +40,7 @@ class LifetimeState:
     """The known session info of one session lifetime (pure; mutated only by the send queue)."""
 
     __slots__ = (
+        "absorbed_through",
         "closed",
         "failure",
         "fragments",
@@ -64,6 +65,7 @@ class LifetimeState:
         self.closed = False
         self.needs_repair = False
         # Bookkeeping of the send queue (opaque here).
+        self.absorbed_through = 0  # queue positions up to here are in a snapshot sent
         self.open_entry: object | None = None
         self.resync_entry: object | None = None
 
