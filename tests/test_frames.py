@@ -92,7 +92,7 @@ def test_notification_frames_match_the_wire_model(
 
 
 @given(
-    st.one_of(st.integers(), st.text(max_size=6)),
+    st.one_of(st.integers(min_value=-(2**63), max_value=2**63 - 1), st.text(max_size=6)),
     st.one_of(st.none(), st.dictionaries(st.text(max_size=4), json_values, max_size=3)),
 )
 def test_response_frames_match_the_wire_model(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NoReturn, final
 
 from ..core._errors import (
     AgentMetaError,
+    MetaValueError,
     OwnerClosedError,
     StoreError,
     TransportBrokenError,
@@ -138,8 +139,7 @@ class OwnerBase(abc.ABC):
         failure incident and repair flag come back (``seed`` is then applied on top).
         """
         self._check_running()
-        if not isinstance(session_id, str):
-            raise TypeError(f"session_id must be a str, not a {type(session_id).__name__}")
+        _check_session_id(session_id)
         encoded = None
         if seed is not None:
             encoded = self._queue.encode(
@@ -156,6 +156,7 @@ class OwnerBase(abc.ABC):
 
     def lifetime(self, session_id: str) -> SessionLifetime:
         """The open lifetime of ``session_id``; :class:`~agent_meta.UnknownSessionError` if none."""
+        _check_session_id(session_id)
         try:
             return self._lifetimes[session_id]
         except KeyError:
@@ -163,6 +164,7 @@ class OwnerBase(abc.ABC):
 
     def has_lifetime(self, session_id: str) -> bool:
         """Whether ``session_id`` has an open lifetime."""
+        _check_session_id(session_id)
         return session_id in self._lifetimes
 
     def lifetime_ids(self) -> list[str]:
@@ -171,10 +173,12 @@ class OwnerBase(abc.ABC):
 
     def has_stored_lifetime(self, session_id: str) -> bool:
         """Whether the store holds a lifetime of ``session_id`` that is not open yet."""
+        _check_session_id(session_id)
         return session_id in self._stored
 
     def stored_snapshot(self, session_id: str) -> SessionInfo | None:
         """The known state the store holds for ``session_id`` (not open yet), else ``None``."""
+        _check_session_id(session_id)
         record = self._stored.get(session_id)
         if record is None or self._store is None:
             return None
@@ -318,6 +322,12 @@ class OwnerBase(abc.ABC):
         error = StoreError(location, f"saving lifetimes failed: {type(exc).__name__}: {exc}")
         error.__cause__ = exc
         return error
+
+
+def _check_session_id(session_id: object) -> None:
+    """A session id is a str (R12: a typed error, not a ``TypeError`` from a dict lookup)."""
+    if not isinstance(session_id, str):
+        raise MetaValueError(f"must be a str, not a {type(session_id).__name__}", path="session_id")
 
 
 def broken_transport(exc: BaseException) -> TransportBrokenError:

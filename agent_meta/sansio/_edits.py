@@ -148,7 +148,12 @@ def check_path(path: Sequence[str], what: str = "path") -> tuple[str, ...]:
             f"must be a sequence of keys, not the string {path!r} (use [{path!r}] or split it)",
             path=what,
         )
-    steps = tuple(path)
+    try:
+        steps = tuple(path)
+    except TypeError:
+        raise MetaPathError(
+            f"must be a sequence of str keys, not a {type(path).__name__}", path=what
+        ) from None
     for index, step in enumerate(steps):
         if not isinstance(step, str):
             raise MetaPathError(f"step {index} is a {type(step).__name__}, not a str", path=what)

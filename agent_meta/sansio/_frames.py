@@ -207,12 +207,20 @@ def _params_text(params: object) -> str | None:
     return encode_json(json_object_copy(params, path="params"))
 
 
+INT64: Final = range(-(2**63), 2**63)
+"""ACP request ids that are numbers are int64 (both schema versions)."""
+INT32: Final = range(-(2**31), 2**31)
+"""ACP error codes are int32."""
+
+
 def _id_text(request_id: object, *, allow_null: bool) -> str:
     if request_id is None and allow_null:
         return NULL
     if isinstance(request_id, bool) or not isinstance(request_id, int | str):
         allowed = "an int, a str or None" if allow_null else "an int or a str"
         raise MetaValueError(f"must be {allowed}, not {request_id!r}", path="request_id")
+    if isinstance(request_id, int) and request_id not in INT64:
+        raise MetaValueError(f"{request_id} is outside int64, as ACP ids are", path="request_id")
     return encode_json(json_copy(request_id, path="request_id"))
 
 
@@ -244,14 +252,16 @@ def build_response(request_id: object, *, result: object = None, error: object =
     read). Raises :class:`~agent_meta.MetaValueError` for anything else; nothing is built then.
     """
     id_text = _id_text(request_id, allow_null=True)
+    if error is not None and result is not None:
+        raise MetaValueError("give either result or error, not both", path="error")
     if error is None:
         return response_frame(
             id_text, result=encode_json(json_copy(result, path="result")), error=None
         )
     err = json_object_copy(error, path="error")
     code = err.get("code")
-    if type(code) is not int:
-        raise MetaValueError(f"'code' must be an int, not {code!r}", path="error")
+    if type(code) is not int or code not in INT32:
+        raise MetaValueError(f"'code' must be an int32, not {code!r}", path="error")
     if type(err.get("message")) is not str:
         raise MetaValueError("needs a str 'message'", path="error")
     extra = set(err) - {"code", "message", "data"}
