@@ -12,14 +12,16 @@ Everything in the subpackages that is not re-exported here is private.
 """
 
 from ._version import __version__ as __version__
+from .acp._agent import Agent as Agent
+from .acp._agent import BaseAgent as BaseAgent
+from .acp._agent import RequestContext as RequestContext
 from .acp._connection import SUPPORTED_PROTOCOL_VERSIONS as SUPPORTED_PROTOCOL_VERSIONS
-from .acp._connection import Agent as Agent
 from .acp._connection import AgentConnection as AgentConnection
-from .acp._connection import BaseAgent as BaseAgent
-from .acp._connection import RequestContext as RequestContext
 from .acp._connection import run_stdio_agent as run_stdio_agent
 from .acp._connection import serve_agent as serve_agent
 from .acp._connection import serve_stdio as serve_stdio
+from .acp._outbound import ClientRequestError as ClientRequestError
+from .acp._outbound import ConnectionClosedError as ConnectionClosedError
 from .core._agui import AguiConversion as AguiConversion
 from .core._agui import agui_metadata_to_meta_patch as agui_metadata_to_meta_patch
 from .core._agui import merge_agui_metadata as merge_agui_metadata
@@ -73,6 +75,7 @@ from .wire._jsonrpc import METHOD_NOT_FOUND as METHOD_NOT_FOUND
 from .wire._jsonrpc import PARSE_ERROR as PARSE_ERROR
 from .wire._jsonrpc import REQUEST_CANCELLED as REQUEST_CANCELLED
 from .wire._jsonrpc import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
+from .wire._jsonrpc import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
 from .wire._jsonrpc import JsonRpcError as JsonRpcError
 from .wire._models import InvalidMessageError as InvalidMessageError
 from .wire._models import JsonRpcErrorObject as JsonRpcErrorObject
@@ -98,24 +101,23 @@ from .wire._models import patch_from_update as patch_from_update
 from .wire._models import update_from_patch as update_from_patch
 
 __all__ = [
-    # wire
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
-    # core
     "OMITTED",
     "PARSE_ERROR",
     "REQUEST_CANCELLED",
     "RESOURCE_NOT_FOUND",
-    # acp
     "SUPPORTED_PROTOCOL_VERSIONS",
+    "UNSUPPORTED_PROTOCOL_VERSION",
     "Agent",
     "AgentConnection",
     "AgentMetaError",
     "AguiConversion",
     "BaseAgent",
-    # owner
+    "ClientRequestError",
+    "ConnectionClosedError",
     "DomainHandle",
     "FailureIncident",
     "FrameLostError",

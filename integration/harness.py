@@ -216,11 +216,6 @@ class NodeRun:
         return [line["params"] for line in self.lines if line["type"] == "update"]
 
 
-def trace_agent_command() -> list[str]:
-    """The test-only agent of :mod:`integration.trace_agent` (sets notification ``_meta``)."""
-    return [sys.executable, "-m", "integration.trace_agent"]
-
-
 def run_node_client(
     scenario: str, *, agent: Sequence[str] | None = None, steps: Any = None
 ) -> NodeRun:

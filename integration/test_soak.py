@@ -119,8 +119,22 @@ class Agent:
             mirror.feed(frame)
             if "method" not in frame and frame.get("id") == request_id:
                 assert "error" not in frame, (method, params, frame)
+                if method == "session/prompt":  # v2 answers at once: read on to the turn's end
+                    frames += await self._until_turn_ends(mirror, params["sessionId"])
                 return frames, frame
             frames.append(frame)
+
+    async def _until_turn_ends(self, mirror: ClientMirror, sid: str) -> list[dict[str, Any]]:
+        """Fold frames up to the idle ``state_update`` (with a stop reason) of ``sid``."""
+        frames: list[dict[str, Any]] = []
+        while True:
+            frame = await self.frame()
+            assert frame is not None, "the agent's output ended inside a turn"
+            mirror.feed(frame)
+            frames.append(frame)
+            update = frame.get("params", {}).get("update", {}) if "method" in frame else {}
+            if frame.get("params", {}).get("sessionId") == sid and "stopReason" in update:
+                return frames
 
 
 def _resync_snapshot(frames: list[dict[str, Any]], sid: str) -> tuple[Any, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent_meta.testing import ClientMirror
-from integration.harness import NodeRun, info_updates, run_node_client, trace_agent_command
+from integration.harness import NodeRun, info_updates, run_node_client
 
 pytestmark = pytest.mark.usefixtures("node")
 
@@ -102,7 +102,7 @@ def test_nested_nulls_survive_the_wire_the_sdk_and_the_resync() -> None:
 
 
 def test_notification_meta_is_forwarded_and_never_restored() -> None:
-    run = run_node_client("notification-meta", agent=trace_agent_command())
+    run = run_node_client("notification-meta")  # the reference agent's /trace command
     session = _session_id(run)
     traced = [
         m for m in run.received() if m.get("method") == "session/update" and "_meta" in m["params"]
@@ -130,3 +130,87 @@ def test_close_then_resume_starts_a_fresh_lifetime() -> None:
     assert_resync(run.step_received(5), {"b": 2}, replay=False)
     mirror = _fold(run.received())
     assert mirror.meta(session) == {"b": 2}
+
+
+# --- agent-to-client requests and work in flight (issue 12) ---------------------------------
+#
+# The TypeScript SDK 2.4.0 sends no JSON-RPC batches and answers a received array with -32600
+# ("ACP does not use JSON-RPC batches", its v2 stream docs), so batches are tested over a raw
+# pipe (tests/test_v2_pipe_conformance.py), not with this client.
+
+
+def _states(messages: list[dict[str, Any]], session: str) -> list[dict[str, Any]]:
+    return [
+        m["params"]["update"]
+        for m in messages
+        if m.get("method") == "session/update"
+        and m["params"]["sessionId"] == session
+        and m["params"]["update"]["sessionUpdate"] == "state_update"
+    ]
+
+
+def _permission(run: NodeRun) -> dict[str, Any]:
+    asks: list[dict[str, Any]] = [
+        line["params"] for line in run.lines if line["type"] == "permission"
+    ]
+    assert len(asks) == 1, run.lines
+    return asks[0]
+
+
+def test_ask_sends_request_permission_and_the_answer_reaches_the_prompt() -> None:
+    run = run_node_client("ask")
+    session = _session_id(run)
+    ask = _permission(run)
+    assert ask["sessionId"] == session
+    assert ask["title"] == "Ship it?"
+    assert [o["optionId"] for o in ask["options"]] == ["allow", "reject"]
+    received = run.received()
+    states = [s["state"] for s in _states(received, session)]
+    assert states[:2] == ["running", "requires_action"]
+    assert states[-2:] == ["running", "idle"]
+    replies = [
+        m["params"]["update"]["content"]["text"]
+        for m in received
+        if m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    ]
+    assert replies == ["answer: allow\n"]
+
+
+def test_close_during_a_running_prompt_answers_after_its_final_updates() -> None:
+    run = run_node_client("close-running")
+    session = _session_id(run)
+    marker = next(
+        i
+        for i, line in enumerate(run.lines)
+        if line["type"] == "response" and line["op"] == "close"
+    )
+    # The close response is the last message received before its marker (recv comes first).
+    response_line = max(
+        i
+        for i in range(marker)
+        if run.lines[i]["type"] == "recv" and "method" not in run.lines[i]["message"]
+    )
+    before = [line["message"] for line in run.lines[:response_line] if line["type"] == "recv"]
+    after = [line["message"] for line in run.lines[response_line + 1 :] if line["type"] == "recv"]
+    assert run.lines[response_line]["message"]["result"] == {}
+    last_state = _states(before, session)[-1]
+    assert (last_state["state"], last_state["stopReason"]) == ("idle", "cancelled")
+    cancels = [m for m in before if m.get("method") == "$/cancel_request"]
+    assert len(cancels) == 1  # the pending permission request, cancelled before the response
+    assert not any(
+        m.get("params", {}).get("sessionId") == session for m in after if "method" in m
+    ), after
+
+
+def test_resume_during_a_running_prompt_reports_its_state_before_the_response() -> None:
+    run = run_node_client("resume-running")
+    session = _session_id(run)
+    resume = run.step_received(4)
+    states = _states(resume, session)
+    assert states, resume
+    assert states[-1]["state"] == "requires_action"  # still waiting for the permission answer
+    assert_resync(resume, {"a": 1}, replay=True)
+    ended = _states(run.received(), session)[-1]
+    assert (ended["state"], ended["stopReason"]) == ("idle", "end_turn")
+    assert _fold(run.received()).meta(session) == {"a": 1}

@@ -33,6 +33,9 @@ class Peer:
         self.mirror = mirror
         self.frames: list[dict[str, Any]] = []
         self._buffer = b""
+        self._pending: list[dict[str, Any]] = []
+        self.lines: list[bytes] = []
+        """Every line received, as bytes (a batch answer is one line)."""
         self._ids = 1000
 
     async def send_raw(self, data: bytes) -> None:
@@ -45,7 +48,10 @@ class Peer:
         await self.send({"method": method, "params": params})
 
     async def receive(self) -> dict[str, Any] | None:
-        """The next frame the agent wrote; ``None`` once its output has ended."""
+        """The next message the agent wrote (the responses of a batch answer one by one);
+        ``None`` once its output has ended."""
+        if self._pending:
+            return self._pending.pop(0)
         while b"\n" not in self._buffer:
             chunk = await self.from_agent.receive_some()
             if not chunk:
@@ -53,10 +59,11 @@ class Peer:
                 return None
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
-        self.mirror.feed(line)
-        frame: dict[str, Any] = json.loads(line)
-        self.frames.append(frame)
-        return frame
+        self.lines.append(line)
+        messages = self.mirror.feed_line(line)
+        self.frames.extend(messages)
+        self._pending = list(messages[1:])
+        return messages[0]
 
     async def until_response(self, request_id: int | str | None) -> list[dict[str, Any]]:
         """Frames up to and including the response to ``request_id`` (``None``: id null)."""

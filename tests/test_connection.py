@@ -9,7 +9,7 @@ import trio
 import trio.testing
 from peer import serve
 
-from agent_meta.acp._connection import AgentConnection, BaseAgent, RequestContext, serve_agent
+from agent_meta import AgentConnection, BaseAgent, RequestContext, serve_agent
 from agent_meta.wire._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -18,6 +18,7 @@ from agent_meta.wire._jsonrpc import (
     PARSE_ERROR,
     REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
     JsonRpcError,
 )
 
@@ -91,7 +92,6 @@ def _code(response: dict[str, Any]) -> int:
         ((1, 2), 1, 1),
         ((1, 2), 7, 2),
         ((1,), 2, 1),
-        ((2,), 1, 2),  # nothing at or below 1: answer our latest; the client decides
     ],
 )
 async def test_initialize_negotiates_the_version(
@@ -100,6 +100,23 @@ async def test_initialize_negotiates_the_version(
     async with serve(ToyAgent(), protocol_versions=allowed) as peer:
         response = await peer.request("initialize", {"protocolVersion": requested})
     assert response["result"] == {"protocolVersion": negotiated, "agentVersion": negotiated}
+
+
+@pytest.mark.parametrize(("allowed", "requested"), [((2,), 1), ((1, 2), 0)])
+async def test_a_version_below_every_supported_one_is_refused_with_32022(
+    allowed: tuple[int, ...], requested: int
+) -> None:
+    """ACP v2 schema: no supported version at or below the request -> -32022 with the
+    requested and supported versions; the connection stays usable for another initialize."""
+    async with serve(ToyAgent(), protocol_versions=allowed) as peer:
+        refused = await peer.request("initialize", {"protocolVersion": requested})
+        assert refused["error"] == {
+            "code": UNSUPPORTED_PROTOCOL_VERSION,
+            "message": "Unsupported protocol version",
+            "data": {"requested": requested, "supported": list(allowed)},
+        }
+        accepted = await peer.request("initialize", {"protocolVersion": 2})
+        assert accepted["result"]["protocolVersion"] == 2
 
 
 async def test_initialize_rejects_a_bad_version_and_methods_before_it() -> None:
@@ -126,10 +143,12 @@ async def test_malformed_input_gets_the_right_error_and_the_connection_survives(
         assert _code((await peer.until_response(None))[-1]) == PARSE_ERROR
         await peer.send_raw(b'{"jsonrpc": "1.0", "id": 6, "method": "x"}\n')
         assert _code((await peer.until_response(6))[-1]) == INVALID_REQUEST
-        await peer.send_raw(b'[{"jsonrpc": "2.0", "id": 7, "method": "x"}]\n')
+        await peer.send_raw(b"[]\n")
         assert _code((await peer.until_response(None))[-1]) == INVALID_REQUEST
         await peer.send_raw(b'{"jsonrpc": "2.0", "id": 8, "method": "x", "params": [1]}\n')
-        assert _code((await peer.until_response(8))[-1]) in (INVALID_REQUEST, INVALID_PARAMS)
+        assert _code((await peer.until_response(8))[-1]) == INVALID_PARAMS
+        await peer.send_raw(b'{"jsonrpc": "2.0", "id": 9, "method": "x", "params": 5}\n')
+        assert _code((await peer.until_response(9))[-1]) == INVALID_REQUEST
         assert _code(await peer.request("session/frobnicate", {})) == METHOD_NOT_FOUND
         assert _code(await peer.request("_vendor/thing", {})) == METHOD_NOT_FOUND
         assert _code(await peer.request("session/new", {"name": 3})) == INVALID_PARAMS
@@ -262,3 +281,36 @@ async def test_protocol_versions_are_checked() -> None:
     send, receive = trio.testing.memory_stream_one_way_pair()
     with pytest.raises(ValueError, match="subset"):
         await serve_agent(ToyAgent(), receive, send, protocol_versions=(3,))
+
+
+async def test_a_batch_is_answered_by_one_array_after_its_last_request() -> None:
+    """JSON-RPC batches (ACP v2 transports): each entry is processed, invalid entries get their
+    own -32600 with id null, notifications no answer, and all responses leave as one line."""
+    async with serve(ToyAgent()) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.send_raw(
+            b'[{"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"name": "a"}},'
+            b" 42,"
+            b' {"jsonrpc": "2.0", "method": "_vendor/ping"},'
+            b' {"jsonrpc": "2.0", "id": 2, "method": "session/frobnicate"}]\n'
+        )
+        frames = await peer.until_response(2)
+        batch_line = peer.lines[-1]
+        assert batch_line.startswith(b"[")  # one line, one array
+        by_id = {frame.get("id"): frame for frame in frames if "method" not in frame}
+        assert by_id[1]["result"] == {"sessionId": "a"}
+        assert by_id[None]["error"]["code"] == INVALID_REQUEST
+        assert by_id[2]["error"]["code"] == METHOD_NOT_FOUND
+        after = await peer.receive()  # the after_response update follows the whole batch
+        assert after is not None
+        assert after["params"]["update"]["sessionUpdate"] == "after_new"
+
+
+async def test_a_batch_of_notifications_gets_no_answer() -> None:
+    async with serve(ToyAgent()) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.send_raw(b'[{"jsonrpc": "2.0", "method": "_vendor/ping"}]\n')
+        response = await peer.request("session/new", {"name": "n"})
+        assert response["result"] == {"sessionId": "n"}
+        assert not any(line.startswith(b"[") for line in peer.lines)
+        assert [f["id"] for f in peer.frames if "method" not in f] == [1001, 1002]

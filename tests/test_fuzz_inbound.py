@@ -35,6 +35,7 @@ from agent_meta.wire._models import (
     JsonRpcRequest,
     MessageDecodeError,
     MessageParseError,
+    decode_line,
     decode_message,
     encode_frame,
 )
@@ -352,11 +353,15 @@ def _expected_reply(line: bytes) -> tuple[str, Any]:
     if not text.strip():
         return ("none", None)
     try:
-        message = decode_message(text)
+        decoded = decode_line(text)
     except MessageDecodeError as exc:
-        return ("error", (exc.code, getattr(exc, "request_id", None)))
-    if isinstance(message, JsonRpcRequest):
-        return ("response", message.id)
+        return ("error", (exc.code, exc.request_id))
+    if isinstance(decoded, list):  # a batch: one answer per request or invalid entry
+        ids = [e.id for e in decoded if isinstance(e, JsonRpcRequest)]
+        ids += [None for e in decoded if isinstance(e, InvalidMessageError)]
+        return ("batch", ids) if ids else ("none", None)
+    if isinstance(decoded, JsonRpcRequest):
+        return ("response", decoded.id)
     return ("none", None)  # notifications and stray responses get no answer
 
 
@@ -369,8 +374,11 @@ class _Client:
         self.mirror = ClientMirror(protocol_version=2)
         self.buffer = b""
         self.ids = 0
+        self.pending: list[dict[str, Any]] = []
 
     async def frame(self) -> dict[str, Any] | None:
+        if self.pending:
+            return self.pending.pop(0)
         while b"\n" not in self.buffer:
             chunk = await self.receive.receive_some()
             if not chunk:
@@ -378,8 +386,8 @@ class _Client:
                 return None
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        message: dict[str, Any] = self.mirror.feed(line)
-        return message
+        first, *self.pending = self.mirror.feed_line(line)  # a batch answer: one by one
+        return first
 
     async def request(self, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Send a request with a fresh id; return the frames up to and including its response."""
@@ -431,6 +439,11 @@ async def _run_connection(program: list[tuple[str, Any]], tail: bytes) -> None:
                     prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": item}]}
                     frames = await client.request("session/prompt", prompt)
                     assert "result" in frames[-1], frames[-1]
+                    await client.until(  # v2 answers at once; the turn ends with idle
+                        lambda m: (
+                            m.get("params", {}).get("update", {}).get("stopReason") is not None
+                        )
+                    )
                     _fold_model(model, item)
                     assert (client.mirror.meta(sid) or {}) == model["meta"], item
                     continue
@@ -440,6 +453,9 @@ async def _run_connection(program: list[tuple[str, Any]], tail: bytes) -> None:
                 # A ping behind the garbage proves the connection lives and shows the state.
                 frames = await client.request("session/list", {})
                 *others, ping = _responses(frames)
+                if expected == "batch" and len(others) < len(detail):
+                    later = await client.until(lambda m: "method" not in m)
+                    others += _responses(later)
                 if expected == "response" and not any(f["id"] == detail for f in others):
                     later = await client.until(lambda m, d=detail: m.get("id") == d)
                     others += _responses(later)
@@ -452,6 +468,9 @@ async def _run_connection(program: list[tuple[str, Any]], tail: bytes) -> None:
                     _check_error(garbage_replies[0])
                     assert garbage_replies[0]["error"]["code"] == code
                     assert garbage_replies[0]["id"] == request_id
+                elif expected == "batch":
+                    got = sorted(repr(f["id"]) for f in garbage_replies)
+                    assert got == sorted(repr(i) for i in detail), (line, garbage_replies)
                 else:
                     assert [f["id"] for f in garbage_replies] == [detail], (line, garbage_replies)
                     if "error" in garbage_replies[0]:

@@ -17,7 +17,14 @@ from strategies import json_scalars, json_values, meta_keys
 
 from agent_meta import JsonValue, MetaValueError, json_copy
 from agent_meta.core._json import INT_LIMIT, MAX_DEPTH, PLAIN_DEPTH, is_plain_json, json_object_copy
-from agent_meta.sansio._encode import EncodedUpdate, encode_meta_patch, encode_update, member_size
+from agent_meta.sansio._encode import (
+    META_DEPTH,
+    EncodedUpdate,
+    _meta_value,
+    encode_meta_patch,
+    encode_update,
+    member_size,
+)
 from agent_meta.sansio._frames import encode_json
 
 if TYPE_CHECKING:
@@ -431,8 +438,8 @@ def test_depth_limits(in_dicts: tuple[bool, ...]) -> None:
 
 
 def _reference_meta_patch(meta: Mapping[object, object]) -> tuple[dict[str, str | None], int]:
-    """The slow definition: every value goes through json_copy; the size is summed from the
-    finished patch."""
+    """The slow definition: every value goes through json_copy (and the _meta depth rule);
+    the size is summed from the finished patch."""
     patch: dict[str, str | None] = {}
     for key, value in meta.items():
         if not isinstance(key, str):
@@ -442,7 +449,7 @@ def _reference_meta_patch(meta: Mapping[object, object]) -> tuple[dict[str, str 
         if value is None:
             patch[name] = None
         else:
-            text = encode_json(json_copy(value, path=f"meta[{name!r}]"))
+            text = encode_json(_meta_value(value, f"meta[{name!r}]"))
             patch[name] = encode_json(key) + ":" + text
     return patch, sum(member_size(key, frag) for key, frag in patch.items())
 
@@ -538,3 +545,21 @@ def test_patch_size_counts_a_key_once_when_two_keys_become_one() -> None:
     patch, size = encode_meta_patch(meta)
     assert patch == {"a": '"a":2'}
     assert size == member_size("a", '"a":2')
+
+
+def test_meta_values_nest_at_most_meta_depth() -> None:
+    """A _meta value must stay sendable inside every message that carries it: 240 levels are
+    accepted, 241 refused with a typed error (issue 13, point 3)."""
+
+    def nested(levels: int) -> object:
+        value: object = 0
+        for _ in range(levels):
+            value = [value]
+        return value
+
+    patch, _ = encode_meta_patch({"k": nested(META_DEPTH)})
+    assert patch["k"] is not None
+    with pytest.raises(MetaValueError, match="nested deeper than 240"):
+        encode_meta_patch({"k": nested(META_DEPTH + 1)})
+    with pytest.raises(MetaValueError, match="nested deeper"):
+        encode_update(meta={"k": {"inner": nested(META_DEPTH)}})

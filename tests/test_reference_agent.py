@@ -51,12 +51,27 @@ async def _start(peer: Peer, version: int = 2) -> str:
     return session_id
 
 
+def _ends_turn(frame: dict[str, Any], session_id: str) -> bool:
+    """The v2 idle ``state_update`` that ends a turn (it carries the stop reason)."""
+    if frame.get("method") != "session/update" or frame["params"]["sessionId"] != session_id:
+        return False
+    update = frame["params"]["update"]
+    return update.get("sessionUpdate") == "state_update" and "stopReason" in update
+
+
 async def _prompt(
     peer: Peer, session_id: str, text: str
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    return await peer.call(
-        "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
-    )
+    """A whole turn: the frames it wrote and its response. v1 answers at the end of the turn;
+    v2 answers once the prompt is inserted and ends the turn with an idle ``state_update``."""
+    params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+    frames, response = await peer.call("session/prompt", params)
+    if "result" in response and "messageId" in response["result"]:
+        while not any(_ends_turn(frame, session_id) for frame in frames):
+            frame = await peer.receive()
+            assert frame is not None, "the output ended inside a turn"
+            frames.append(frame)
+    return frames, response
 
 
 async def test_initialize_v2_and_v1_shapes() -> None:
@@ -270,7 +285,9 @@ async def test_close_fences_the_lifetime_and_resume_opens_a_fresh_one() -> None:
         assert listed[0]["title"] == "T"
         assert listed[0]["_meta"] == {"a": 1}
         frames, _ = await peer.call("session/resume", {"sessionId": session_id, "cwd": "/work"})
-        assert _info_updates(frames) == [{"_meta": None}]  # fresh lifetime: nothing known
+        # A fresh lifetime: no metadata, and the agent knows the old title is gone (issue 13).
+        assert _info_updates(frames) == [{"_meta": None}, {"title": None}]
+        assert peer.mirror.info(session_id).title is None
         await _prompt(peer, session_id, "/meta set b 2")
         assert peer.mirror.meta(session_id) == {"b": 2}
 
@@ -281,12 +298,13 @@ async def test_unknown_sessions_and_bad_resume_params_get_errors_without_harm() 
         calls: list[tuple[str, dict[str, Any]]] = [
             ("session/prompt", {"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]}),
             ("session/resume", {"sessionId": "nope", "cwd": "/"}),
-            ("session/close", {"sessionId": "nope"}),
         ]
         for method, params in calls:
             response = await peer.request(method, params)
             assert response["error"]["code"] == RESOURCE_NOT_FOUND
             assert response["error"]["data"] == {"sessionId": "nope"}
+        # Closing a session that does not exist SHOULD succeed (ACP v2 schema).
+        assert (await peer.request("session/close", {"sessionId": "nope"}))["result"] == {}
         bad = {"sessionId": session_id, "cwd": "/", "replayFrom": {"type": "message"}}
         assert (await peer.request("session/resume", bad))["error"]["code"] == INVALID_PARAMS
         load = {"sessionId": session_id, "cwd": "/", "mcpServers": []}

@@ -28,6 +28,7 @@ from agent_meta.wire._models import (
     SessionNotification,
     SessionNotificationV1,
     WireModel,
+    decode_line,
     decode_message,
     encode_frame,
     encode_session_update,
@@ -495,10 +496,9 @@ def test_not_json_is_a_parse_error(line: bytes | str) -> None:
         ('{"jsonrpc":2.0,"id":1,"method":"m"}', 1),
         ('{"jsonrpc":"2.0","id":1.0,"method":"m"}', None),
         ('{"jsonrpc":"2.0","id":true,"method":"m"}', None),
-        ('{"jsonrpc":"2.0","id":null,"method":"m"}', None),
         ('{"jsonrpc":"2.0","id":[1],"method":"m"}', None),
         ('{"jsonrpc":"2.0","id":7,"method":5}', 7),
-        ('{"jsonrpc":"2.0","id":7,"method":"m","params":[1,2]}', 7),
+        ('{"jsonrpc":"2.0","id":9223372036854775808,"method":"m"}', None),
         ('{"jsonrpc":"2.0","id":7,"method":"m","params":null}', 7),
         ('{"jsonrpc":"2.0","id":7,"method":"m","extra":1}', 7),
         ('{"jsonrpc":"2.0","method":"m","params":"x"}', None),
@@ -521,7 +521,7 @@ def test_json_but_not_json_rpc_is_an_invalid_request(line: str, request_id: Any)
 
 def test_invalid_request_keeps_the_validation_error_as_cause() -> None:
     with pytest.raises(InvalidMessageError) as caught:
-        decode_message('{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}')
+        decode_message('{"jsonrpc":"2.0","id":1,"method":"m","params":7}')
     assert isinstance(caught.value.__cause__, ValidationError)
 
 
@@ -558,4 +558,34 @@ def test_request_ids_are_strict() -> None:
         JsonRpcRequest(id=True, method="m")
     with pytest.raises(ValidationError):
         JsonRpcRequest(id=1.0, method="m")
-    assert JsonRpcRequest(id=2**70, method="m").id == 2**70
+    with pytest.raises(ValidationError):
+        JsonRpcRequest(id=2**63, method="m")  # ACP ids are int64
+    assert JsonRpcRequest(id=2**63 - 1, method="m").id == 2**63 - 1
+    assert JsonRpcRequest(id=None, method="m").id is None  # v1 allows it; the connection decides
+
+
+def test_array_params_and_null_ids_decode_for_the_connection_to_judge() -> None:
+    message = decode_message('{"jsonrpc":"2.0","id":null,"method":"m","params":[1,"x"]}')
+    assert isinstance(message, JsonRpcRequest)
+    assert (message.id, message.params) == (None, [1, "x"])
+
+
+def test_an_overflowing_number_keeps_the_readable_id() -> None:
+    with pytest.raises(MessageParseError) as caught:
+        decode_message('{"jsonrpc":"2.0","id":77,"method":"m","params":{"n":1e400}}')
+    assert caught.value.request_id == 77
+    with pytest.raises(MessageParseError) as caught:
+        decode_message('{"jsonrpc":"2.0","id":1e400,"method":"m"}')
+    assert caught.value.request_id is None
+
+
+def test_decode_line_splits_batches_entry_by_entry() -> None:
+    entries = decode_line('[{"jsonrpc":"2.0","id":1,"method":"a"}, 42, {"jsonrpc":"2.0","id":2}]')
+    assert isinstance(entries, list)
+    assert entries[0] == JsonRpcRequest(id=1, method="a")
+    assert isinstance(entries[1], InvalidMessageError)
+    assert isinstance(entries[2], InvalidMessageError)
+    assert entries[2].request_id is None  # inside a batch, an invalid entry is answered id: null
+    with pytest.raises(InvalidMessageError):
+        decode_line("[]")
+    assert decode_line('{"jsonrpc":"2.0","method":"n"}') == JsonRpcNotification(method="n")

@@ -138,7 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--failure-path: {exc}")
 
     options = OwnerOptions(
-        failure_path=failure_path, v1_meta_mode=args.v1_meta_mode, coalesce=not args.no_coalesce
+        failure_path=failure_path,
+        v1_meta_mode=args.v1_meta_mode,
+        coalesce=not args.no_coalesce,
+        drain_timeout=DRAIN_TIMEOUT,  # a client that stops reading cannot hold the exit forever
     )
     try:
         if args.store is None:
@@ -156,13 +159,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.max_line,
                 options,
             )
-    except KeyboardInterrupt:
-        return 130
     except (AgentMetaError, ExceptionGroup) as exc:
         print(f"agent-meta: stopped: {exc!r}", file=sys.stderr)
         return 1
     return 0
 
+
+DRAIN_TIMEOUT = 10.0
+"""Seconds ``agent-meta agent`` waits at exit for queued frames to be written."""
 
 CRASH_AFTER_PERSIST = "AGENT_META_TEST_CRASH_AFTER_PERSIST"
 """Test hook: with ``N`` in this environment variable, ``agent --store`` kills its own process
@@ -189,6 +193,7 @@ async def _serve_with_store(
             max_line_bytes=max_line,
             options=options,
             store=owner_store,
+            handle_signals=True,
         )
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "is_plain_json",
     "json_copy",
     "json_object_copy",
+    "nesting_depth",
 ]
 
 JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
@@ -51,6 +52,24 @@ _INT_DIGITS: Final = sys.get_int_max_str_digits()
 INT_LIMIT: Final = 10**_INT_DIGITS if _INT_DIGITS else None
 """Integers must be smaller than this in magnitude: Python refuses to write longer ones as text
 (``sys.get_int_max_str_digits()``, read at import), so they could never be sent."""
+
+
+def nesting_depth(value: object) -> int:
+    """How deeply ``value`` (a JSON copy: no cycles) nests objects and arrays; a scalar is 0."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[object] = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in children)
+    return deepest
 
 
 def int_fits(value: int) -> bool:

@@ -246,17 +246,20 @@ class OwnerBase(abc.ABC):
         self._wake_writer()
         return accepted
 
-    def _try_raw(self, frame: bytes) -> bool:
-        """Queue a raw frame now if there is room; wake the writer. ``False``: no room."""
+    def _try_raw(self, frame: bytes, session_id: str | None) -> Outcome:
+        """Queue a raw frame now if there is room (and its session has not ended); wake the
+        writer if it was queued."""
         self._check_running()
-        if self._queue.submit_raw(frame) is Outcome.FULL:
-            return False
-        self._wake_writer()
-        return True
+        outcome = self._queue.submit_raw(frame, session_id)
+        if outcome is Outcome.ACCEPTED:
+            self._wake_writer()
+        return outcome
 
-    def _raw_nowait(self, frame: bytes) -> None:
-        if not self._try_raw(frame):
+    def _raw_nowait(self, frame: bytes, session_id: str | None = None) -> bool:
+        outcome = self._try_raw(frame, session_id)
+        if outcome is Outcome.FULL:
             self._would_block()
+        return outcome is Outcome.ACCEPTED
 
     @abc.abstractmethod
     async def _submit(self, state: LifetimeState, edit: Edit) -> bool:

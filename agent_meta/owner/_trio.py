@@ -29,14 +29,20 @@ from ..core._errors import (
 )
 from ..sansio._edits import Outcome
 from ..sansio._entries import StoreBatch
-from ..sansio._frames import build_notification, build_request, build_response
+from ..sansio._frames import (
+    build_notification,
+    build_request,
+    build_response,
+    build_response_batch,
+    session_of,
+)
 from ..sansio._options import OwnerOptions, RetryPolicy
 from ._base import OwnerBase, broken_transport
 from ._direct import DirectWriter
 from ._transport import StreamTransport, Transport
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Mapping
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from ..sansio._edits import Edit
     from ..sansio._entries import Outgoing
@@ -75,20 +81,23 @@ class MetaOwner(OwnerBase):
     # -- other frames --------------------------------------------------------------------
     async def send_notification(
         self, method: str, params: Mapping[str, object] | None = None
-    ) -> None:
-        """Queue any notification (e.g. a replayed message chunk) in the same FIFO.
+    ) -> bool:
+        """Queue any notification (a message chunk, a ``state_update`` ...) in the same FIFO.
 
         ``params`` must be a JSON object (or ``None`` to omit it); bad input raises
-        :class:`~agent_meta.MetaValueError` before anything is queued. May wait for queue
-        room; if cancelled while waiting, nothing is sent.
+        :class:`~agent_meta.MetaValueError` before anything is queued. Returns ``False``, having
+        written nothing, when ``params.sessionId`` names a session whose lifetime has ended
+        (R6: nothing more of it is written). May wait for queue room; if cancelled while
+        waiting, nothing is sent.
         """
-        await self._send_raw(build_notification(method, params))
+        frame = build_notification(method, params)
+        return await self._send_raw(frame, session_of(params))
 
     def send_notification_nowait(
         self, method: str, params: Mapping[str, object] | None = None
-    ) -> None:
+    ) -> bool:
         """Like :meth:`send_notification`; raises ``trio.WouldBlock`` instead of waiting."""
-        self._raw_nowait(build_notification(method, params))
+        return self._raw_nowait(build_notification(method, params), session_of(params))
 
     async def send_response(
         self, request_id: int | str | None, *, result: object = None, error: object = None
@@ -100,7 +109,7 @@ class MetaOwner(OwnerBase):
         :class:`~agent_meta.MetaValueError` before anything is queued. May wait for queue room;
         if cancelled while waiting, nothing is sent.
         """
-        await self._send_raw(build_response(request_id, result=result, error=error))
+        await self._send_raw(build_response(request_id, result=result, error=error), None)
 
     def send_response_nowait(
         self, request_id: int | str | None, *, result: object = None, error: object = None
@@ -108,21 +117,28 @@ class MetaOwner(OwnerBase):
         """Like :meth:`send_response`; raises ``trio.WouldBlock`` instead of waiting."""
         self._raw_nowait(build_response(request_id, result=result, error=error))
 
+    async def send_response_batch(self, responses: Sequence[Mapping[str, object]]) -> None:
+        """Queue the answer to a JSON-RPC batch: one line holding every response given
+        (``{"id": ..., "result": ...}`` or ``{"id": ..., "error": {...}}``), validated like
+        :meth:`send_response`."""
+        await self._send_raw(build_response_batch(responses), None)
+
     async def send_request(
         self, request_id: int | str, method: str, params: Mapping[str, object] | None = None
-    ) -> None:
+    ) -> bool:
         """Queue a request to the client (``session/request_permission``, ``fs/*`` ...).
 
         The owner only writes it, in FIFO order; matching the client's response to
         ``request_id`` is the connection's job (:meth:`~agent_meta.AgentConnection.request`).
+        Returns ``False`` (nothing written) if its session's lifetime has ended.
         """
-        await self._send_raw(build_request(request_id, method, params))
+        return await self._send_raw(build_request(request_id, method, params), session_of(params))
 
     def send_request_nowait(
         self, request_id: int | str, method: str, params: Mapping[str, object] | None = None
-    ) -> None:
+    ) -> bool:
         """Like :meth:`send_request`; raises ``trio.WouldBlock`` instead of waiting."""
-        self._raw_nowait(build_request(request_id, method, params))
+        return self._raw_nowait(build_request(request_id, method, params), session_of(params))
 
     # -- waiting -------------------------------------------------------------------------
     async def wait_flushed(self) -> None:
@@ -147,11 +163,14 @@ class MetaOwner(OwnerBase):
         await trio.lowlevel.cancel_shielded_checkpoint()
         return outcome is Outcome.ACCEPTED
 
-    async def _send_raw(self, frame: bytes) -> None:
+    async def _send_raw(self, frame: bytes, session_id: str | None) -> bool:
         await trio.lowlevel.checkpoint_if_cancelled()
-        while not self._try_raw(frame):
+        outcome = self._try_raw(frame, session_id)
+        while outcome is Outcome.FULL:
             await self._room.park()
+            outcome = self._try_raw(frame, session_id)
         await trio.lowlevel.cancel_shielded_checkpoint()
+        return outcome is Outcome.ACCEPTED
 
     # -- driver hooks --------------------------------------------------------------------
     def _wake_writer(self) -> None:

@@ -8,14 +8,29 @@ store record that carries it. Bad input raises here, so a refused call changes n
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from ..core._errors import MetaValueError
-from ..core._json import int_fits, is_plain_json, json_copy, json_object_copy
+from ..core._json import (
+    MAX_DEPTH,
+    int_fits,
+    is_plain_json,
+    json_copy,
+    json_object_copy,
+    nesting_depth,
+)
 from ..core._sentinel import OMITTED
 from ..core._timestamps import is_rfc3339, normalize_rfc3339
 from ._frames import NULL, encode_json, encode_str, fragment
 
-__all__ = ["NO_CHANGE", "EncodedUpdate", "encode_meta_patch", "encode_update", "member_size"]
+__all__ = [
+    "META_DEPTH",
+    "NO_CHANGE",
+    "EncodedUpdate",
+    "encode_meta_patch",
+    "encode_update",
+    "member_size",
+]
 
 
 def member_size(key: str, frag: str | None) -> int:
@@ -79,6 +94,24 @@ def _encode_text(value: object, name: str) -> str | None:
     raise MetaValueError(f"must be OMITTED, None or a str, not a {type(value).__name__}", path=name)
 
 
+META_DEPTH: Final = MAX_DEPTH - 16
+"""The deepest a ``_meta`` value may nest: every ACP message that carries it (an update, a
+``session/list`` entry, a stored record) wraps it a few levels deeper, and a receiver refuses a
+line nested deeper than :data:`~agent_meta.core._json.MAX_DEPTH`. So a value that could be sent
+once can be sent in every frame that will carry it later (R12)."""
+
+
+def _meta_value(value: object, path: str) -> object:
+    copied = json_copy(value, path=path)
+    if nesting_depth(copied) > META_DEPTH:
+        raise MetaValueError(
+            f"nested deeper than {META_DEPTH} levels: the messages that carry _meta values "
+            f"(session/update, session/list) would pass the {MAX_DEPTH}-level limit",
+            path=path,
+        )
+    return copied
+
+
 def encode_meta_patch(
     meta: Mapping[object, object], path: str = "meta"
 ) -> tuple[dict[str, str | None], int]:
@@ -108,10 +141,10 @@ def encode_meta_patch(
             text = encode_str(value)  # type: ignore[arg-type]  # exact type checked above
         elif kind is int and int_fits(value):  # type: ignore[arg-type]  # exact type checked
             text = int.__repr__(value)
-        elif is_plain_json(value):
+        elif is_plain_json(value):  # nested at most PLAIN_DEPTH: within META_DEPTH
             text = encode_json(value)
         else:
-            text = encode_json(json_copy(value, path=f"{path}[{key!r}]"))
+            text = encode_json(_meta_value(value, f"{path}[{key!r}]"))
         frag = encode_str(key) + ":" + text
         patch[key] = frag
         size += len(frag) + 1

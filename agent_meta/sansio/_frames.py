@@ -13,13 +13,14 @@ make a later write fail to encode.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ..core._errors import MetaValueError
 from ..core._json import json_copy, json_object_copy
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Sequence
 
     from ._modes import WireMode
     from ._state import LifetimeState
@@ -29,6 +30,7 @@ __all__ = [
     "build_notification",
     "build_request",
     "build_response",
+    "build_response_batch",
     "clear_frame",
     "encode_json",
     "encode_str",
@@ -39,6 +41,7 @@ __all__ = [
     "object_text",
     "patch_text",
     "response_frame",
+    "session_of",
     "session_prefix",
     "snapshot_frame",
 ]
@@ -268,3 +271,31 @@ def build_response(request_id: object, *, result: object = None, error: object =
     if extra:
         raise MetaValueError(f"unknown members {sorted(extra)!r}", path="error")
     return response_frame(id_text, result=None, error=encode_json(err))
+
+
+def session_of(params: object) -> str | None:
+    """The session a notification or request belongs to: its ``params.sessionId`` (ACP's
+    convention for every session-scoped method), or ``None``."""
+    if isinstance(params, Mapping):
+        session_id = params.get("sessionId")
+        if isinstance(session_id, str):
+            return session_id
+    return None
+
+
+def build_response_batch(responses: Sequence[Mapping[str, object]]) -> bytes:
+    """One line holding a JSON array of responses (the answer to a JSON-RPC batch).
+
+    Each item is ``{"id": ..., "result": ...}`` or ``{"id": ..., "error": {...}}``, validated
+    like ``send_response``'s arguments.
+    """
+    if not responses:
+        raise MetaValueError("a batch response holds at least one response", path="responses")
+    frames = []
+    for index, item in enumerate(responses):
+        if not isinstance(item, Mapping) or "id" not in item:
+            raise MetaValueError("must be a mapping with an 'id'", path=f"responses[{index}]")
+        frames.append(
+            build_response(item["id"], result=item.get("result"), error=item.get("error"))
+        )
+    return b"[" + b",".join(frame[:-1] for frame in frames) + b"]\n"

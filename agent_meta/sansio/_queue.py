@@ -53,7 +53,10 @@ if TYPE_CHECKING:
     from ._options import OwnerOptions
     from ._records import StoredLifetime
 
-__all__ = ["SendQueue"]
+__all__ = ["ENDED_IDS", "SendQueue"]
+
+ENDED_IDS = 4096
+"""How many ended session ids the queue remembers to fence their other frames (R6)."""
 
 
 class SendQueue:
@@ -83,6 +86,9 @@ class SendQueue:
         self._held: Outgoing | None = None  # next_action returns it before anything else
         self._express_pos = 0  # position of an express frame not yet reported; 0: none
         self._repairing: set[LifetimeState] = set()  # lost a frame, repair not yet written
+        # Session ids whose lifetime ended and was not reopened: their frames are fenced (R6).
+        # Bounded: the oldest are forgotten first (a session closed that long ago is quiet).
+        self._ended: dict[str, None] = {}
         # Durability: lifetimes changed since last stored, ids to delete, batch sequence.
         self._store = Durability(durable)
 
@@ -116,6 +122,7 @@ class SendQueue:
         if session_id in self.sessions:
             raise SessionExistsError(f"session {session_id!r} already has an open lifetime")
         state = LifetimeState(session_id)
+        self._ended.pop(session_id, None)
         if record is not None:
             restore_state(state, record, location)
             size = state.snapshot_size()
@@ -138,6 +145,9 @@ class SendQueue:
         if state.closed:
             return 0
         state.closed = True
+        self._ended[state.session_id] = None
+        if len(self._ended) > ENDED_IDS:
+            del self._ended[next(iter(self._ended))]
         self._repairing.discard(state)
         self._store.closed(state)
         state.open_entry = None
@@ -230,10 +240,20 @@ class SendQueue:
                 f"frame of {len(frame)} bytes exceeds the limit of {self.max_frame_bytes} bytes"
             )
 
-    def submit_raw(self, frame: bytes) -> Outcome:
+    def submit_raw(self, frame: bytes, session_id: str | None = None) -> Outcome:
         """Queue any other frame (a response, a request, another notification); it counts
-        against capacity. :attr:`Outcome.FULL` (nothing queued) when there is no room."""
+        against capacity. :attr:`Outcome.FULL` (nothing queued) when there is no room.
+
+        ``session_id``: the session a notification or a request belongs to (its
+        ``params.sessionId``). Once that session's lifetime has ended, nothing more of it is
+        written, whatever its kind (R6): :attr:`Outcome.FENCED`, counted. What was queued before
+        the close still goes out, in order (the final updates of cancelled work precede the
+        ``session/close`` response).
+        """
         self.check_frame_size(frame)
+        if session_id is not None and session_id in self._ended:
+            self.counters.fenced += 1
+            return Outcome.FENCED
         if not self.has_room():
             return Outcome.FULL
         self._append(RawEntry(frame))

@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING, final
 
 from ..core._errors import StoreCorruptError
+from ..core._timestamps import normalize_rfc3339
 from ._frames import encode_json, fragment
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def restore_state(state: LifetimeState, record: StoredLifetime, location: str) -
         for key, value in meta.items():
             fragments[key] = fragment(key, encode_json(value))
     state.title = record.title
-    state.updated_at = record.updated_at
+    state.updated_at = _wire_timestamp(record.updated_at)
     state.fragments = fragments
     state.meta_size = sum(len(text) for text in fragments.values())
     state.failure = record.failure
@@ -74,3 +75,14 @@ def restore_state(state: LifetimeState, record: StoredLifetime, location: str) -
 
 def _reject(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
+
+
+def _wire_timestamp(text: str | None) -> str | None:
+    """A stored ``updatedAt`` in its wire form: RFC 3339 with uppercase ``T``/``Z`` (a store
+    written by an older version, or by hand, may hold the lowercase form clients drop)."""
+    if text is None:
+        return None
+    value = json.loads(text)
+    if not isinstance(value, str):
+        return text
+    return encode_json(normalize_rfc3339(value))

@@ -82,6 +82,22 @@ def parse_frame(frame: bytes | str) -> Message:
 
     Raises :class:`MirrorError` for anything that is not exactly one JSON-RPC 2.0 object.
     """
+    parsed = _parse_json(frame)
+    return check_message(parsed, frame)
+
+
+def parse_frames(frame: bytes | str) -> list[Message]:
+    """Parse one NDJSON line that holds one JSON-RPC message, or a non-empty array of them (the
+    answer to a JSON-RPC batch). Raises :class:`MirrorError` for anything else."""
+    parsed = _parse_json(frame)
+    if not isinstance(parsed, list):
+        return [check_message(parsed, frame)]
+    if not parsed:
+        raise MirrorError(f"an empty batch array is never sent: {_describe(frame)}")
+    return [check_message(item, frame) for item in parsed]
+
+
+def _parse_json(frame: bytes | str) -> Any:
     if isinstance(frame, bytes):
         try:
             text = frame.decode("utf-8")
@@ -98,10 +114,9 @@ def parse_frame(frame: bytes | str) -> Message:
     if not text.strip():
         raise MirrorError("empty frame")
     try:
-        message = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
     except ValueError as exc:
         raise MirrorError(f"frame is not valid JSON ({exc}): {_describe(frame)}") from None
-    return check_message(message, frame)
 
 
 def check_message(message: object, frame: object) -> Message:
@@ -191,7 +206,20 @@ class ClientMirror:
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"feed_bytes takes bytes, not {type(data).__name__}")
         *lines, self._buffer = (self._buffer + bytes(data)).split(b"\n")
-        return [self.feed(line) for line in lines if line.strip()]
+        messages: list[Message] = []
+        for line in lines:
+            if line.strip():
+                messages.extend(self.feed_line(line))
+        return messages
+
+    def feed_line(self, line: bytes | str) -> list[Message]:
+        """Apply one whole line: one message, or the array of responses that answers a batch
+        (each applied in order). Returns the messages it held."""
+        messages = parse_frames(line)
+        for message in messages:
+            self._apply(message)
+            self.messages.append(message)
+        return messages
 
     def info(self, session_id: str) -> SessionInfo:
         """What the client holds for ``session_id`` (an empty :class:`SessionInfo` if nothing)."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from ._mirror import Message, MirrorError, parse_frame
+from ._mirror import Message, MirrorError, parse_frames
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -91,12 +91,13 @@ class PipeRecorder:
         for line in lines:
             if not line:
                 raise MirrorError("an empty line on the pipe: the owner never writes one")
-            message = parse_frame(line + b"\n")
+            messages = parse_frames(line + b"\n")  # one message, or a batch's answers
             self._frames.append(line + b"\n")
-            self._messages.append(message)
+            self._messages.extend(messages)
             if self.mirror is not None:
-                self.mirror.feed(message)
-            new.append(message)
+                for message in messages:
+                    self.mirror.feed(message)
+            new.extend(messages)
         return new
 
     async def aclose(self) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 import trio
 
 from ..core._errors import FrameLostError, FrameNotSentError
-from ._mirror import ClientMirror, Message, MirrorError, parse_frame
+from ._mirror import ClientMirror, Message, MirrorError, parse_frames
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -95,26 +95,27 @@ class RecordingTransport:
     async def _deliver(self, frame: bytes) -> None:
         if self.closed:
             raise trio.ClosedResourceError("send_frame after aclose")
-        message = _check_frame(frame)
+        messages = _check_frame(frame)
         if self.inner is not None:
             await self.inner.send_frame(frame)
-        self._record(frame, message)
+        self._record(frame, messages)
 
-    def _record(self, frame: bytes, message: Message) -> None:
+    def _record(self, frame: bytes, messages: list[Message]) -> None:
         self.frames.append(bytes(frame))
-        self.messages.append(message)
+        self.messages.extend(messages)
         self._recorded.set()
         self._recorded = trio.Event()
         if self.mirror is not None:
-            self.mirror.feed(message)
+            for message in messages:
+                self.mirror.feed(message)
 
 
-def _check_frame(frame: bytes) -> Message:
+def _check_frame(frame: bytes) -> list[Message]:
     if not isinstance(frame, bytes | bytearray):
         raise MirrorError(f"a frame must be bytes, not {type(frame).__name__}")
     if not frame.endswith(b"\n"):
         raise MirrorError(f"frame does not end with a newline: {bytes(frame)[:300]!r}")
-    return parse_frame(bytes(frame))
+    return parse_frames(bytes(frame))
 
 
 class SlowTransport(RecordingTransport):

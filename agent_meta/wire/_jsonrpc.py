@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from ..core._json import JsonObject, JsonValue
 
@@ -22,7 +22,9 @@ __all__ = [
     "PARSE_ERROR",
     "REQUEST_CANCELLED",
     "RESOURCE_NOT_FOUND",
+    "UNSUPPORTED_PROTOCOL_VERSION",
     "JsonRpcError",
+    "negotiate_version",
     "optional_str",
     "require_object_list",
     "require_str",
@@ -42,6 +44,8 @@ REQUEST_CANCELLED: Final = -32800
 """The request was cancelled (``$/cancel_request``) before it finished."""
 RESOURCE_NOT_FOUND: Final = -32002
 """ACP's code for "a given resource, such as a session, was not found"."""
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+"""ACP v2: no protocol version the agent supports is at or below the one requested."""
 
 
 class JsonRpcError(Exception):
@@ -111,3 +115,22 @@ def _kind(value: object) -> str:
     if isinstance(value, dict):
         return "an object"
     return f"a {type(value).__name__}"
+
+
+def negotiate_version(requested: object, supported: Sequence[int]) -> int:
+    """The protocol version ``initialize`` answers: the highest of ``supported`` (ascending) at
+    or below ``requested``.
+
+    A version that is not a non-negative integer is ``-32602``; one below every supported
+    version is ``-32022`` with ``data: {"requested", "supported"}``, as the ACP v2 schema says
+    (the connection stays open for another ``initialize``).
+    """
+    if type(requested) is not int or requested < 0:
+        raise JsonRpcError(
+            INVALID_PARAMS, "invalid params: 'protocolVersion' must be a non-negative integer"
+        )
+    at_or_below = [version for version in supported if version <= requested]
+    if not at_or_below:
+        data: JsonObject = {"requested": requested, "supported": list(supported)}
+        raise JsonRpcError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", data)
+    return at_or_below[-1]

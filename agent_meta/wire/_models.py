@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MISSING",
+    "BatchEntry",
     "InvalidMessageError",
     "JsonRpcErrorObject",
     "JsonRpcErrorResponse",
@@ -65,7 +66,9 @@ __all__ = [
     "SessionInfoUpdateV1",
     "SessionNotification",
     "SessionNotificationV1",
+    "WireArray",
     "WireModel",
+    "decode_line",
     "decode_message",
     "encode_frame",
     "encode_session_update",
@@ -89,6 +92,12 @@ def _json_value(value: Any) -> Any:
     return json_copy(value, path="data")
 
 
+def _json_array(value: list[Any]) -> list[Any]:
+    copied = json_copy(value, path="params")
+    assert isinstance(copied, list)
+    return copied
+
+
 def _rfc3339(value: Any) -> Any:
     # Checked after the union (not on its str branch) so that a bad value gives one error.
     if isinstance(value, str) and not is_rfc3339(value):
@@ -106,8 +115,14 @@ def _null_is_missing(value: object) -> object:
 WireObject: TypeAlias = Annotated[dict[str, Any], AfterValidator(_json_object)]
 """A JSON object, validated and copied with :func:`agent_meta.json_copy`."""
 
-RequestId: TypeAlias = StrictInt | StrictStr
-"""A JSON-RPC request id: an integer or a string (no floats, no booleans)."""
+WireArray: TypeAlias = Annotated[list[Any], AfterValidator(_json_array)]
+"""A JSON array (by-position ``params``: valid JSON-RPC, which ACP methods do not accept)."""
+
+INT64_MIN: int = -(2**63)
+INT64_MAX: int = 2**63 - 1
+
+RequestId: TypeAlias = Annotated[StrictInt, Field(ge=INT64_MIN, le=INT64_MAX)] | StrictStr
+"""A JSON-RPC request id: an int64 or a string (no floats, no booleans), as ACP types it."""
 
 _UpdatedAtV2: TypeAlias = Annotated[str | MISSING | None, AfterValidator(_rfc3339)]
 
@@ -191,12 +206,14 @@ class SessionNotificationV1(WireModel):
 
 
 class JsonRpcRequest(WireModel):
-    """A JSON-RPC request. ``params`` is a JSON object or ``MISSING`` (ACP never sends arrays)."""
+    """A JSON-RPC request. ``params`` is a JSON object, an array (valid JSON-RPC; ACP methods
+    answer it with ``-32602``) or ``MISSING``. ``id`` may be ``None``: ACP v1 allows it, v2
+    does not, and only the connection knows the version."""
 
     jsonrpc: Literal["2.0"] = "2.0"
-    id: RequestId
+    id: RequestId | None
     method: StrictStr
-    params: WireObject | MISSING = MISSING
+    params: WireObject | WireArray | MISSING = MISSING
 
 
 class JsonRpcNotification(WireModel):
@@ -204,7 +221,7 @@ class JsonRpcNotification(WireModel):
 
     jsonrpc: Literal["2.0"] = "2.0"
     method: StrictStr
-    params: WireObject | MISSING = MISSING
+    params: WireObject | WireArray | MISSING = MISSING
 
 
 class JsonRpcSuccessResponse(WireModel):
@@ -243,30 +260,31 @@ _MESSAGE_TYPES = (JsonRpcRequest, JsonRpcNotification, JsonRpcSuccessResponse, J
 
 
 class MessageDecodeError(AgentMetaError, ValueError):
-    """An inbound line is not a JSON-RPC message; ``code`` is the JSON-RPC error code to answer."""
+    """An inbound line is not a JSON-RPC message; ``code`` is the JSON-RPC error code to answer.
+
+    ``request_id`` is the message's ``id`` when one could still be read (an int64 or a string),
+    else ``None``; JSON-RPC says to answer with ``id: null`` when the id cannot be determined.
+    """
 
     code: ClassVar[int]
 
+    def __init__(self, message: str, *, request_id: int | str | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
 
 class MessageParseError(MessageDecodeError):
-    """The line is not JSON (or not UTF-8): answer ``-32700 Parse error`` with ``id: null``."""
+    """The line is not JSON (or not UTF-8): answer ``-32700 Parse error``. A line that is JSON
+    except for a number no double can hold (``1e400``) keeps its readable ``request_id``."""
 
     code: ClassVar[int] = -32700
 
 
 class InvalidMessageError(MessageDecodeError):
     """The line is JSON but not a valid JSON-RPC message: answer ``-32600 Invalid Request``.
-
-    ``request_id`` is the message's ``id`` when one could be read (an int or a string), else
-    ``None``; JSON-RPC says to answer with ``id: null`` when the id cannot be determined.
-    ``__cause__`` holds the pydantic ``ValidationError`` when there is one.
-    """
+    ``__cause__`` holds the pydantic ``ValidationError`` when there is one."""
 
     code: ClassVar[int] = -32600
-
-    def __init__(self, message: str, *, request_id: int | str | None = None) -> None:
-        super().__init__(message)
-        self.request_id = request_id
 
 
 # --------------------------------------------------------------------------- encode / decode
@@ -292,7 +310,7 @@ def _reject_constant(name: str) -> Any:
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise ValueError(f"{text} overflows a JSON number")
+        raise _OverflowError(f"{text} overflows a JSON number")
     return value
 
 
@@ -304,16 +322,38 @@ def parse_json_line(line: bytes | str) -> Any:
     """
     try:
         text = line.decode("utf-8") if isinstance(line, bytes | bytearray) else line
+    except ValueError as exc:
+        raise MessageParseError(f"not a JSON message: {exc}") from None
+    try:
         return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
-    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    except _OverflowError as exc:
+        raise MessageParseError(
+            f"not a JSON message: {exc}", request_id=_id_despite_overflow(text)
+        ) from None
+    except ValueError as exc:  # JSONDecodeError is a ValueError
         raise MessageParseError(f"not a JSON message: {exc}") from None
     except RecursionError:
         raise MessageParseError("not a JSON message: nested too deeply to parse") from None
 
 
+class _OverflowError(ValueError):
+    """A JSON number that no double can hold."""
+
+
+def _id_despite_overflow(text: str) -> int | str | None:
+    """The ``id`` of an otherwise valid message holding a number too large for a double."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant, parse_float=lambda _: 0.0)
+    except (ValueError, RecursionError):
+        return None
+    return _readable_id(data) if isinstance(data, dict) else None
+
+
 def _readable_id(data: Mapping[str, Any]) -> int | str | None:
     value = data.get("id")
-    return value if type(value) is int or type(value) is str else None
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+        return value
+    return value if type(value) is str else None
 
 
 def message_from_json(data: Any) -> JsonRpcMessage:
@@ -324,7 +364,7 @@ def message_from_json(data: Any) -> JsonRpcMessage:
     are not messages: split them and call this per element.
     """
     if isinstance(data, list):
-        raise InvalidMessageError("a batch (JSON array) is not a single message")
+        raise InvalidMessageError("a batch (JSON array) is not a single message: see decode_line")
     if not isinstance(data, dict):
         raise InvalidMessageError(f"a JSON-RPC message is an object, not {type(data).__name__}")
     model: type[WireModel]
@@ -348,6 +388,36 @@ def message_from_json(data: Any) -> JsonRpcMessage:
         ) from exc
     assert isinstance(message, _MESSAGE_TYPES)
     return message
+
+
+BatchEntry: TypeAlias = "JsonRpcMessage | InvalidMessageError"
+"""One entry of a batch: a message, or the error its entry earns (answered with ``id: null``)."""
+
+
+def decode_line(line: bytes | str) -> JsonRpcMessage | list[BatchEntry]:
+    """Decode one NDJSON line: a single message, or a JSON-RPC batch (a non-empty array).
+
+    Each batch entry is decoded on its own; an invalid entry becomes its
+    :class:`InvalidMessageError` (with ``request_id`` ``None``, as the batch rules say) and does
+    not spoil the others. An empty array raises :class:`InvalidMessageError`; a line that is not
+    JSON raises :class:`MessageParseError`.
+    """
+    data = parse_json_line(line)
+    if not isinstance(data, list):
+        return message_from_json(data)
+    if not data:
+        raise InvalidMessageError("an empty batch is not a valid request")
+    entries: list[BatchEntry] = []
+    for item in data:
+        if isinstance(item, list):
+            entries.append(InvalidMessageError("a batch entry cannot be a batch"))
+            continue
+        try:
+            entries.append(message_from_json(item))
+        except InvalidMessageError as exc:
+            exc.request_id = None
+            entries.append(exc)
+    return entries
 
 
 def decode_message(line: bytes | str) -> JsonRpcMessage:

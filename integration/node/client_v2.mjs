@@ -12,9 +12,16 @@
 //   {"type":"update","params":{...}}   a session/update as the SDK's handler received it (parsed)
 //   {"type":"step","index":i,"op":...} a request is about to be sent
 //   {"type":"response","index":i,"op":...,"result":...}   that request resolved
+//   {"type":"permission","params":{...}}  the agent asked session/request_permission
 //   {"type":"done"} or {"type":"error","error":"..."}
 // The "recv" line of a response always comes before its "response" marker, so the Python side can
-// check what reached the client before each response from the "recv" lines alone.
+// check what reached the client before each response from the "recv" lines alone. A v2 prompt is
+// answered as soon as the agent accepts it; the "prompt" op waits on until the turn ends (the idle
+// state_update with a stopReason) before writing its "response" marker.
+//
+// Ops: new, prompt (whole turn), prompt-start (send it, wait for nothing), await-turn (the turn
+// of the last prompt-start ends), await-permission (the agent's session/request_permission is
+// pending), answer (reply to it with step.option), resume (step.replay), close.
 
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
@@ -41,13 +48,39 @@ const SCENARIOS = {
     { op: "prompt", text: "/meta set k {\"a\":null,\"b\":{\"c\":null},\"d\":[null]}" },
     { op: "resume", replay: true },
   ],
-  // Notification-level params._meta (needs integration/trace_agent.py): forwarded on that
+  // Notification-level params._meta (the reference agent's /trace command): forwarded on that
   // frame only, never restored by a resync.
   "notification-meta": [
     { op: "new" },
     { op: "prompt", text: "/trace 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 a 1" },
     { op: "prompt", text: "/meta set b 2" },
     { op: "resume", replay: true },
+  ],
+  // An agent-to-client request: /ask waits for session/request_permission's answer.
+  ask: [
+    { op: "new" },
+    { op: "prompt-start", text: "/ask Ship it?" },
+    { op: "await-permission" },
+    { op: "answer", option: "allow" },
+    { op: "await-turn" },
+  ],
+  // session/close while a prompt runs: its final updates, then the close response, then nothing.
+  "close-running": [
+    { op: "new" },
+    { op: "prompt", text: "/meta set a 1" },
+    { op: "prompt-start", text: "/ask Close me?" },
+    { op: "await-permission" },
+    { op: "close" },
+  ],
+  // session/resume while a prompt runs: the real foreground state before the resume response.
+  "resume-running": [
+    { op: "new" },
+    { op: "prompt", text: "/meta set a 1" },
+    { op: "prompt-start", text: "/ask Resume me?" },
+    { op: "await-permission" },
+    { op: "resume", replay: true },
+    { op: "answer", option: "reject" },
+    { op: "await-turn" },
   ],
   // Close ends the lifetime; resuming the closed session starts a fresh one.
   close: [
@@ -61,6 +94,30 @@ const SCENARIOS = {
 };
 
 const out = (obj) => process.stdout.write(`${JSON.stringify(obj)}\n`);
+
+/** Counters per key, and promises that resolve when a counter passes a value. */
+class Waiters {
+  counts = new Map();
+  waiting = [];
+  bump(key) {
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+    this.waiting = this.waiting.filter((w) => {
+      if (this.counts.get(w.key) >= w.target) {
+        w.resolve();
+        return false;
+      }
+      return true;
+    });
+  }
+  reached(key, target) {
+    if ((this.counts.get(key) ?? 0) >= target) return Promise.resolve();
+    return new Promise((resolve) => this.waiting.push({ key, target, resolve }));
+  }
+  /** Resolves at the next bump of `key` after this call. */
+  next(key) {
+    return this.reached(key, (this.counts.get(key) ?? 0) + 1);
+  }
+}
 
 function parseArgs(argv) {
   const [name, json] = argv;
@@ -79,18 +136,34 @@ async function main() {
   const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
 
   const base = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  const turns = new Waiters(); // ended turns (idle state_update with a stopReason) per session
   const tap = new TransformStream({
     transform(message, controller) {
       out({ type: "recv", message });
+      const update = message?.params?.update;
+      if (message?.method === "session/update" && update?.sessionUpdate === "state_update" && update.stopReason) {
+        turns.bump(message.params.sessionId);
+      }
       controller.enqueue(message);
     },
   });
+  const permissions = new Waiters(); // pending session/request_permission, answered by "answer"
+  let pending = null;
   const stream = { writable: base.writable, readable: base.readable.pipeThrough(tap) };
 
   const app = acp
     .client({ name: "agent-meta-integration", version: "0" })
     .onNotification(acp.methods.client.session.update, ({ params }) => {
       out({ type: "update", params }); // synchronous: recorded before anything can reorder it
+    })
+    .onRequest(acp.methods.client.session.requestPermission, ({ params, signal }) => {
+      out({ type: "permission", params });
+      return new Promise((resolve) => {
+        pending = { resolve };
+        // $/cancel_request (the prompt was cancelled): the cancelled outcome, as ACP says.
+        signal?.addEventListener("abort", () => resolve({ outcome: { outcome: "cancelled" } }));
+        permissions.bump("any");
+      });
     });
 
   await app.connectWith(stream, async (ctx) => {
@@ -101,6 +174,9 @@ async function main() {
     });
     out({ type: "response", index: -1, op: "initialize", result: init });
     let sessionId = null;
+    let running = null;
+    const prompt = (text) =>
+      ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
     for (const [index, step] of steps.entries()) {
       out({ type: "step", index, ...step });
       let result;
@@ -109,11 +185,25 @@ async function main() {
           result = await ctx.request(acp.methods.agent.session.new, { cwd, mcpServers: [] });
           sessionId = result.sessionId;
           break;
-        case "prompt":
-          result = await ctx.request(acp.methods.agent.session.prompt, {
-            sessionId,
-            prompt: [{ type: "text", text: step.text }],
-          });
+        case "prompt": {
+          const ended = turns.next(sessionId);
+          result = await prompt(step.text);
+          await ended;
+          break;
+        }
+        case "prompt-start":
+          running = { ended: turns.next(sessionId), response: prompt(step.text) };
+          break;
+        case "await-turn":
+          result = await running.response;
+          await running.ended;
+          break;
+        case "await-permission":
+          await permissions.reached("any", 1);
+          break;
+        case "answer":
+          pending.resolve({ outcome: { outcome: "selected", optionId: step.option } });
+          pending = null;
           break;
         case "resume": {
           const params = { sessionId, cwd };

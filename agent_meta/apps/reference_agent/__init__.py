@@ -13,6 +13,8 @@ prompt line                        effect
 ``/fail ID REVISION [TITLE]``      report a failure incident
 ``/resolve ID REVISION``           resolve it (clears only when id and revision match)
 ``/burst N KEY``                   background task publishing ``{KEY: 1}`` .. ``{KEY: N}``
+``/ask TEXT``                      ``session/request_permission`` (allow / reject); waits
+``/trace T KEY JSON``              ``{KEY: JSON}`` with ``params._meta = {"traceparent": T}``
 anything else                      echoed back as an agent message
 =================================  =========================================================
 """

@@ -2,12 +2,13 @@
 
 It is built only on the public API (a :class:`~agent_meta.MetaOwner` reached through the
 connection) and shows the intended embedding, above all in :meth:`ReferenceAgent.resume_session`:
-replay history, then ``lifetime.resync()``, then respond. Because every frame goes through
-the owner's FIFO, "replay, then ``_meta: null`` and the snapshot, then the response" holds by
-construction, even while a ``/burst`` is publishing concurrently.
+replay history, report the foreground state (v2), then ``lifetime.resync()``, then respond.
+Because every frame goes through the owner's FIFO, "replay, then ``_meta: null`` and the
+snapshot, then the response" holds by construction, even while a ``/burst`` is publishing.
 
-Sessions (id, cwd, conversation) live in this object; session-info state lives in the owner's
-lifetimes. A closed session can be resumed: it gets a fresh lifetime (R5) and keeps its history.
+Sessions (id, cwd, conversation, foreground state) live in this object; session-info state lives
+in the owner's lifetimes. A closed session can be resumed: it gets a fresh lifetime (R5), seeded
+with what the agent knows of it (no title), and keeps its history.
 """
 
 from __future__ import annotations
@@ -15,56 +16,45 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import itertools
+import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 import trio
 
 from ..._version import __version__
-from ...acp._connection import AgentConnection, BaseAgent, RequestContext
-from ...core._errors import AgentMetaError, OwnerClosedError, TransportBrokenError
+from ...acp._agent import BaseAgent, RequestContext
+from ...core._session_info import SessionInfoPatch
 from ...wire._jsonrpc import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
     JsonRpcError,
     optional_str,
     require_object_list,
     require_str,
 )
-from ._commands import (
-    COMMANDS,
-    Burst,
-    Command,
-    CommandError,
-    DomainRemove,
-    DomainSet,
-    Fail,
-    MetaClear,
-    MetaPatchCommand,
-    MetaRemove,
-    MetaSet,
-    Resolve,
-    SetTitle,
-    parse_line,
-)
+from ._commands import COMMANDS
+from ._lines import run_line
+from ._listing import Pager, entry_size
+from ._replay import Message, frame_size, replay_updates, user_update
 from ._storage import HistoryStore
 
 if TYPE_CHECKING:
+    from ...acp._connection import AgentConnection
     from ...core._json import JsonObject, JsonValue
     from ...owner._lifetime import SessionLifetime
     from ...owner._sqlite import SQLiteStore
 
-__all__ = ["AGENT_NAME", "ReferenceAgent"]
+__all__ = ["AGENT_NAME", "MAX_CWD", "ReferenceAgent"]
 
 AGENT_NAME = "agent-meta-reference"
 
+MAX_CWD = 4096
+"""The longest ``cwd`` a session may have: it is listed in every ``session/list`` page."""
 
-@dataclasses.dataclass(slots=True)
-class _Message:
-    role: Literal["user", "agent"]
-    message_id: str
-    text: str
+logger = logging.getLogger("agent_meta.reference_agent")
 
 
 @dataclasses.dataclass(slots=True)
@@ -72,14 +62,33 @@ class _Session:
     session_id: str
     cwd: str
     updated_at: str
-    history: list[_Message] = dataclasses.field(default_factory=list)
+    history: list[Message] = dataclasses.field(default_factory=list)
     last_info: JsonObject = dataclasses.field(default_factory=dict)
     prompts: set[trio.CancelScope] = dataclasses.field(default_factory=set)
     counter: int = 0
+    state: str = "idle"  # the v2 foreground state: idle, running, requires_action
+    closed: bool = False  # its lifetime was closed on this connection (reopening starts fresh)
 
     def next_id(self, role: str) -> str:
         self.counter += 1
         return f"{role}-{self.counter}"
+
+
+class _Foreground:
+    """Reports a session's foreground state to the client (v2 ``state_update``)."""
+
+    def __init__(self, ctx: RequestContext, session: _Session) -> None:
+        self._ctx = ctx
+        self._session = session
+
+    async def report(self, state: str, stop_reason: str | None = None) -> None:
+        self._session.state = state
+        if self._ctx.protocol_version < 2:
+            return
+        update: JsonObject = {"sessionUpdate": "state_update", "state": state}
+        if stop_reason is not None:
+            update["stopReason"] = stop_reason
+        await self._ctx.connection.session_update(self._session.session_id, update)
 
 
 def _now() -> str:
@@ -89,27 +98,29 @@ def _now() -> str:
 class ReferenceAgent(BaseAgent):
     """The ``agent-meta agent`` agent. One instance serves one connection.
 
-    Prompt lines are commands (see :mod:`agent_meta.reference_agent`) or are echoed. A command
-    error becomes an agent message explaining it; it never fails the request.
+    Prompt lines are commands (see :mod:`agent_meta.apps.reference_agent`) or are echoed. A
+    command error becomes an agent message explaining it; it never fails the request.
+    ``list_page_size`` bounds ``session/list`` pages.
     """
 
-    def __init__(self, history: HistoryStore | None = None) -> None:
+    def __init__(self, history: HistoryStore | None = None, *, list_page_size: int = 50) -> None:
         self._sessions: dict[str, _Session] = {}
         self._ids = itertools.count(1)
         self._history = history
+        self._pager = Pager(list_page_size)
 
     @classmethod
-    async def with_store(cls, store: SQLiteStore) -> ReferenceAgent:
+    async def with_store(cls, store: SQLiteStore, *, list_page_size: int = 50) -> ReferenceAgent:
         """An agent that keeps sessions and history in ``store``'s file (``--store``).
 
         Pass the same store to the owner (``open_owner(..., store=store)``) so that a fresh
         process resumes both the conversation and the session-info lifetimes.
         """
         history = HistoryStore(store)
-        agent = cls(history)
+        agent = cls(history, list_page_size=list_page_size)
         for session_id, cwd, updated_at, last_info, counter, messages in await history.load():
             session = _Session(session_id, cwd, updated_at, last_info=last_info, counter=counter)
-            session.history = [_Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
+            session.history = [Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
             agent._sessions[session_id] = session
         return agent
 
@@ -123,7 +134,7 @@ class ReferenceAgent(BaseAgent):
                 session.counter,
             )
 
-    async def _add_message(self, session: _Session, message: _Message) -> None:
+    async def _add_message(self, session: _Session, message: Message) -> None:
         session.history.append(message)
         if self._history is not None:
             await self._history.add_message(
@@ -152,6 +163,11 @@ class ReferenceAgent(BaseAgent):
 
     async def new_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         cwd = require_str(params, "cwd")
+        if len(cwd) > MAX_CWD:
+            raise JsonRpcError(
+                INVALID_PARAMS,
+                f"invalid params: 'cwd' is {len(cwd)} characters long, over {MAX_CWD}",
+            )
         session_id = f"sess-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
         session = _Session(session_id=session_id, cwd=cwd, updated_at=_now())
         await self._save_session(session)
@@ -182,17 +198,26 @@ class ReferenceAgent(BaseAgent):
 
     async def list_sessions(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         cwd = optional_str(params, "cwd")
-        entries: list[JsonValue] = []
-        for session in self._sessions.values():
-            if cwd is not None and session.cwd != cwd:
-                continue
-            entry: JsonObject = {"sessionId": session.session_id, "cwd": session.cwd}
-            entry["updatedAt"] = session.updated_at
-            info = self._info(ctx, session)
-            # A snapshot, never a patch: null values inside are data (see the RFD).
-            entry.update(info)
-            entries.append(entry)
-        return {"sessions": entries}
+        start = self._pager.start(params.get("cursor"), cwd)
+        entries = [
+            self._entry(ctx, session)
+            for session in self._sessions.values()
+            if cwd is None or session.cwd == cwd
+        ]
+        return self._pager.page(entries, start, cwd, ctx.owner.max_frame_bytes)
+
+    def _entry(self, ctx: RequestContext, session: _Session) -> JsonObject:
+        entry: JsonObject = {"sessionId": session.session_id, "cwd": session.cwd}
+        entry["updatedAt"] = session.updated_at
+        info = self._info(ctx, session)
+        # A snapshot, never a patch: null values inside are data (see the RFD).
+        entry.update(info)
+        if entry_size(entry) > ctx.owner.max_frame_bytes // 2 and "_meta" in entry:
+            # Too large to share a page: listed without its metadata rather than break the
+            # listing (the client gets the metadata itself on resume).
+            logger.warning("session %s is listed without its _meta: too large", session.session_id)
+            del entry["_meta"]
+        return entry
 
     def _info(self, ctx: RequestContext, session: _Session) -> JsonObject:
         if ctx.owner.has_lifetime(session.session_id):
@@ -238,46 +263,45 @@ class ReferenceAgent(BaseAgent):
         return {}
 
     async def _restore(self, ctx: RequestContext, session: _Session, *, replay: bool) -> None:
-        """The resume embedding: keep an open lifetime (R5) or open a fresh one, replay, then
-        resync. Each step only enqueues, so the response the connection sends next is behind
-        the snapshot on the wire, and any ``/burst`` frame enqueued meanwhile lands either
-        before the ``_meta: null`` (and is overwritten by the snapshot) or after the snapshot."""
+        """The resume embedding: keep an open lifetime (R5) or open a fresh one, replay, report
+        the foreground state (v2), then resync. Each step only queues, so the response the
+        connection sends next is behind the snapshot on the wire, and any ``/burst`` frame
+        queued meanwhile lands either before the ``_meta: null`` (and the snapshot carries it)
+        or after the snapshot."""
         owner = ctx.owner
-        if owner.has_lifetime(session.session_id):
-            lifetime = owner.lifetime(session.session_id)
+        sid = session.session_id
+        if owner.has_lifetime(sid):
+            lifetime = owner.lifetime(sid)
+        elif session.closed:
+            # A fresh lifetime of a closed session: its title went with the old lifetime (R5),
+            # and the agent knows it, so the resync says so (title: null on v2).
+            lifetime = owner.open_lifetime(sid, seed=SessionInfoPatch(title=None))
+            session.closed = False
         else:
-            lifetime = owner.open_lifetime(session.session_id)
+            lifetime = owner.open_lifetime(sid)  # a restarted agent: from the store, if kept
         if replay:
-            for message in session.history:
-                await ctx.connection.session_update(
-                    session.session_id, self._replayed(ctx, message)
-                )
-        if ctx.protocol_version >= 2:
-            await ctx.connection.session_update(
-                session.session_id, {"sessionUpdate": "state_update", "state": "idle"}
-            )
+            v2 = ctx.protocol_version >= 2
+            for message in list(session.history):
+                for update in replay_updates(message, v2, sid, owner.max_frame_bytes):
+                    await ctx.connection.session_update(sid, update)
+        if ctx.protocol_version >= 2:  # the foreground state, even without replay (v2 schema)
+            state: JsonObject = {"sessionUpdate": "state_update", "state": session.state}
+            await ctx.connection.session_update(sid, state)
         lifetime.resync()
-
-    def _replayed(self, ctx: RequestContext, message: _Message) -> JsonObject:
-        content: JsonObject = {"type": "text", "text": message.text}
-        if ctx.protocol_version >= 2:
-            return {
-                "sessionUpdate": f"{message.role}_message",
-                "messageId": message.message_id,
-                "content": [content],
-            }
-        return {"sessionUpdate": f"{message.role}_message_chunk", "content": content}
 
     # ----------------------------------------------------------------------- close / cancel
 
     async def close_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
-        session = self._session(params)
-        if ctx.owner.has_lifetime(session.session_id):
-            session.last_info = self._info(ctx, session)
-            await self._save_session(session)
-            ctx.owner.close_lifetime(session.session_id)
-        for scope in session.prompts:
-            scope.cancel()
+        """The connection has stopped the session's work already; this keeps what
+        ``session/list`` shows of it and ends its lifetime. Closing a session that does not
+        exist succeeds (ACP v2: it SHOULD)."""
+        session = self._sessions.get(require_str(params, "sessionId"))
+        if session is None or not ctx.owner.has_lifetime(session.session_id):
+            return {}
+        session.last_info = self._info(ctx, session)
+        await self._save_session(session)
+        ctx.owner.close_lifetime(session.session_id)
+        session.closed = True
         return {}
 
     async def cancel(self, connection: AgentConnection, params: JsonObject) -> None:
@@ -298,6 +322,10 @@ class ReferenceAgent(BaseAgent):
     # ----------------------------------------------------------------------- prompt
 
     async def prompt(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
+        """One turn. v2 answers as soon as the user message is inserted, then reports
+        ``running``, the replies, and ``idle`` with the stop reason; v1 answers with the stop
+        reason at the end. A cancellation before insertion answers ``-32800``; after it, the
+        turn ends with ``stopReason: "cancelled"``."""
         session = self._session(params)
         blocks = require_object_list(params, "prompt")
         if not ctx.owner.has_lifetime(session.session_id):
@@ -309,132 +337,85 @@ class ReferenceAgent(BaseAgent):
         lifetime = ctx.owner.lifetime(session.session_id)
         text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
         v2 = ctx.protocol_version >= 2
-        user_id = session.next_id("user")
-        agent_id = session.next_id("agent")
-        session.updated_at = _now()
-        # The id counter is stored before the message: a cancellation between the two leaves a
-        # gap in the ids, never an id that a restarted agent would hand out again.
-        await self._save_session(session)
-        await self._add_message(session, _Message("user", user_id, text))
-        sid = session.session_id
-        if v2:
-            echo = {"sessionUpdate": "user_message", "messageId": user_id, "content": blocks}
-            await ctx.connection.session_update(sid, echo)
-            await ctx.connection.session_update(
-                sid, {"sessionUpdate": "state_update", "state": "running"}
-            )
-        replies: list[str] = []
-        with trio.CancelScope() as scope:
-            session.prompts.add(scope)
-            try:
-                for line in text.splitlines():
-                    if not line.strip():
-                        continue
-                    reply = await self._run_line(ctx, lifetime, line)
-                    replies.append(reply)
-                    chunk: JsonObject = {
-                        "sessionUpdate": "agent_message_chunk",
-                        "content": {"type": "text", "text": reply + "\n"},
-                    }
-                    if v2:
-                        chunk["messageId"] = agent_id
-                    await ctx.connection.session_update(sid, chunk)
-            finally:
-                session.prompts.discard(scope)
+        self._check_replayable(ctx, session, text, blocks)
+        # Registered before the first checkpoint: a session/cancel or session/close read right
+        # after this request is guaranteed to see it.
+        scope = trio.CancelScope()
+        session.prompts.add(scope)
+        try:
+            user_id, replies = await self._turn(ctx, session, lifetime, scope, text, blocks)
+        finally:
+            session.prompts.discard(scope)
+        if user_id is None:
+            raise JsonRpcError(REQUEST_CANCELLED, "the prompt was cancelled before it started")
         stop_reason = "cancelled" if scope.cancelled_caught else "end_turn"
         if replies:
-            await self._add_message(session, _Message("agent", agent_id, "\n".join(replies)))
+            agent_id = session.next_id("agent")
+            await self._add_message(session, Message("agent", agent_id, "\n".join(replies)))
         if v2:
-            await ctx.connection.session_update(
-                sid, {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop_reason}
-            )
+            await _Foreground(ctx, session).report("idle", stop_reason)
             return {"messageId": user_id}
+        session.state = "idle"
         return {"stopReason": stop_reason}
 
-    async def _run_line(self, ctx: RequestContext, lifetime: SessionLifetime, line: str) -> str:
-        """Run one prompt line; return the agent's reply (errors are replies too)."""
-        try:
-            command = parse_line(line)
-        except CommandError as exc:
-            return f"error: {exc}"
-        if command is None:
-            return line
-        try:
-            return await self._execute(ctx, lifetime, command)
-        except (OwnerClosedError, TransportBrokenError):
-            raise
-        except AgentMetaError as exc:
-            return f"error: {exc}"
+    def _check_replayable(
+        self, ctx: RequestContext, session: _Session, text: str, blocks: list[JsonObject]
+    ) -> None:
+        """Refuse a prompt whose user message could not be sent in one frame: it would be
+        stored, and every later replay of the session would fail (issue 13)."""
+        v2 = ctx.protocol_version >= 2
+        largest = 0
+        for update in (
+            user_update(Message("user", "user-0", text), v2, blocks),
+            user_update(Message("user", "user-0", text), not v2),
+        ):
+            largest = max(largest, frame_size(update, session.session_id))
+        limit = ctx.owner.max_frame_bytes
+        if largest > limit:
+            raise JsonRpcError(
+                INVALID_PARAMS,
+                f"invalid params: the prompt would take {largest} bytes to send back (echo and "
+                f"replay), over the frame limit of {limit} bytes",
+            )
 
-    async def _execute(
-        self, ctx: RequestContext, lifetime: SessionLifetime, command: Command
-    ) -> str:
-        if isinstance(command, MetaSet | MetaRemove | MetaPatchCommand | MetaClear | SetTitle):
-            fields, what = _publication(command)
-            return _published(await lifetime.publish(**fields), what)
-        match command:
-            case DomainSet(key, path, value):
-                done = await lifetime.domain(key).set(path, value)
-                return _published(done, f"{key}.{'.'.join(path)} set")
-            case DomainRemove(key, path):
-                done = await lifetime.domain(key).remove(path)
-                return _published(done, f"{key}.{'.'.join(path)} removed")
-            case Fail(incident_id, revision, title):
-                record: JsonObject = {
-                    "id": incident_id,
-                    "revision": revision,
-                    "title": title or f"incident {incident_id}",
-                    "severity": "error",
+    async def _turn(
+        self,
+        ctx: RequestContext,
+        session: _Session,
+        lifetime: SessionLifetime,
+        scope: trio.CancelScope,
+        text: str,
+        blocks: list[JsonObject],
+    ) -> tuple[str | None, list[str]]:
+        """Insert the user message, then run its lines; the user message id (``None`` if
+        cancelled before insertion) and the replies."""
+        user_id: str | None = None
+        replies: list[str] = []
+        sid = session.session_id
+        foreground = _Foreground(ctx, session)
+        with scope:
+            message_id = session.next_id("user")
+            session.updated_at = _now()
+            # The id counter is stored before the message: a cancellation between the two
+            # leaves a gap in the ids, never an id a restarted agent would hand out again.
+            await self._save_session(session)
+            await self._add_message(session, Message("user", message_id, text))
+            user_id = message_id
+            if ctx.protocol_version >= 2:
+                await ctx.respond({"messageId": user_id})  # v2: answered once inserted
+                echo = user_update(session.history[-1], True, blocks)
+                await ctx.connection.session_update(sid, echo)
+                await foreground.report("running")
+            for line in text.splitlines():
+                if not line.strip():
+                    continue
+                reply = await run_line(ctx, lifetime, foreground, line)
+                replies.append(reply)
+                chunk: JsonObject = {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": reply + "\n"},
                 }
-                done = await lifetime.report_failure(incident_id, revision, record)
-                return (
-                    f"ok: failure {incident_id} rev {revision} reported"
-                    if done
-                    else f"not reported: failure {incident_id} rev {revision} was refused"
-                )
-            case Resolve(incident_id, revision):
-                done = await lifetime.resolve_failure(incident_id, revision)
-                return (
-                    f"ok: failure {incident_id} rev {revision} resolved"
-                    if done
-                    else f"not resolved: {incident_id} rev {revision} is not the current incident"
-                )
-            case Burst(count, key):
-                ctx.connection.start_background(
-                    lambda: _burst(lifetime, key, count), name=f"burst {key} x{count}"
-                )
-                return f"ok: burst of {count} publications of {key} started"
-        raise AssertionError(f"unhandled command {command!r}")  # pragma: no cover
-
-
-def _publication(
-    command: MetaSet | MetaRemove | MetaPatchCommand | MetaClear | SetTitle,
-) -> tuple[dict[str, Any], str]:
-    """The ``publish`` arguments of a plain publication command, and what it did."""
-    match command:
-        case MetaSet(key, value):
-            return {"meta": {key: value}}, f"_meta.{key} set"
-        case MetaRemove(key):
-            return {"meta": {key: None}}, f"_meta.{key} removed"
-        case MetaPatchCommand(patch):
-            return {"meta": patch}, "_meta patched"
-        case MetaClear():
-            return {"meta": None}, "_meta cleared"
-        case SetTitle(title):
-            return {"title": title}, "title cleared" if title is None else "title set"
-
-
-def _published(done: bool, what: str) -> str:
-    return f"ok: {what}" if done else f"not published ({what}): the session is closed"
-
-
-async def _burst(lifetime: SessionLifetime, key: str, count: int) -> None:
-    """Publish ``{key: 1}`` .. ``{key: count}`` as fast as the owner accepts them.
-
-    Stops early once the lifetime is closed (the owner refuses and counts the publication).
-    A checkpoint after each publication lets this race the client's next requests.
-    """
-    for value in range(1, count + 1):
-        if not await lifetime.publish(meta={key: value}):
-            return
-        await trio.lowlevel.checkpoint()
+                if ctx.protocol_version >= 2:
+                    chunk["messageId"] = f"agent-of-{user_id}"
+                await ctx.connection.session_update(sid, chunk)
+        return user_id, replies

@@ -1,9 +1,9 @@
 """Parsing the reference agent's prompt lines into commands (pure; no I/O, no owner).
 
 A line whose first word is a known command (``/meta``, ``/title``, ``/domain``, ``/fail``,
-``/resolve``, ``/burst``) is parsed strictly; bad arguments raise :class:`CommandError` with
-a message meant for the user. Any other line is not a command (``parse_line`` returns
-``None``) and is echoed.
+``/resolve``, ``/burst``, ``/ask``, ``/trace``) is parsed strictly; bad arguments raise
+:class:`CommandError` with a message meant for the user. Any other line is not a command
+(``parse_line`` returns ``None``) and is echoed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMANDS",
+    "Ask",
     "Burst",
     "Command",
     "CommandError",
@@ -31,6 +32,7 @@ __all__ = [
     "MetaSet",
     "Resolve",
     "SetTitle",
+    "Trace",
     "parse_dotted_path",
     "parse_line",
 ]
@@ -45,6 +47,8 @@ COMMANDS: Final[tuple[tuple[str, str, str], ...]] = (
     ("fail", "Report a failure incident", "ID REVISION [TITLE]"),
     ("resolve", "Resolve a failure incident (only if id and revision match)", "ID REVISION"),
     ("burst", "Publish {KEY: 1} .. {KEY: N} in the background, as fast as possible", "N KEY"),
+    ("ask", "Ask the client for permission (allow / reject) and wait for the answer", "TEXT"),
+    ("trace", "Set _meta KEY with notification _meta {traceparent} on that frame only", "T K JSON"),
 )
 """``(name, description, input hint)`` of every command, as advertised to clients."""
 
@@ -111,6 +115,18 @@ class Burst:
     key: str
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ask:
+    text: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Trace:
+    traceparent: str
+    key: str
+    value: JsonValue
+
+
 Command: TypeAlias = (
     MetaSet
     | MetaRemove
@@ -122,6 +138,8 @@ Command: TypeAlias = (
     | Fail
     | Resolve
     | Burst
+    | Ask
+    | Trace
 )
 
 
@@ -150,6 +168,19 @@ def _parse_resolve(rest: str) -> Command:
     if len(parts) != 2:
         raise CommandError("usage: /resolve ID REVISION")
     return Resolve(parts[0], _revision(parts[1]))
+
+
+def _parse_ask(rest: str) -> Command:
+    if not rest:
+        raise CommandError("usage: /ask TEXT (the question for the client)")
+    return Ask(rest)
+
+
+def _parse_trace(rest: str) -> Command:
+    parts = rest.split(None, 2)
+    if len(parts) != 3:
+        raise CommandError("usage: /trace TRACEPARENT KEY JSON")
+    return Trace(parts[0], parts[1], _json(parts[2]))
 
 
 def _parse_burst(rest: str) -> Command:
@@ -239,5 +270,7 @@ _PARSERS: Final[Mapping[str, Callable[[str], Command]]] = {
     "/fail": _parse_fail,
     "/resolve": _parse_resolve,
     "/burst": _parse_burst,
+    "/ask": _parse_ask,
+    "/trace": _parse_trace,
 }
 """The first word of a command line -> the parser of the rest of it."""

@@ -1,0 +1,135 @@
+"""The agent's own requests to the client: ids, waiting for the answer, cancelling, ending.
+
+ACP lets each side pick the ids of its own requests (the same id may be in use in both
+directions), so the connection numbers its requests itself and matches every inbound response
+to a waiting caller by id. A response nobody waits for (answered after a cancellation, or
+never asked) is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..core._errors import AgentMetaError
+from ..wire._models import MISSING, JsonRpcErrorResponse
+
+if TYPE_CHECKING:
+    from ..core._json import JsonValue
+    from ..wire._models import JsonRpcSuccessResponse
+
+__all__ = ["ClientRequestError", "ConnectionClosedError", "OutboundRequests", "PendingRequest"]
+
+logger = logging.getLogger("agent_meta.connection")
+
+
+class ClientRequestError(AgentMetaError):
+    """The client answered the agent's request with a JSON-RPC error.
+
+    ``code``, ``message`` and ``data`` are the client's error object (``data`` is ``None`` when
+    it sent none); ``method`` and ``request_id`` name the request.
+    """
+
+    def __init__(
+        self, method: str, request_id: int, code: int, message: str, data: JsonValue = None
+    ) -> None:
+        super().__init__(f"{method} (request {request_id}) failed: {code} {message}")
+        self.method = method
+        self.request_id = request_id
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class ConnectionClosedError(AgentMetaError):
+    """The connection's input ended (or it shut down) before the client answered a request,
+    so no answer can arrive any more."""
+
+
+class PendingRequest:
+    """One request of the agent that waits for the client's answer."""
+
+    __slots__ = ("_done", "error", "method", "request_id", "result", "session_id")
+
+    def __init__(self, request_id: int, method: str, session_id: str | None) -> None:
+        self.request_id = request_id
+        self.method = method
+        self.session_id = session_id
+        self.result: Any = None
+        self.error: AgentMetaError | None = None
+        self._done = trio.Event()
+
+    @property
+    def answered(self) -> bool:
+        return self._done.is_set()
+
+    def settle(self, *, result: Any = None, error: AgentMetaError | None = None) -> None:
+        if not self._done.is_set():
+            self.result = result
+            self.error = error
+            self._done.set()
+
+    async def wait(self) -> JsonValue:
+        """The client's result; raises what the answer (or the lack of one) means."""
+        await self._done.wait()
+        if self.error is not None:
+            raise self.error
+        result: JsonValue = self.result
+        return result
+
+
+class OutboundRequests:
+    """The agent's requests in flight, by id."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._pending: dict[int, PendingRequest] = {}
+        self._closed: str | None = None
+
+    def open(self, method: str, session_id: str | None) -> PendingRequest:
+        """A new request with a fresh id; raises :class:`ConnectionClosedError` once closed."""
+        if self._closed is not None:
+            raise ConnectionClosedError(f"cannot send {method}: {self._closed}")
+        pending = PendingRequest(next(self._ids), method, session_id)
+        self._pending[pending.request_id] = pending
+        return pending
+
+    def forget(self, pending: PendingRequest) -> None:
+        self._pending.pop(pending.request_id, None)
+
+    def answer(self, message: JsonRpcSuccessResponse | JsonRpcErrorResponse) -> None:
+        """Route a response from the client to the request it answers."""
+        pending = self._pending.pop(message.id, None) if type(message.id) is int else None
+        if pending is None:
+            logger.warning("ignoring a response to unknown request id %r", message.id)
+            return
+        if isinstance(message, JsonRpcErrorResponse):
+            error = message.error
+            data = None if error.data is MISSING else error.data
+            pending.settle(
+                error=ClientRequestError(
+                    pending.method, pending.request_id, error.code, error.message, data
+                )
+            )
+        else:
+            pending.settle(result=message.result)
+
+    def for_session(self, session_id: str) -> list[PendingRequest]:
+        """The requests in flight that belong to ``session_id``."""
+        return [p for p in self._pending.values() if p.session_id == session_id]
+
+    def close(self, reason: str) -> None:
+        """No answer can arrive any more: every waiting request fails, and so does every new
+        one."""
+        if self._closed is None:
+            self._closed = reason
+        for pending in list(self._pending.values()):
+            pending.settle(
+                error=ConnectionClosedError(
+                    f"{pending.method} (request {pending.request_id}) got no answer: {reason}"
+                )
+            )
+        self._pending.clear()

@@ -1,0 +1,95 @@
+"""``session/list`` pages for the reference agent: opaque cursors, bounded pages.
+
+ACP says cursors are opaque to clients and that an agent SHOULD refuse one it did not issue and
+SHOULD keep pages to a reasonable size. A cursor here names a position in the agent's session
+order and the ``cwd`` filter it was issued for, signed with a key made when the agent starts, so
+a cursor from another process, another filter or a client's imagination is refused (``-32602``).
+Pages stop at ``page_size`` entries and before the result would pass the frame limit, so no one
+session, however large its metadata, can make the listing of the others fail.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+from typing import TYPE_CHECKING
+
+from ...wire._jsonrpc import INVALID_PARAMS, JsonRpcError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ...core._json import JsonObject, JsonValue
+
+__all__ = ["Pager", "entry_size"]
+
+_PAGE_OVERHEAD = 512  # the envelope, "sessions", "nextCursor" and its cursor
+
+
+def entry_size(entry: JsonObject) -> int:
+    """The bytes ``entry`` takes in a compact, ASCII-escaped frame (plus its comma)."""
+    return len(json.dumps(entry, separators=(",", ":"), ensure_ascii=True)) + 1
+
+
+class Pager:
+    """Issues and checks cursors, and cuts pages of session entries."""
+
+    def __init__(self, page_size: int = 50) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be at least 1, not {page_size}")
+        self.page_size = page_size
+        self._key = secrets.token_bytes(16)
+
+    def start(self, cursor: JsonValue, cwd: str | None) -> int:
+        """The position a request's ``cursor`` (``None``: the first page) stands for."""
+        if cursor is None:
+            return 0
+        if not isinstance(cursor, str):
+            raise _bad_cursor(f"a cursor is a string, not {type(cursor).__name__}")
+        try:
+            raw = base64.urlsafe_b64decode(cursor.encode("ascii"))
+            body, signature = raw[:-16], raw[-16:]
+            position_text, _, filtered = body.decode("utf-8").partition("\n")
+            position = int(position_text)
+        except (ValueError, UnicodeError):
+            raise _bad_cursor("this agent did not issue it") from None
+        if not hmac.compare_digest(signature, self._sign(body)) or position < 1:
+            raise _bad_cursor("this agent did not issue it")
+        if filtered != (cwd or ""):
+            raise _bad_cursor("it was issued for another cwd filter")
+        return position
+
+    def page(
+        self, entries: Sequence[JsonObject], start: int, cwd: str | None, max_bytes: int
+    ) -> JsonObject:
+        """The result of one ``session/list`` request: the entries from ``start`` that fit,
+        and ``nextCursor`` if more follow. A page holds at least one entry (the owner keeps
+        each session's info within the frame limit)."""
+        budget = max_bytes - _PAGE_OVERHEAD
+        taken: list[JsonValue] = []
+        end = start
+        while end < len(entries) and len(taken) < self.page_size:
+            size = entry_size(entries[end])
+            if taken and size > budget:
+                break
+            taken.append(entries[end])
+            budget -= size
+            end += 1
+        result: JsonObject = {"sessions": taken}
+        if end < len(entries):
+            result["nextCursor"] = self._cursor(end, cwd)
+        return result
+
+    def _cursor(self, position: int, cwd: str | None) -> str:
+        body = f"{position}\n{cwd or ''}".encode()
+        return base64.urlsafe_b64encode(body + self._sign(body)).decode("ascii")
+
+    def _sign(self, body: bytes) -> bytes:
+        return hmac.new(self._key, body, hashlib.sha256).digest()[:16]
+
+
+def _bad_cursor(why: str) -> JsonRpcError:
+    return JsonRpcError(INVALID_PARAMS, f"invalid params: 'cursor' is not valid: {why}")

@@ -1,0 +1,93 @@
+"""The frames that carry a stored message, live and on replay, and whether they fit.
+
+Whatever the agent stores must stay sendable in every frame that will carry it later (issue
+13): a user message is replayed whole, so a prompt whose message could not be sent in one frame
+is refused before anything is stored; an agent message may be long (the replies to many prompt
+lines), so its replay is cut into chunks that each fit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ...core._json import JsonObject, JsonValue
+
+__all__ = ["FRAME_OVERHEAD", "Message", "frame_size", "replay_updates", "split_text"]
+
+FRAME_OVERHEAD = 256
+"""Bytes of a ``session/update`` frame around its ``update`` (envelope, session id, newline)."""
+
+
+@dataclasses.dataclass(slots=True)
+class Message:
+    """One message of a session's conversation, as stored for replay."""
+
+    role: Literal["user", "agent"]
+    message_id: str
+    text: str
+
+
+def frame_size(update: JsonObject, session_id: str) -> int:
+    """The bytes of the ``session/update`` frame carrying ``update`` (an upper bound)."""
+    text = json.dumps(update, separators=(",", ":"), ensure_ascii=True)
+    return len(text) + len(json.dumps(session_id)) + FRAME_OVERHEAD
+
+
+def user_update(message: Message, v2: bool, blocks: list[JsonObject] | None = None) -> JsonObject:
+    """The update that carries a user message (its prompt ``blocks`` when known)."""
+    content: list[JsonValue] = list(blocks or [{"type": "text", "text": message.text}])
+    update: JsonObject = {"sessionUpdate": "user_message" if v2 else "user_message_chunk"}
+    if v2:
+        update["messageId"] = message.message_id
+        update["content"] = content
+    else:
+        update["content"] = content[0]
+    return update
+
+
+def replay_updates(
+    message: Message, v2: bool, session_id: str, max_frame_bytes: int
+) -> list[JsonObject]:
+    """The updates that replay ``message``: one, or agent message chunks that each fit."""
+    if message.role == "user":
+        return [user_update(message, v2)]
+    whole: JsonObject
+    if v2:
+        content: JsonObject = {"type": "text", "text": message.text}
+        whole = {"sessionUpdate": "agent_message", "messageId": message.message_id}
+        whole["content"] = [content]
+    else:
+        whole = {"sessionUpdate": "agent_message_chunk"}
+        whole["content"] = {"type": "text", "text": message.text}
+    if frame_size(whole, session_id) <= max_frame_bytes:
+        return [whole]
+    budget = max_frame_bytes - frame_size(_chunk(message, v2, ""), session_id)
+    return [_chunk(message, v2, piece) for piece in split_text(message.text, budget)]
+
+
+def _chunk(message: Message, v2: bool, text: str) -> JsonObject:
+    chunk: JsonObject = {"sessionUpdate": "agent_message_chunk"}
+    if v2:
+        chunk["messageId"] = message.message_id
+    chunk["content"] = {"type": "text", "text": text}
+    return chunk
+
+
+def split_text(text: str, budget: int) -> list[str]:
+    """Cut ``text`` into pieces whose JSON string text (escapes included) fits ``budget``."""
+    if budget < 16:
+        raise ValueError(f"a budget of {budget} bytes cannot hold a chunk")
+    pieces: list[str] = []
+    start = 0
+    used = 0
+    for index, char in enumerate(text):
+        size = len(json.dumps(char, ensure_ascii=True)) - 2
+        if used + size > budget:
+            pieces.append(text[start:index])
+            start, used = index, 0
+        used += size
+    pieces.append(text[start:])
+    return pieces
