@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import acp
-from acp.schema import ClientCapabilities, Implementation
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    Implementation,
+    RequestPermissionResponse,
+)
 
 from agent_meta.testing import ClientMirror
 
@@ -127,25 +132,40 @@ def info_updates(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class QuietClient:
-    """A duck-typed ``acp.Client``: the transcript is the record, so handlers do nothing."""
+    """A duck-typed ``acp.Client``: the transcript is the record, so handlers do nothing.
+
+    A ``session/request_permission`` (the reference agent's ``/ask``) is answered with
+    ``answer``, an option id (``None``: the client refuses with an error). ``asked`` keeps
+    what each request held, as the SDK parsed it.
+    """
+
+    def __init__(self, answer: str | None = None) -> None:
+        self.answer = answer
+        self.asked: list[dict[str, Any]] = []
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         return None
 
-    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("the reference agent never asks for permission")
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
+    ) -> Any:
+        self.asked.append({"sessionId": session_id, "title": tool_call.title, "options": options})
+        if self.answer is None:
+            raise NotImplementedError("this client answers no permission request")
+        outcome = AllowedOutcome(outcome="selected", option_id=self.answer)
+        return RequestPermissionResponse(outcome=outcome)
 
 
 @asynccontextmanager
 async def python_client(
-    *agent_args: str, transcript: Transcript | None = None
+    *agent_args: str, transcript: Transcript | None = None, client: QuietClient | None = None
 ) -> AsyncIterator[tuple[Any, Transcript]]:
     """Spawn the reference agent under the official Python SDK client and initialize (v1)."""
     record = transcript if transcript is not None else Transcript()
     command = agent_command(*agent_args)
     async with (
         acp.spawn_agent_process(
-            cast("acp.Client", QuietClient()),  # duck-typed, as the SDK allows
+            cast("acp.Client", client or QuietClient()),  # duck-typed, as the SDK allows
             command[0],
             *command[1:],
             env=agent_env(),

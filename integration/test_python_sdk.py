@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from integration.harness import (
+    QuietClient,
     Transcript,
     info_updates,
     python_client,
@@ -177,3 +178,29 @@ def test_stale_failure_resolution_changes_nothing() -> None:
     assert "failure" not in domain
     assert domain["notes"] == {"owner": "alice"}
     assert wire.mirror.meta(session) == {"agent-meta": {"notes": {"owner": "alice"}}}
+
+
+def test_ask_is_answered_by_the_python_sdk_client() -> None:
+    """An agent-to-client request: ``/ask`` sends ``session/request_permission`` through the
+    owner's FIFO; the official client's ``request_permission`` handler answers, and the answer
+    reaches the waiting prompt (v1: the turn ends with the prompt response)."""
+    client = QuietClient(answer="reject")
+
+    async def scenario() -> tuple[Transcript, str]:
+        async with python_client(client=client) as (conn, wire):
+            session = (await conn.new_session(cwd=CWD, mcp_servers=[])).session_id
+            response = await conn.prompt(session_id=session, prompt=text("/ask Deploy now?"))
+            assert response.stop_reason == "end_turn"
+            return wire, session
+
+    wire, session = run_async(scenario())
+    assert client.asked == [
+        {"sessionId": session, "title": "Deploy now?", "options": client.asked[0]["options"]}
+    ]
+    assert [o.option_id for o in client.asked[0]["options"]] == ["allow", "reject"]
+    requests = [m for m in wire.incoming() if m.get("method") == "session/request_permission"]
+    assert len(requests) == 1
+    replies = [
+        u["content"]["text"] for u in session_updates(wire.incoming(), "agent_message_chunk")
+    ]
+    assert replies == ["answer: reject\n"]
