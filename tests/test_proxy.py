@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from agent_meta.apps._watch import LineSplitter, Watcher, patch_meta
 from agent_meta.testing import ClientMirror
 
 ROOT = Path(__file__).resolve().parent.parent
+BROKEN = ROOT / "tests" / "broken_agents"
 AGENT = [sys.executable, "-m", "agent_meta", "agent"]
 PROXY = [sys.executable, "-m", "agent_meta", "proxy"]
 #: Every subprocess run is bounded: a hung proxy fails the test instead of the suite.
@@ -486,3 +488,23 @@ async def test_a_real_session_through_the_proxy(tmp_path: Path) -> None:
     assert last["_meta"] == entry["_meta"] == listed.meta[session]
     assert last["title"] == entry["title"] == "Through"
     assert "null" in json.dumps(last["_meta"])  # a nested null is data, kept
+
+
+def test_the_proxy_reports_a_broken_agent(tmp_path: Path) -> None:
+    """check through the proxy: both see the same frames and name the same rule."""
+    log = tmp_path / "log.ndjson"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "agent_meta", "check", "--protocol", "2",
+            "--prompt", '/meta set stage "working"',
+            "--", *proxied(log, [sys.executable, str(BROKEN / "no_resync.py")]),
+        ],
+        capture_output=True, text=True, timeout=BOUND, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "result: FAIL: resync (v2)" in done.stdout
+    assert "[resync]" in done.stderr  # the proxy's own report
+    findings = [f for text in log.read_text().splitlines() for f in json.loads(text)["findings"]]
+    # The resume with replay; the reopen replays the same stale info over it, changing nothing.
+    assert [f["rule"] for f in findings] == ["resync"]
