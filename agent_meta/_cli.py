@@ -19,7 +19,7 @@ import trio
 from ._errors import AgentMetaError
 from ._jsonrpc import DEFAULT_MAX_LINE_BYTES
 from ._version import __version__
-from .apps import check, proxy
+from .apps import check, proxy, timeline
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         "session-info frames. Every argument after 'demo' is passed to the demo.",
     )
     demo.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
-    for app in (proxy, check):
+    for app in (proxy, check, timeline):
         app.add_parser(commands)
     return parser
 
