@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections import Counter
 from typing import Any, Final, Literal, TypeAlias
 
-from agent_meta import MessageParseError, is_rfc3339, parse_json_line
+from agent_meta import is_rfc3339
 
 __all__ = [
     "RULES",
@@ -123,7 +124,7 @@ class Frame:
     line: bytes
     message: dict[str, Any] | None = None
     session: str | None = None
-    findings: list[Finding] = dataclasses.field(default_factory=list)
+    findings: tuple[Finding, ...] = ()
 
 
 @dataclasses.dataclass(slots=True)
@@ -152,6 +153,22 @@ class _Request:
     last_replay: int | None = None
     resync_at: int | None = None
     window: list[int] = dataclasses.field(default_factory=list)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a JSON number")
+    return value
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+"""Strict JSON (no ``NaN`` or ``Infinity``), built once: ``json.loads`` with options builds a
+decoder per call, which costs a proxy more than the parse itself."""
 
 
 def patch_meta(stored: Meta, update: Meta) -> Meta:
@@ -282,7 +299,7 @@ class Watcher:
         """
         frames = tuple(sorted({*evidence, frame.seq}))
         finding = Finding(rule, message, session or frame.session, frames)
-        frame.findings.append(finding)
+        frame.findings = (*frame.findings, finding)
         self.findings.append(finding)
         return finding
 
@@ -300,9 +317,12 @@ class Watcher:
         if last:
             self.fail(frame, "json", f"the stream ended inside a line of {len(line)} bytes")
         try:
-            message = parse_json_line(line)
-        except MessageParseError as exc:
-            self.fail(frame, "json", str(exc))
+            message = _DECODER.decode(line.decode("utf-8"))
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError too
+            self.fail(frame, "json", f"not JSON: {exc}")
+            return frame
+        except RecursionError:
+            self.fail(frame, "json", "not JSON: nested too deeply to parse")
             return frame
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             self.fail(frame, "json", 'not a JSON-RPC 2.0 message (an object with "jsonrpc": "2.0")')
@@ -371,7 +391,7 @@ class Watcher:
         kind = update.get("sessionUpdate")
         windows = self._windows.get(session, ())
         if kind == "session_info_update":
-            resync = self._info_update(frame, session, update)
+            resync = self._info_update(frame, view, session, update)
             for request in windows:
                 request.window.append(frame.seq)
                 request.info_frames += 1
@@ -382,9 +402,10 @@ class Watcher:
                 request.window.append(frame.seq)
                 request.last_replay = frame.seq
 
-    def _info_update(self, frame: Frame, session: str, update: dict[str, Any]) -> bool:
+    def _info_update(
+        self, frame: Frame, view: _Session | None, session: str, update: dict[str, Any]
+    ) -> bool:
         """Fold one ``session_info_update``; return whether it is a resync (see ``resync``)."""
-        view = self._sessions.get(session)
         if view is None:
             view = self._sessions[session] = _Session()
         self.exercised["shape"] += 1
@@ -434,8 +455,8 @@ class Watcher:
                     f"{_short(view.meta)} (to clear on v1, send _meta: {{}})",
                 )
             return
-        removed = [key for key, value in meta.items() if value is None]
-        if removed:
+        if None in meta.values():
+            removed = [key for key, value in meta.items() if value is None]
             self.fail(
                 frame,
                 "v1-meaning",

@@ -49,6 +49,7 @@ class _Tap:
         self._pending: collections.deque[tuple[Source, bytes, float, bool]] = collections.deque()
         self._started = time.monotonic()
         self._wall = time.time()
+        self._stamped = (-1.0, "")
 
     def stage(self, source: Source, lines: Sequence[bytes], *, last: bool = False) -> None:
         """Queue ``lines`` (just read from ``source``) for the watcher; call before forwarding."""
@@ -81,12 +82,18 @@ class _Tap:
         self._report.write(f"agent-meta proxy: {text}\n")
         self._report.flush()
 
+    def _stamp(self, t: float) -> str:
+        """Wall-clock time of ``t``; the lines of one read share it, so it is kept."""
+        if t != self._stamped[0]:
+            moment = datetime.datetime.fromtimestamp(self._wall + t, datetime.UTC)
+            self._stamped = (t, moment.isoformat(timespec="microseconds").replace("+00:00", "Z"))
+        return self._stamped[1]
+
     def _record(self, frame: Frame) -> str:
-        stamp = datetime.datetime.fromtimestamp(self._wall + frame.t, datetime.UTC)
         record: dict[str, object] = {
             "seq": frame.seq,
             "t": round(frame.t, 6),
-            "time": stamp.isoformat(timespec="microseconds").replace("+00:00", "Z"),
+            "time": self._stamp(frame.t),
             "from": frame.source,
             "protocol": self.watcher.protocol_version,
             "session": frame.session,
