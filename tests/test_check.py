@@ -103,7 +103,9 @@ def test_the_text_report(agent: list[str]) -> None:
     lines = done.stdout.splitlines()
     assert lines[-1] == "result: pass"
     assert "protocol 1: agent-meta-reference (its command grammar drives the prompts)" in lines
-    assert any(line.startswith("  pass           resync ") for line in lines)
+    assert "  pass           resync" in lines
+    assert "  not exercised  updated-at  (the agent sent no updatedAt)" in lines
+    assert any(line.startswith("  resync      after session/load") for line in lines)
     assert "session/prompt '/title extra'" in done.stdout  # --prompt comes after the script
 
 
@@ -137,7 +139,7 @@ def test_each_broken_agent_fails_by_its_rule(
 def test_the_text_report_names_the_rule_and_quotes_the_frames() -> None:
     done = run_check(broken("frame_after_close"), "--protocol", "2", *prompts(PROMPTS))
     assert done.returncode == 1
-    assert "  FAIL           fence " in done.stdout
+    assert "  FAIL           fence" in done.stdout.splitlines()
     assert '"_meta":{"closed":true}' in done.stdout
     assert done.stdout.splitlines()[-1] == "result: FAIL: fence (v2)"
 

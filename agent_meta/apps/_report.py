@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import textwrap
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ._watch import RULES, Finding, Frame, Rule
@@ -17,6 +18,8 @@ Status = Literal["pass", "fail", "not exercised"]
 
 EVIDENCE_FRAMES: Final = 12
 """At most this many frames are quoted per finding (the first and last ones)."""
+WIDTH: Final = 100
+"""Text lines of the report are wrapped at this width (quoted frames are not)."""
 LINE_CHARS: Final = 240
 """A quoted frame is cut to this many characters."""
 
@@ -121,6 +124,17 @@ def render_text(report: Report) -> str:
     for run in report.runs:
         out.extend(_run_text(run))
         out.append("")
+    out.append("rules:")
+    for rule in RULES:
+        out.extend(
+            textwrap.wrap(
+                f"{rule.text} ({rule.design})",
+                WIDTH,
+                initial_indent=f"  {rule.id:<10}  ",
+                subsequent_indent=" " * 14,
+            )
+        )
+    out.append("")
     out.append(_verdict(report))
     return "\n".join(out) + "\n"
 
@@ -131,21 +145,44 @@ def _run_text(run: RunResult) -> list[str]:
         return [f"{head}: not offered (initialize answered another version)"]
     if run.script:
         head += " (its command grammar drives the prompts)"
-    out = [head, "  steps: " + " · ".join(run.steps)]
+    out = [head, *_steps(run.steps)]
     if run.error is not None:
         out.append(f"  ERROR: the scenario stopped: {run.error}")
     frames = run.frames()
     for result in run.rules():
         status = "FAIL" if result.status == "fail" else result.status
-        detail = f" ({result.reason})" if result.reason else ""
-        out.append(f"  {status:<13}  {result.rule.id:<10}  {result.rule.text}{detail}")
+        detail = f"({result.reason})" if result.reason else ""
+        out.append(f"  {status:<13}  {result.rule.id:<10}  {detail}".rstrip())
         for finding in result.findings:
-            out.append(f"      {finding.describe()}")
+            out.extend(
+                textwrap.wrap(
+                    finding.describe(),
+                    WIDTH,
+                    initial_indent=" " * 6,
+                    subsequent_indent=" " * 8,
+                    break_long_words=False,  # never cut inside quoted JSON
+                    break_on_hyphens=False,
+                )
+            )
             out.extend(
                 f"        #{frame.seq:<4} {frame.source:<6} {_line(frame)}"
                 for frame in _evidence(finding, frames)
             )
     return out
+
+
+def _steps(steps: list[str]) -> list[str]:
+    """The steps run, several to a line, never cut inside one."""
+    lines: list[str] = []
+    current = "  steps:"
+    for step in steps:
+        if len(current) + len(step) + 3 > WIDTH and current.strip() != "steps:":
+            lines.append(current + " ·")
+            current = "        "
+        elif current.strip() != "steps:":
+            current += " ·"
+        current += " " + step
+    return [*lines, current]
 
 
 def _verdict(report: Report) -> str:
