@@ -56,9 +56,10 @@ class RunResult:
         if not self.offered or self.peer is None:
             return []
         watcher = self.peer.watcher
+        found = [finding for frame in self.peer.frames for finding in frame.findings]
         results = []
         for rule in RULES:
-            findings = tuple(f for f in watcher.findings if f.rule == rule.id)
+            findings = tuple(f for f in found if f.rule == rule.id)
             if findings:
                 status: Status = "fail"
             elif watcher.exercised[rule.id]:

@@ -14,6 +14,7 @@ holds both to the same result.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
@@ -93,6 +94,9 @@ _NOT_REPLAY: Final = frozenset(
 
 _REPLAY_METHODS: Final = frozenset({"session/load", "session/resume"})
 
+_WINDOW_EVIDENCE: Final = 200
+"""A replay's last frames kept as evidence: a request never answered cannot grow without end."""
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Finding:
@@ -152,7 +156,9 @@ class _Request:
     info_frames: int = 0
     last_replay: int | None = None
     resync_at: int | None = None
-    window: list[int] = dataclasses.field(default_factory=list)
+    window: collections.deque[int] = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=_WINDOW_EVIDENCE)
+    )
 
 
 def _reject_constant(name: str) -> Any:
@@ -241,13 +247,14 @@ class Watcher:
 
     Call :meth:`observe` with every line, from both sides, in the order they were read. The
     protocol version is taken from the ``initialize`` response (v1 until then). Findings are
-    attached to the frame that shows them and collected in :attr:`findings`; :attr:`exercised`
-    counts, per rule id, how often a frame put the rule to the test.
+    attached to the frame that shows them; :attr:`failed` counts them and :attr:`exercised`
+    counts how often a frame put a rule to the test, per rule id. The watcher keeps no frames,
+    so a proxy that runs for days holds only the state of each session.
     """
 
     def __init__(self) -> None:
         self.protocol_version = 1
-        self.findings: list[Finding] = []
+        self.failed: Counter[str] = Counter()
         self.exercised: Counter[str] = Counter()
         self._seq = 0
         self._sessions: dict[str, _Session] = {}
@@ -300,7 +307,7 @@ class Watcher:
         frames = tuple(sorted({*evidence, frame.seq}))
         finding = Finding(rule, message, session or frame.session, frames)
         frame.findings = (*frame.findings, finding)
-        self.findings.append(finding)
+        self.failed[rule] += 1
         return finding
 
     # ----------------------------------------------------------------------- observing
