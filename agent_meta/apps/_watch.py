@@ -21,7 +21,7 @@ import math
 from collections import Counter
 from typing import Any, Final, Literal, TypeAlias
 
-from agent_meta import is_rfc3339
+from agent_meta import OMITTED, Omitted, is_rfc3339
 
 __all__ = [
     "RULES",
@@ -135,10 +135,8 @@ class Frame:
 class _Session:
     """What the client holds for one session, and whether it is fenced."""
 
-    title: Any = dataclasses.field(default=None)
-    updated_at: Any = dataclasses.field(default=None)
-    has_title: bool = False
-    has_updated_at: bool = False
+    title: str | None | Omitted = OMITTED
+    updated_at: str | None | Omitted = OMITTED
     meta: Meta = None
     as_v2: Meta = None  # v1 only: the same frames folded with the v2 rule, for diagnosis
     closed_by: int | None = None  # seq of the session/close response while fenced
@@ -290,9 +288,9 @@ class Watcher:
         if view is None:
             return {"_meta": None}
         state: dict[str, Any] = {}
-        if view.has_title:
+        if view.title is not OMITTED:
             state["title"] = view.title
-        if view.has_updated_at:
+        if view.updated_at is not OMITTED:
             state["updatedAt"] = view.updated_at
         state["_meta"] = view.meta
         return state
@@ -419,7 +417,7 @@ class Watcher:
         if "title" in update:
             title = update["title"]
             if title is None or isinstance(title, str):
-                view.title, view.has_title = title, True
+                view.title = title
             else:
                 self.fail(frame, "shape", f"title is {_kind(title)}, not a string or null")
         if "updatedAt" in update:
@@ -447,7 +445,7 @@ class Watcher:
             if not is_rfc3339(value):
                 message = f"updatedAt {value!r} is not RFC 3339 with an offset"
                 self.fail(frame, "updated-at", message)
-        view.updated_at, view.has_updated_at = value, True
+        view.updated_at = value
 
     def _v1_meta(self, frame: Frame, view: _Session, meta: Meta) -> None:
         """v1: an object replaces the stored ``_meta`` whole; ``null`` is the same as omitted."""
