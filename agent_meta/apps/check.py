@@ -84,9 +84,12 @@ class _Offer:
     list: bool
 
 
+_NOTHING_OFFERED: Final = _Offer(0, None, False, False, False, False)
+
+
 def _offer(result: Any) -> _Offer:
     if not isinstance(result, dict):
-        return _Offer(0, None, False, False, False, False)
+        return _NOTHING_OFFERED
     version = result.get("protocolVersion")
     version = version if type(version) is int else 0
     if version >= 2:
@@ -126,7 +129,7 @@ class _Scenario:
         self.result = result
         self.user_prompts = list(prompts)
         self.cwd = os.getcwd()
-        self.offer = _Offer(0, None, False, False, False, False)
+        self.offer = _NOTHING_OFFERED
         self.session = ""
         self.compared_up_to = 0
         self.mismatch: tuple[object, object] | None = None
