@@ -210,10 +210,9 @@ class AgentPeer:
         await self._write(reply)
 
     async def _finish(self) -> None:
+        """End of input, then the agent's output to its end and its exit (bounded; see spawn)."""
         with trio.move_on_after(self._answer_within):
             async with self._write_lock:
                 await self._stdin.aclose()
             await self._ended.wait()
             self.returncode = exit_status(await self._process.wait())
-        if self.returncode is None:
-            self._process.kill()

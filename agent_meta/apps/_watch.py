@@ -32,6 +32,7 @@ __all__ = [
     "Source",
     "Watcher",
     "patch_meta",
+    "short_meta",
 ]
 
 Source: TypeAlias = Literal["client", "agent"]
@@ -457,7 +458,7 @@ class Watcher:
                     frame,
                     "v1-meaning",
                     "_meta: null on v1 means 'omitted': the client keeps "
-                    f"{_short(view.meta)} (to clear on v1, send _meta: {{}})",
+                    f"{short_meta(view.meta)} (to clear on v1, send _meta: {{}})",
                 )
             return
         if None in meta.values():
@@ -517,8 +518,8 @@ class Watcher:
         self.fail(
             frame,
             "resync",
-            f"after {request.method} (frame #{request.seq}) the client holds {_short(after)}, "
-            f"not the {_short(before)} it held before: {why}",
+            f"after {request.method} (frame #{request.seq}) the client holds {short_meta(after)}, "
+            f"not the {short_meta(before)} it held before: {why}",
             request.seq,
             *request.window,
         )
@@ -553,7 +554,7 @@ def _kind(value: object) -> str:
     return names.get(type(value), "a number" if isinstance(value, int | float) else "unknown")
 
 
-def _short(meta: Meta, limit: int = 120) -> str:
+def short_meta(meta: object, limit: int = 160) -> str:
     """Metadata for a message: ``no _meta`` or compact JSON, cut at ``limit`` characters."""
     if meta is None:
         return "no _meta"

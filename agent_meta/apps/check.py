@@ -15,7 +15,6 @@ Prompts make the agent publish: ``--prompt`` adds them, and a known agent (see
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any, Final
@@ -27,6 +26,7 @@ from agent_meta import __version__
 from ._args import add_agent_command
 from ._peer import AgentExitedError, AgentPeer, NoAnswerError, Reply
 from ._report import Report, RunResult, render_json, render_text
+from ._watch import short_meta
 
 if TYPE_CHECKING:
     import argparse
@@ -250,15 +250,15 @@ class _Scenario:
         if self.mismatch == (client, agent):
             return  # the same difference as at the last comparison: reported there
         self.mismatch = (client, agent)
-        said = f"the agent's session/list says {_short(agent)}"
+        said = f"the agent's session/list says {short_meta(agent)}"
         if self.result.protocol == 1 and reply.meta_as_v2.get(self.session) == agent:
             message = (
-                f"a v1 client holds {_short(client)}, but {said}: that is what the frames give "
+                f"a v1 client holds {short_meta(client)}, but {said}: that is what the frames give "
                 "under the v2 patch rule, so the agent sends v2 patches to a v1 client"
             )
             watcher.fail(reply.frame, "v1-meaning", message, *evidence, session=self.session)
         else:
-            message = f"the client holds {_short(client)}, but {said}"
+            message = f"the client holds {short_meta(client)}, but {said}"
             watcher.fail(reply.frame, "state", message, *evidence, session=self.session)
 
     def _info_frames_since_last_compare(self, upto: int) -> list[int]:
@@ -271,13 +271,6 @@ class _Scenario:
                 frames.append(frame.seq)
         self.compared_up_to = upto
         return frames
-
-
-def _short(meta: object) -> str:
-    if meta is None:
-        return "no _meta"
-    text = json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
-    return text if len(text) <= 160 else text[:157] + "..."
 
 
 async def _run_version(
