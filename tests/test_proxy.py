@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from strategies import meta_updates
 from agent_meta import OMITTED, fold_meta_updates
 from agent_meta.apps._peer import AgentPeer
 from agent_meta.apps._watch import LineSplitter, Watcher, patch_meta
+from agent_meta.apps.proxy import _Reporter
 from agent_meta.testing import ClientMirror
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -419,6 +422,56 @@ def test_every_byte_passes_unchanged_both_ways(tmp_path: Path) -> None:
     assert client[-1] == '{"jsonrpc":"2.0","id":2,"method":"unterminated"'
     info = [r for r in records if r["session"] == "s"]
     assert [r["state"]["_meta"] for r in info] == [{"a": 1}, {"a": 1}]  # [1] is not folded
+
+
+async def test_a_stderr_nobody_reads_never_stalls_the_forwarding() -> None:
+    """A client may pipe the agent's stderr and never read it (the Python SDK's default does):
+    findings beyond what the pipe holds are dropped, never waited for."""
+    count = 5_000  # each a finding of ~100 bytes: far more than a 64 KiB pipe holds
+    script = f"import sys; sys.stdout.write('not json\\n' * {count}); sys.exit(0)"
+    read_end, write_end = os.pipe()
+    try:
+        process = await trio.lowlevel.open_process(
+            [*PROXY, "--", sys.executable, "-c", script],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=write_end,
+        )
+        os.close(write_end)
+        assert process.stdout is not None
+        received = b""
+        with trio.fail_after(BOUND):
+            while data := await process.stdout.receive_some():
+                received += data
+            assert await process.wait() == 0
+        assert received == b"not json\n" * count
+        with os.fdopen(read_end, "rb") as stderr:
+            report = stderr.read().decode()
+        read_end = -1
+        assert 0 < report.count("[json]") < count  # what fitted in the pipe
+    finally:
+        if read_end >= 0:
+            os.close(read_end)
+
+
+def test_findings_that_did_not_fit_are_counted_once_stderr_moves() -> None:
+    release = threading.Event()
+
+    class Stuck(io.StringIO):
+        def write(self, text: str) -> int:
+            release.wait(BOUND)
+            return super().write(text)
+
+    stream = Stuck()
+    reporter = _Reporter(stream, limit=3)
+    for number in range(10):
+        reporter.line(f"finding {number}")
+    release.set()
+    reporter.close(within=BOUND)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "agent-meta proxy: finding 0"
+    assert len(lines) < 10
+    assert lines[-1].startswith(f"agent-meta proxy: {11 - len(lines)} findings not shown")
 
 
 async def test_the_proxy_exits_with_the_agent_while_the_client_stays() -> None:
