@@ -21,7 +21,7 @@ NODE_CLIENT = ROOT / "integration" / "node"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Unit, property and actor tests with branch coverage; extra arguments go to pytest."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,timeline]")
     session.run("coverage", "erase")
     session.run("coverage", "run", "-m", "pytest", "tests", *session.posargs)
     session.run("coverage", "report")

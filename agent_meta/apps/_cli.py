@@ -19,6 +19,7 @@ import trio
 from .._version import __version__
 from ..acp._lines import DEFAULT_MAX_LINE_BYTES
 from ..core._errors import AgentMetaError
+from . import _check, _proxy, _timeline
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -102,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         "session-info frames. Every argument after 'demo' is passed to the demo.",
     )
     demo.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
+    for app in (_proxy, _check, _timeline):
+        app.add_parser(commands)
     return parser
 
 
@@ -122,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_demo(arguments[1:])
     parser = build_parser()
     args = parser.parse_args(arguments)
+    if hasattr(args, "run"):  # the apps: proxy, check, timeline
+        return int(args.run(args))
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.INFO if args.verbose else logging.WARNING,

@@ -57,6 +57,7 @@ def test_smoke_run_prints_every_section() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    for section in ("1 throughput", "2 patch cost", "3 slow client", "4 scale", "machine:"):
+    sections = ("1 throughput", "2 patch cost", "3 slow client", "4 scale", "5 proxy overhead")
+    for section in (*sections, "machine:"):
         assert section in result.stdout
     assert "NO" not in result.stdout.split()  # every client state exact

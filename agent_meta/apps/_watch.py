@@ -1,0 +1,578 @@
+"""The session-info rules a client can observe, checked frame by frame (sans-IO).
+
+``agent-meta proxy`` and ``agent-meta check`` both feed every line of an ACP connection, in the
+order it was read, to one :class:`Watcher`. It folds each ``session_info_update`` per session
+with the patch rule of the negotiated protocol version (what the client now holds) and reports
+a :class:`Finding` wherever the agent breaks a rule the client can see. It does no I/O and never
+raises on bad input: a malformed line is a finding, not an error.
+
+The fold is written out here (a few lines) instead of calling :func:`agent_meta.apply_meta_update`:
+it updates the parsed frames' own objects in place, which a long-running proxy needs to stay
+cheap, and an independent reducer does not repeat a bug of the library's core. A property test
+holds both to the same result.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import math
+from collections import Counter
+from typing import Any, Final, Literal, TypeAlias
+
+from ..core._sentinel import OMITTED, Omitted
+from ..core._timestamps import is_rfc3339
+
+__all__ = [
+    "RULES",
+    "Finding",
+    "Frame",
+    "LineSplitter",
+    "Rule",
+    "Source",
+    "Watcher",
+    "patch_meta",
+    "short_meta",
+]
+
+Source: TypeAlias = Literal["client", "agent"]
+"""Who wrote a line: the client (to the agent) or the agent (to the client)."""
+
+Meta: TypeAlias = "dict[str, Any] | None"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule the tools report on: a short id, what it says, where the design states it."""
+
+    id: str
+    text: str
+    design: str
+
+
+RULES: Final = (
+    Rule("json", "every line is one JSON-RPC 2.0 message: UTF-8 JSON, newline-terminated", "R12"),
+    Rule(
+        "shape",
+        "a session_info_update's _meta is an object or null; title is a string or null",
+        "R12",
+    ),
+    Rule("updated-at", "updatedAt is an RFC 3339 date-time with a UTC offset", "R12"),
+    Rule(
+        "resync",
+        "after session/load or session/resume with replay the client holds the _meta it held "
+        "before, or _meta: null and the snapshot arrived after the replay, before the response",
+        "R4",
+    ),
+    Rule("fence", "nothing arrives for a session after its session/close response", "R6"),
+    Rule(
+        "v1-meaning",
+        "on v1, _meta: null means omitted and an object replaces the stored one: an agent must "
+        "not rely on v2 patches (null to clear, a key set to null to remove, partial objects)",
+        "R10",
+    ),
+    Rule(
+        "state",
+        "the _meta the client folded equals the agent's own session/list entry (check only)",
+        "R1, R2",
+    ),
+)
+"""Every rule, in report order. ``state`` needs a client that asks; only ``check`` does."""
+
+RULE_IDS: Final = frozenset(rule.id for rule in RULES)
+
+_NOT_REPLAY: Final = frozenset(
+    {
+        "session_info_update",
+        "state_update",
+        "available_commands_update",
+        "current_mode_update",
+        "config_option_update",
+        "usage_update",
+    }
+)
+"""``session/update`` kinds that report status, not conversation: never part of a replay."""
+
+_REPLAY_METHODS: Final = frozenset({"session/load", "session/resume"})
+
+_WINDOW_EVIDENCE: Final = 200
+"""A replay's last frames kept as evidence: a request never answered cannot grow without end."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Finding:
+    """A rule broken at a frame. ``frames`` are the sequence numbers that show it, in order."""
+
+    rule: str
+    message: str
+    session: str | None = None
+    frames: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        """One line for a terminal: rule, session, message, frames."""
+        where = f"session {self.session}: " if self.session is not None else ""
+        frames = ", ".join(f"#{seq}" for seq in self.frames)
+        return f"[{self.rule}] {where}{self.message} (frames {frames})"
+
+
+@dataclasses.dataclass(slots=True)
+class Frame:
+    """One line of the connection as the watcher saw it.
+
+    ``message`` is the parsed JSON-RPC message, or ``None`` when the line was not one.
+    ``session`` is the session the frame belongs to (a response belongs to its request's).
+    """
+
+    seq: int
+    source: Source
+    t: float
+    line: bytes
+    message: dict[str, Any] | None = None
+    session: str | None = None
+    findings: tuple[Finding, ...] = ()
+
+
+@dataclasses.dataclass(slots=True)
+class _Session:
+    """What the client holds for one session, and whether it is fenced."""
+
+    title: str | None | Omitted = OMITTED
+    updated_at: str | None | Omitted = OMITTED
+    meta: Meta = None
+    as_v2: Meta = None  # v1 only: the same frames folded with the v2 rule, for diagnosis
+    closed_by: int | None = None  # seq of the session/close response while fenced
+
+
+@dataclasses.dataclass(slots=True)
+class _Request:
+    """A client request waiting for its response; a replay request also watches its window."""
+
+    method: str
+    session: str | None
+    seq: int
+    replay: bool = False
+    meta_before: Meta = None
+    info_frames: int = 0
+    last_replay: int | None = None
+    resync_at: int | None = None
+    window: collections.deque[int] = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=_WINDOW_EVIDENCE)
+    )
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a JSON number")
+    return value
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+"""Strict JSON (no ``NaN`` or ``Infinity``), built once: ``json.loads`` with options builds a
+decoder per call, which costs a proxy more than the parse itself."""
+
+
+def patch_meta(stored: Meta, update: Meta) -> Meta:
+    """Apply a v2 ``_meta`` update (``None`` clears) to ``stored``, in place; return the result.
+
+    Per top-level key: ``null`` removes, any other value replaces. No metadata is ``None``.
+    ``stored`` is changed, so pass a copy if the caller keeps the old value.
+    """
+    if update is None:
+        return None
+    result = stored if stored is not None else {}
+    for key, value in update.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = value
+    return result or None
+
+
+class LineSplitter:
+    """Cuts a byte stream into lines (without their newline) for the watcher.
+
+    Whatever the stream holds is forwarded elsewhere; this only decides what the watcher sees.
+    A line longer than ``limit`` bytes is cut off and counted in :attr:`skipped`, so a peer
+    that never ends a line cannot make the watcher hold unbounded memory.
+    """
+
+    def __init__(self, limit: int = 64 * 2**20) -> None:
+        self._limit = limit
+        self._held = bytearray()
+        self._skipping = False
+        self.skipped = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines that ``chunk`` completes, in order."""
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            self._hold(chunk)
+            return []
+        lines = chunk[:end].split(b"\n")
+        if self._skipping:
+            del lines[0]  # the end of a line too long to watch
+            self._skipping = False
+        elif self._held:
+            lines[0] = bytes(self._held) + lines[0]
+            self._held.clear()
+        self._hold(chunk[end + 1 :])
+        return lines
+
+    def finish(self) -> bytes | None:
+        """What is left at the end of the stream: an unterminated last line, or ``None``."""
+        rest = None if self._skipping or not self._held else bytes(self._held)
+        self._held.clear()
+        self._skipping = False
+        return rest
+
+    def _hold(self, data: bytes) -> None:
+        if self._skipping:
+            return
+        if len(self._held) + len(data) > self._limit:
+            self._held.clear()
+            self._skipping = True
+            self.skipped += 1
+            return
+        self._held += data
+
+
+class Watcher:
+    """Folds one ACP connection's frames and checks the rules a client can observe.
+
+    Call :meth:`observe` with every line, from both sides, in the order they were read. The
+    protocol version is taken from the ``initialize`` response (v1 until then). Findings are
+    attached to the frame that shows them; :attr:`failed` counts them and :attr:`exercised`
+    counts how often a frame put a rule to the test, per rule id. The watcher keeps no frames,
+    so a proxy that runs for days holds only the state of each session.
+    """
+
+    def __init__(self) -> None:
+        self.protocol_version = 1
+        self.failed: Counter[str] = Counter()
+        self.exercised: Counter[str] = Counter()
+        self._seq = 0
+        self._sessions: dict[str, _Session] = {}
+        self._requests: dict[Any, _Request] = {}
+        self._windows: dict[str, list[_Request]] = {}
+
+    # ----------------------------------------------------------------------- reading state
+
+    @property
+    def session_ids(self) -> list[str]:
+        """Every session that received a ``session_info_update``, in first-seen order."""
+        return list(self._sessions)
+
+    def meta(self, session: str) -> Meta:
+        """A copy of the ``_meta`` the client holds for ``session`` (``None``: none)."""
+        view = self._sessions.get(session)
+        return None if view is None or view.meta is None else dict(view.meta)
+
+    def meta_as_v2(self, session: str) -> Meta:
+        """On v1: the ``_meta`` the same frames give under the v2 patch rule (else :meth:`meta`)."""
+        view = self._sessions.get(session)
+        if view is None:
+            return None
+        value = view.as_v2 if self.protocol_version == 1 else view.meta
+        return None if value is None else dict(value)
+
+    def state(self, session: str) -> dict[str, Any]:
+        """What the client holds: ``title``, ``updatedAt`` (when ever set) and ``_meta``.
+
+        The values are the watcher's own; serialize them before the next :meth:`observe`.
+        """
+        view = self._sessions.get(session)
+        if view is None:
+            return {"_meta": None}
+        state: dict[str, Any] = {}
+        if view.title is not OMITTED:
+            state["title"] = view.title
+        if view.updated_at is not OMITTED:
+            state["updatedAt"] = view.updated_at
+        state["_meta"] = view.meta
+        return state
+
+    def fail(
+        self, frame: Frame, rule: str, message: str, *evidence: int, session: str | None = None
+    ) -> Finding:
+        """Record a finding of ``rule`` at ``frame`` (``check`` adds its ``state`` findings here).
+
+        ``evidence`` are other frames that show it; ``session`` defaults to the frame's.
+        """
+        frames = tuple(sorted({*evidence, frame.seq}))
+        finding = Finding(rule, message, session or frame.session, frames)
+        frame.findings = (*frame.findings, finding)
+        self.failed[rule] += 1
+        return finding
+
+    # ----------------------------------------------------------------------- observing
+
+    def observe(self, source: Source, line: bytes, t: float = 0.0, *, last: bool = False) -> Frame:
+        """Check and fold one line (without its newline) read at ``t`` seconds.
+
+        ``last`` marks a line the stream ended in without a newline. Callers skip blank lines,
+        as NDJSON readers do.
+        """
+        self._seq += 1
+        frame = Frame(self._seq, source, t, line)
+        self.exercised["json"] += 1
+        if last:
+            self.fail(frame, "json", f"the stream ended inside a line of {len(line)} bytes")
+        try:
+            parsed = _DECODER.decode(line.decode("utf-8"))
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError too
+            self.fail(frame, "json", f"not JSON: {exc}")
+            return frame
+        except RecursionError:
+            self.fail(frame, "json", "not JSON: nested too deeply to parse")
+            return frame
+        # A non-empty array is a JSON-RPC batch (or the answer to one): each entry counts.
+        for message in parsed if isinstance(parsed, list) and parsed else [parsed]:
+            self._route(frame, source, message)
+        return frame
+
+    def _route(self, frame: Frame, source: Source, message: object) -> None:
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            self.fail(frame, "json", 'not a JSON-RPC 2.0 message (an object with "jsonrpc": "2.0")')
+            return
+        frame.message = message
+        if "method" not in message:
+            if "id" in message and ("result" in message or "error" in message):
+                if source == "agent":
+                    self._agent_response(frame, message)
+            else:
+                self.fail(frame, "json", "neither a request, a notification nor a response")
+        elif not isinstance(message["method"], str):
+            self.fail(frame, "json", "method is not a string")
+        elif source == "client":
+            self._client_call(frame, message)
+        else:
+            self._agent_call(frame, message)
+
+    def _client_call(self, frame: Frame, message: dict[str, Any]) -> None:
+        method: str = message["method"]
+        session = _session_id(message.get("params"))
+        frame.session = session
+        if "id" not in message:
+            return
+        request = _Request(method, session, frame.seq)
+        self._requests[_key(message["id"])] = request
+        if session is None or method not in _REPLAY_METHODS:
+            return
+        view = self._sessions.get(session)
+        if view is not None:
+            view.closed_by = None  # asking for the session again reopens it
+        params = message.get("params")
+        replay = method == "session/load" or (
+            self.protocol_version >= 2
+            and isinstance(params, dict)
+            and params.get("replayFrom") is not None
+        )
+        if replay:
+            request.replay = True
+            request.meta_before = None if view is None or view.meta is None else dict(view.meta)
+            self._windows.setdefault(session, []).append(request)
+
+    def _agent_call(self, frame: Frame, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        session = _session_id(params)
+        frame.session = session
+        if session is None:
+            if message["method"] == "session/update":
+                self.fail(frame, "shape", "session/update without a string params.sessionId")
+            return
+        view = self._sessions.get(session)
+        if view is not None and view.closed_by is not None:
+            self.fail(
+                frame,
+                "fence",
+                f"{_what(message)} after the session/close response (frame #{view.closed_by})",
+                view.closed_by,
+            )
+        if message["method"] == "session/update":
+            update = params.get("update") if isinstance(params, dict) else None
+            if isinstance(update, dict):
+                self._session_update(frame, view, session, update)
+            else:
+                self.fail(frame, "shape", "session/update without an update object")
+
+    def _session_update(
+        self, frame: Frame, view: _Session | None, session: str, update: dict[str, Any]
+    ) -> None:
+        """A ``session/update`` of ``session``: fold session info, and note what a replay
+        window sees (see ``resync``)."""
+        kind = update.get("sessionUpdate")
+        windows = self._windows.get(session, ())
+        if kind == "session_info_update":
+            resync = self._info_update(frame, view, session, update)
+            for request in windows:
+                request.window.append(frame.seq)
+                request.info_frames += 1
+                if resync:
+                    request.resync_at = frame.seq
+        elif kind not in _NOT_REPLAY:
+            for request in windows:
+                request.window.append(frame.seq)
+                request.last_replay = frame.seq
+
+    def _info_update(
+        self, frame: Frame, view: _Session | None, session: str, update: dict[str, Any]
+    ) -> bool:
+        """Fold one ``session_info_update``; return whether it is a resync (see ``resync``)."""
+        if view is None:
+            view = self._sessions[session] = _Session()
+        self.exercised["shape"] += 1
+        if "title" in update:
+            title = update["title"]
+            if title is None or isinstance(title, str):
+                view.title = title
+            else:
+                self.fail(frame, "shape", f"title is {_kind(title)}, not a string or null")
+        if "updatedAt" in update:
+            self._updated_at(frame, view, update["updatedAt"])
+        if "_meta" not in update:
+            return False
+        meta = update["_meta"]
+        if meta is not None and not isinstance(meta, dict):
+            self.fail(frame, "shape", f"_meta is {_kind(meta)}, not an object or null (not folded)")
+            return False
+        if self.protocol_version >= 2:
+            view.meta = patch_meta(view.meta, meta)
+            return meta is None
+        self._v1_meta(frame, view, meta)
+        # A v1 resync is one _meta object. A null there is the agent's resync too, made with v2
+        # vocabulary: v1-meaning reports it when it leaves the client stale.
+        return True
+
+    def _updated_at(self, frame: Frame, view: _Session, value: object) -> None:
+        if value is not None and not isinstance(value, str):
+            self.fail(frame, "shape", f"updatedAt is {_kind(value)}, not a string or null")
+            return
+        if isinstance(value, str):
+            self.exercised["updated-at"] += 1
+            if not is_rfc3339(value):
+                message = f"updatedAt {value!r} is not RFC 3339 with an offset"
+                self.fail(frame, "updated-at", message)
+        view.updated_at = value
+
+    def _v1_meta(self, frame: Frame, view: _Session, meta: Meta) -> None:
+        """v1: an object replaces the stored ``_meta`` whole; ``null`` is the same as omitted."""
+        self.exercised["v1-meaning"] += 1
+        view.as_v2 = patch_meta(view.as_v2, meta)
+        if meta is None:
+            if view.meta is not None:
+                self.fail(
+                    frame,
+                    "v1-meaning",
+                    "_meta: null on v1 means 'omitted': the client keeps "
+                    f"{short_meta(view.meta)} (to clear on v1, send _meta: {{}})",
+                )
+            return
+        if None in meta.values():
+            removed = [key for key, value in meta.items() if value is None]
+            self.fail(
+                frame,
+                "v1-meaning",
+                f"on v1 the client stores {', '.join(repr(k) for k in removed)} as null (a v1 "
+                "_meta object replaces the stored one; only v2 removes a key set to null)",
+            )
+        view.meta = meta or None
+
+    def _agent_response(self, frame: Frame, message: dict[str, Any]) -> None:
+        request = self._requests.pop(_key(message["id"]), None)
+        if request is None:
+            return
+        ok = "result" in message
+        result = message.get("result")
+        session = request.session
+        if session is None and request.method == "session/new" and isinstance(result, dict):
+            session = _session_id(result)
+        frame.session = session
+        if request.method == "initialize" and ok:
+            self._negotiated(result)
+        if session is None:
+            return
+        if request.method == "session/close" and ok:
+            self._sessions.setdefault(session, _Session()).closed_by = frame.seq
+            self.exercised["fence"] += 1
+        if request.replay:
+            self._windows[session].remove(request)
+            if ok:
+                self._check_resync(frame, session, request)
+
+    def _negotiated(self, result: object) -> None:
+        """The protocol version an ``initialize`` result names (the rules to fold with)."""
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        if type(version) is int and version >= 1:
+            self.protocol_version = version
+
+    def _check_resync(self, frame: Frame, session: str, request: _Request) -> None:
+        view = self._sessions.get(session)
+        after = None if view is None else view.meta
+        before = request.meta_before
+        if before is None and after is None and not request.info_frames:
+            return  # nothing held, nothing sent: the agent published no metadata
+        self.exercised["resync"] += 1
+        resynced = request.resync_at is not None and (
+            request.last_replay is None or request.resync_at > request.last_replay
+        )
+        if after == before or resynced:
+            return
+        marker = "_meta: null + snapshot" if self.protocol_version >= 2 else "v1 _meta snapshot"
+        if request.resync_at is None:
+            why = f"no {marker} arrived before the response"
+        else:
+            why = (
+                f"the last {marker} (#{request.resync_at}) came before the end of the replay "
+                f"(#{request.last_replay})"
+            )
+        self.fail(
+            frame,
+            "resync",
+            f"after {request.method} (frame #{request.seq}) the client holds {short_meta(after)}, "
+            f"not the {short_meta(before)} it held before: {why}",
+            request.seq,
+            *request.window,
+        )
+
+
+def _key(request_id: object) -> object:
+    """A dict key for a JSON-RPC id that keeps ``1``, ``1.0``, ``true`` and ``"1"`` apart."""
+    if isinstance(request_id, str):
+        return request_id
+    return (type(request_id).__name__, request_id)
+
+
+def _session_id(params: object) -> str | None:
+    if isinstance(params, dict):
+        session = params.get("sessionId")
+        if isinstance(session, str):
+            return session
+    return None
+
+
+def _what(message: dict[str, Any]) -> str:
+    method = message["method"]
+    params = message.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    if isinstance(update, dict) and isinstance(update.get("sessionUpdate"), str):
+        return f"{method} ({update['sessionUpdate']})"
+    return str(method)
+
+
+def _kind(value: object) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    return names.get(type(value), "a number" if isinstance(value, int | float) else "unknown")
+
+
+def short_meta(meta: object, limit: int = 160) -> str:
+    """Metadata for a message: ``no _meta`` or compact JSON, cut at ``limit`` characters."""
+    if meta is None:
+        return "no _meta"
+    text = json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

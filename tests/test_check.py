@@ -1,0 +1,245 @@
+"""``agent-meta check`` against real agent subprocesses: the reference agent passes, each broken
+agent in ``tests/broken_agents`` fails by the name of the one rule it breaks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_meta.apps._check import _offer
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKEN = ROOT / "tests" / "broken_agents"
+#: A hung check fails its test instead of the suite.
+BOUND = 120
+
+REFERENCE_AGENTS = [
+    pytest.param([sys.executable, "-m", "agent_meta", "agent"], id="trio"),
+    # The official-SDK example agent goes here (one more parametrization) once it exists.
+]
+
+#: Prompts in the broken agents' grammar: set, nested null, remove, clear.
+PROMPTS = [
+    '/title Broken\n/meta set stage "working"\n/meta set a 1\n/meta set b {"x":null}',
+    "/meta rm a\n/meta set c [1]",
+    "/meta clear\n/meta set d true",
+]
+#: Edits of one key, so that the order of the frames decides what the client holds.
+SAME_KEY = ["/meta set n 1\n/meta set n 2\n/meta set n 3"]
+
+
+def run_check(agent: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent_meta", "check", *args, "--", *agent],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        check=False,
+    )
+
+
+def report(agent: list[str], *args: str) -> tuple[int, dict[str, Any]]:
+    done = run_check(agent, "--json", *args)
+    assert done.stdout, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def statuses(document: dict[str, Any]) -> dict[int, dict[str, str]]:
+    return {
+        run["protocol"]: {rule["id"]: rule["status"] for rule in run["rules"]}
+        for run in document["runs"]
+    }
+
+
+def failed(document: dict[str, Any]) -> dict[int, set[str]]:
+    return {
+        version: {rule for rule, status in found.items() if status == "fail"}
+        for version, found in statuses(document).items()
+    }
+
+
+def prompts(texts: list[str]) -> list[str]:
+    return [arg for text in texts for arg in ("--prompt", text)]
+
+
+def broken(name: str) -> list[str]:
+    return [sys.executable, str(BROKEN / f"{name}.py")]
+
+
+# --------------------------------------------------------------------------- passing agents
+
+
+@pytest.mark.parametrize("agent", REFERENCE_AGENTS)
+def test_the_reference_agent_passes_on_v1_and_v2(agent: list[str]) -> None:
+    status, document = report(agent)
+    assert status == 0, json.dumps(document, indent=1)
+    assert document["ok"] is True
+    assert [run["protocol"] for run in document["runs"]] == [1, 2]
+    for run in document["runs"]:
+        assert run["offered"]
+        assert run["script"]
+        assert run["error"] is None
+        assert any("(reopen, replay)" in step for step in run["steps"])
+    found = statuses(document)
+    for version in (1, 2):
+        for rule in ("json", "shape", "resync", "fence", "state"):
+            assert found[version][rule] == "pass", (version, rule)
+        assert found[version]["updated-at"] == "not exercised"
+    assert found[1]["v1-meaning"] == "pass"
+    assert found[2]["v1-meaning"] == "not exercised"
+
+
+@pytest.mark.parametrize("agent", REFERENCE_AGENTS)
+def test_the_text_report(agent: list[str]) -> None:
+    done = run_check(agent, "--prompt", "/title extra")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "result: pass"
+    assert "protocol 1: agent-meta-reference (its command grammar drives the prompts)" in lines
+    assert "  pass           resync" in lines
+    assert "  not exercised  updated-at  (the agent sent no updatedAt)" in lines
+    assert any(line.startswith("  resync      after session/load") for line in lines)
+    assert "session/prompt '/title extra'" in done.stdout  # --prompt comes after the script
+
+
+# --------------------------------------------------------------------------- broken agents
+
+
+@pytest.mark.parametrize(
+    ("name", "texts", "expected"),
+    [
+        ("correct", PROMPTS, {1: set(), 2: set()}),
+        ("correct", SAME_KEY, {1: set(), 2: set()}),
+        ("no_resync", PROMPTS, {1: {"resync"}, 2: {"resync"}}),
+        ("frame_after_close", PROMPTS, {1: {"fence"}, 2: {"fence"}}),
+        ("v1_patches", PROMPTS, {1: {"v1-meaning"}, 2: set()}),
+        ("out_of_order", SAME_KEY, {1: {"state"}, 2: {"state"}}),
+    ],
+)
+def test_each_broken_agent_fails_by_its_rule(
+    name: str, texts: list[str], expected: dict[int, set[str]]
+) -> None:
+    status, document = report(broken(name), *prompts(texts))
+    assert failed(document) == expected, json.dumps(document, indent=1)
+    assert status == (1 if any(expected.values()) else 0)
+    for run in document["runs"]:
+        assert run["error"] is None
+        for rule in run["rules"]:
+            for finding in rule["findings"]:
+                assert finding["frames"], finding  # a failure shows its frames
+
+
+def test_the_text_report_names_the_rule_and_quotes_the_frames() -> None:
+    done = run_check(broken("frame_after_close"), "--protocol", "2", *prompts(PROMPTS))
+    assert done.returncode == 1
+    assert "  FAIL           fence" in done.stdout.splitlines()
+    assert '"_meta":{"closed":true}' in done.stdout
+    assert done.stdout.splitlines()[-1] == "result: FAIL: fence (v2)"
+
+
+# --------------------------------------------------------------------------- what is offered
+
+SILENT_AGENT = textwrap.dedent(
+    """
+    import json, sys
+    results = {
+        "initialize": {"protocolVersion": 2, "info": {"name": "silent"},
+                       "capabilities": {"session": {}}},
+        "session/new": {"sessionId": "quiet"},
+        "session/list": {"sessions": [{"sessionId": "quiet", "cwd": "/"}]},
+    }
+    for line in sys.stdin:
+        message = json.loads(line)
+        answer = {"jsonrpc": "2.0", "id": message["id"],
+                  "result": results.get(message["method"], {})}
+        sys.stdout.write(json.dumps(answer) + "\\n")
+        sys.stdout.flush()
+    """
+)
+
+
+def test_an_agent_that_publishes_nothing_exercises_little() -> None:
+    status, document = report([sys.executable, "-c", SILENT_AGENT])
+    assert status == 0
+    v1, v2 = document["runs"]
+    assert v1["offered"] is False
+    assert v2["steps"][2] == "session/prompt 'Hello from agent-meta check.'"
+    found = statuses(document)[2]
+    assert found.pop("json") == found.pop("fence") == "pass"
+    assert set(found.values()) == {"not exercised"}
+    reasons = {rule["id"]: rule["reason"] for rule in v2["rules"]}
+    assert reasons["shape"] == "the agent published no metadata"
+    assert reasons["state"] == "session/list entries carry no _meta"
+
+
+def test_a_version_asked_for_but_not_offered_fails() -> None:
+    v1_only = [sys.executable, "-m", "agent_meta", "agent", "--protocol", "1"]
+    status, document = report(v1_only)
+    assert status == 0
+    assert [run["offered"] for run in document["runs"]] == [True, False]
+    done = run_check(v1_only, "--protocol", "2")
+    assert done.returncode == 1
+    assert "protocol 2: agent-meta-reference: not offered" in done.stdout
+
+
+def test_an_agent_that_never_answers_is_an_error() -> None:
+    mute = [sys.executable, "-c", "import sys; sys.stdin.read()"]
+    done = run_check(mute, "--protocol", "1", "--timeout", "0.5")
+    assert done.returncode == 1
+    assert "did not answer initialize within 0.5 s" in done.stdout
+
+
+def test_an_agent_that_exits_is_an_error() -> None:
+    done = run_check([sys.executable, "-c", "pass"], "--protocol", "1")
+    assert done.returncode == 1
+    assert "the agent's output ended before it answered initialize" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["--"], ["--timeout", "0", "--", "x"], ["--protocol", "3", "--", "x"]]
+)
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_meta", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "agent-meta check" in done.stderr
+
+
+def test_a_missing_agent_is_reported() -> None:
+    done = run_check([str(ROOT / "no-such-agent")])
+    assert done.returncode == 127
+    assert "cannot start the agent" in done.stderr
+
+
+# --------------------------------------------------------------------------- initialize
+
+
+def test_offers_are_read_from_initialize() -> None:
+    v1 = _offer(
+        {
+            "protocolVersion": 1,
+            "agentInfo": {"name": "a"},
+            "agentCapabilities": {"loadSession": True, "sessionCapabilities": {"close": {}}},
+        }
+    )
+    assert (v1.version, v1.name, v1.load, v1.resume, v1.close, v1.list) == (
+        1, "a", True, False, True, False,
+    )  # fmt: skip
+    v2 = _offer({"protocolVersion": 2, "info": {"name": "b"}, "capabilities": {"session": {}}})
+    assert (v2.version, v2.name, v2.load, v2.resume, v2.close, v2.list) == (
+        2, "b", False, True, True, True,
+    )  # fmt: skip
+    assert _offer("nonsense").version == 0
+    assert _offer({"protocolVersion": "2"}).version == 0
