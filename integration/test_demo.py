@@ -1,4 +1,4 @@
-"""``agent-meta demo`` end to end: a real subprocess, its own real client and agent."""
+"""``agent-meta demo`` end to end: a real subprocess, its own real clients and agent."""
 
 from __future__ import annotations
 
@@ -6,38 +6,57 @@ import os
 import subprocess
 import sys
 
-from integration.harness import REPO, agent_env
+import pytest
+
+from integration.harness import REPO, agent_env, node_ready
 
 
-def test_demo_plays_the_story_and_passes() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "agent_meta", "demo"],
+def _demo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent_meta", "demo", *args],
         env={**os.environ, **agent_env(), "COLUMNS": "200", "NO_COLOR": "1"},
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=90,
         check=False,
     )
+
+
+def test_demo_plays_both_stories_and_passes() -> None:
+    done = _demo()
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     out = done.stdout
     for title in ("stale resolution", "burst racing a resume", "load with replay", "reopen"):
         assert title in out
+    assert "v1 passed" in out
+    assert "v2 passed" in out
     assert "demo passed" in out
     # The timeline shows the raw frames, nulls included, and the folded state.
     assert '"sessionUpdate": "session_info_update"' in out
     assert "client holds" in out
+    # v2: a clear on the wire, and the resume's clear-then-snapshot.
+    assert '"_meta": null' in out
+    v2 = out[out.index("ACP v2") :]
+    expected = "TypeScript SDK" if node_ready() is None else "raw NDJSON client"
+    assert expected in v2.splitlines()[0]
 
 
-def test_demo_rejects_arguments() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "agent_meta", "demo", "--bogus"],
-        env={**os.environ, **agent_env()},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2
-    assert "--bogus" in done.stderr
+@pytest.mark.parametrize("client", ["python", "typescript"])
+def test_demo_v2_with_each_client(client: str) -> None:
+    if client == "typescript" and node_ready() is not None:
+        pytest.skip(node_ready() or "")
+    done = _demo("--protocol", "2", "--v2-client", client)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "ACP v1" not in done.stdout
+    assert "v2 7. reopen" in done.stdout
+    assert "demo passed" in done.stdout
+
+
+def test_demo_help_and_bad_arguments() -> None:
+    helped = _demo("--help")
+    assert helped.returncode == 0
+    assert "--protocol" in helped.stdout
+    bad = _demo("--bogus")
+    assert bad.returncode == 2
+    assert "--bogus" in bad.stderr

@@ -12,10 +12,12 @@ resume, and exits non-zero when anything differs.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -327,7 +329,7 @@ STORY: tuple[Step, ...] = (
     Step(
         "close and reopen",
         "session/close ends the lifetime; loading the session again starts a fresh, empty one "
-        "(the v1 client keeps its old title: a fresh lifetime has no known title to send)",
+        "(the agent knows the old title went with it, and every v1 frame carries the title)",
         _close_reopen,
         _check_reopen,
     ),
@@ -341,10 +343,10 @@ def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _frame_line(message: Message, stage: Stage) -> str:
+def _frame_line(message: Message, requests: dict[Any, str]) -> str:
     """One received frame: session-info updates verbatim, everything else summarized."""
     if "method" not in message:
-        method = stage.wire.requests.get(message.get("id"), "?")
+        method = requests.get(message.get("id"), "?")
         body = message["error"] if "error" in message else message.get("result")
         return f"response to {method}  {_short(json.dumps(body), 80)}"
     params = message.get("params")
@@ -354,6 +356,9 @@ def _frame_line(message: Message, stage: Stage) -> str:
     extra = f"  params._meta={json.dumps(params['_meta'])}" if "_meta" in params else ""
     if _is_info(message):
         return f"update  {json.dumps(update)}{extra}"
+    if update.get("sessionUpdate") == "state_update":
+        reason = f" ({update['stopReason']})" if "stopReason" in update else ""
+        return f"update  state_update {update.get('state')}{reason}"
     content = update.get("content")
     said = content.get("text") if isinstance(content, dict) else None
     detail = f"  {json.dumps(_short(said))}" if isinstance(said, str) else ""
@@ -383,7 +388,7 @@ def _shown(received: list[Message]) -> list[tuple[int, Message] | int]:
         run.clear()
 
     for index, message in enumerate(received):
-        is_info = _is_info(message) or "method" not in message
+        is_info = _is_info(message) or "method" not in message or _kind(message) == "state_update"
         if run and is_info != run_is_info:
             flush()
         run_is_info = is_info
@@ -393,18 +398,39 @@ def _shown(received: list[Message]) -> list[tuple[int, Message] | int]:
 
 
 def _print_step(console: Console, number: int, step: Step, stage: Stage, since: int) -> None:
+    print_frames(
+        console,
+        f"{number}. {step.title}",
+        step.why,
+        stage.wire.incoming[since:],
+        stage.wire.requests,
+        stage.wire.mirror,
+        stage.session_id,
+    )
+
+
+def print_frames(
+    console: Console,
+    title: str,
+    why: str,
+    received: list[Message],
+    requests: dict[Any, str],
+    mirror: ClientMirror,
+    session_id: str,
+) -> None:
+    """One step of a story: its frames as received, then what the client holds."""
     from rich.markup import escape
 
-    console.rule(f"[bold]{number}. {step.title}")
-    console.print(f"[dim]{escape(step.why)}")
-    for item in _shown(stage.wire.incoming[since:]):
+    console.rule(f"[bold]{escape(title)}")
+    console.print(f"[dim]{escape(why)}")
+    for item in _shown(received):
         if isinstance(item, int):
             console.print(f"  [dim]     ... {item} more ...")
             continue
         index, message = item
         style = "cyan" if _is_info(message) else ("green" if "method" not in message else "dim")
-        console.print(f"  [{style}]{index + 1:>3}  {escape(_frame_line(message, stage))}")
-    info = stage.wire.mirror.info(stage.session_id)
+        console.print(f"  [{style}]{index + 1:>3}  {escape(_frame_line(message, requests))}")
+    info = mirror.info(session_id)
     console.print(
         f"  [bold]client holds[/] title={escape(json.dumps(_plain(info.title)))} "
         f"_meta={escape(json.dumps(info.meta))}"
@@ -472,12 +498,81 @@ def _child_env() -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
+def _play_v2(console: Console, client: str) -> None:
+    """The v2 half: the same agent over the same kind of pipe, under a v2 client."""
+    from ..testing import ClientMirror
+    from ._demo_v2 import V2_STORY, node_client, run_python_client, run_typescript_client
+
+    agent = [sys.executable, "-m", "agent_meta", "agent"]
+    script = None if client == "python" else node_client()
+    if script is None and client == "typescript":
+        raise DemoError("--v2-client typescript: Node.js or integration/node/node_modules missing")
+    if script is not None:
+        console.print(
+            "[bold]ACP v2[/] under the official TypeScript SDK client "
+            "(@agentclientprotocol/sdk/experimental/v2), over a real stdio pipe"
+        )
+        per_step, session_id = run_typescript_client(script, agent, _child_env())
+    else:
+        console.print(
+            "[bold]ACP v2[/] under agent_meta's own raw NDJSON client, folded by "
+            "agent_meta.testing.ClientMirror (not the TypeScript SDK: --v2-client python, or "
+            "Node.js and integration/node/node_modules are not here), over a real stdio pipe"
+        )
+        per_step, session_id = run_python_client(agent, _child_env())
+    mirror = ClientMirror(protocol_version=2)
+    requests: dict[Any, str] = {}
+    for number, (step, received) in enumerate(zip(V2_STORY, per_step, strict=True), 1):
+        for message in received:
+            mirror.feed(message)
+            if "method" not in message:
+                requests.setdefault(message.get("id"), _METHODS[step.op["op"]])
+        print_frames(
+            console, f"v2 {number}. {step.title}", step.why, received, requests, mirror, session_id
+        )
+        problem = step.check(received, mirror, session_id)
+        if problem is not None:
+            raise DemoError(f"v2 step {number} ({step.title}): {problem}")
+        console.print("  [green]ok")
+
+
+_METHODS = {
+    "new": "session/new",
+    "prompt": "session/prompt",
+    "resume": "session/resume",
+    "close": "session/close",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent-meta demo",
+        description=(
+            "Run the reference agent as a real stdio subprocess under real ACP clients and show, "
+            "step by step, every frame the client received and the metadata it holds. v1 uses "
+            "the official Python SDK client; v2 the official TypeScript SDK client when Node.js "
+            "and integration/node/node_modules are present, else agent_meta's own raw v2 client."
+        ),
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=("1", "2", "both"),
+        default="both",
+        help="which ACP version(s) to show (default: both)",
+    )
+    parser.add_argument(
+        "--v2-client",
+        choices=("auto", "typescript", "python"),
+        default="auto",
+        help="the v2 client: the TypeScript SDK, agent_meta's raw client, or the first available "
+        "(default: auto)",
+    )
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Play the story; 0 when every check passed (``argv`` defaults to ``sys.argv[1:]``)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args:
-        print(f"agent-meta demo takes no arguments, got {args}", file=sys.stderr)
-        return 2
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         from rich.console import Console
     except ImportError:
@@ -486,11 +581,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     console = Console(highlight=False)
+    if args.protocol in ("1", "both"):
+        status = _run_v1(console)
+        if status:
+            return status
+    if args.protocol in ("2", "both"):
+        try:
+            _play_v2(console, args.v2_client)
+        except (DemoError, RuntimeError, TimeoutError, subprocess.TimeoutExpired) as exc:
+            console.print(f"[bold red]demo failed (v2):[/] {exc}")
+            return 1
+        except AssertionError as exc:  # ClientMirror rejects a malformed frame
+            console.print(f"[bold red]demo failed (v2):[/] the agent sent a malformed frame: {exc}")
+            return 1
+        console.print("[bold green]v2 passed:[/] the client's metadata matches the agent's")
+    console.print("[bold green]demo passed")
+    return 0
+
+
+def _run_v1(console: Console) -> int:
+    """The v1 half under the official Python SDK client; an exit status (0: passed)."""
     try:
         import acp  # noqa: F401
     except ImportError:
         console.print("[red]agent-meta demo needs the demo extra: pip install 'agent-meta[demo]'")
         return 2
+    console.print("[bold]ACP v1[/] under the official Python SDK client (agent-client-protocol)")
 
     async def bounded() -> None:
         await asyncio.wait_for(_play(console), STORY_TIMEOUT)
@@ -509,5 +625,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # an error response, a dead agent: say what, without a traceback
         console.print(f"[bold red]demo failed:[/] {type(exc).__name__}: {exc}")
         return 1
-    console.print("[bold green]demo passed:[/] the client's metadata matches the agent's")
+    console.print("[bold green]v1 passed:[/] the client's metadata matches the agent's")
     return 0
