@@ -182,6 +182,11 @@ def run_typescript_client(
     errors = [line["error"] for line in lines if line["type"] == "error"]
     if done.returncode != 0 or errors:
         raise RuntimeError(f"the TypeScript client failed: {errors or done.stderr[-500:]}")
+    return _by_step(lines)
+
+
+def _by_step(lines: list[dict[str, Any]]) -> tuple[list[list[Message]], str]:
+    """The messages ``client_v2.mjs`` received during each step, and the session id."""
     per_step: list[list[Message]] = [[] for _ in V2_STORY]
     current = -1
     session_id = ""
