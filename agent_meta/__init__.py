@@ -77,6 +77,8 @@ from .wire._jsonrpc import REQUEST_CANCELLED as REQUEST_CANCELLED
 from .wire._jsonrpc import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
 from .wire._jsonrpc import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
 from .wire._jsonrpc import JsonRpcError as JsonRpcError
+from .wire._jsonrpc import negotiate_version as negotiate_version
+from .wire._models import BatchEntry as BatchEntry
 from .wire._models import InvalidMessageError as InvalidMessageError
 from .wire._models import JsonRpcErrorObject as JsonRpcErrorObject
 from .wire._models import JsonRpcErrorResponse as JsonRpcErrorResponse
@@ -92,6 +94,7 @@ from .wire._models import SessionInfoUpdateV1 as SessionInfoUpdateV1
 from .wire._models import SessionNotification as SessionNotification
 from .wire._models import SessionNotificationV1 as SessionNotificationV1
 from .wire._models import WireModel as WireModel
+from .wire._models import decode_line as decode_line
 from .wire._models import decode_message as decode_message
 from .wire._models import encode_frame as encode_frame
 from .wire._models import encode_session_update as encode_session_update
@@ -116,6 +119,7 @@ __all__ = [
     "AgentMetaError",
     "AguiConversion",
     "BaseAgent",
+    "BatchEntry",
     "ClientRequestError",
     "ConnectionClosedError",
     "DomainHandle",
@@ -174,6 +178,7 @@ __all__ = [
     "apply_session_info_patch",
     "compose_meta_updates",
     "compose_session_info_patches",
+    "decode_line",
     "decode_message",
     "encode_frame",
     "encode_session_update",
@@ -182,6 +187,7 @@ __all__ = [
     "json_copy",
     "merge_agui_metadata",
     "message_from_json",
+    "negotiate_version",
     "open_owner",
     "parse_json_line",
     "patch_from_update",

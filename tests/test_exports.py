@@ -36,6 +36,7 @@ PUBLIC_NAMES = [
     "JsonObject",
     "JsonValue",
     "merge_agui_metadata",
+    "negotiate_version",
     "MetaPatch",
     "MetaPathError",
     "MetaUpdate",
@@ -53,6 +54,7 @@ PUBLIC_NAMES = [
     "TransportBrokenError",
     "UnknownSessionError",
     # wire: ACP and JSON-RPC models, NDJSON, error codes
+    "decode_line",
     "decode_message",
     "encode_frame",
     "encode_session_update",
@@ -76,6 +78,7 @@ PUBLIC_NAMES = [
     "patch_from_update",
     "REQUEST_CANCELLED",
     "RequestId",
+    "BatchEntry",
     "RESOURCE_NOT_FOUND",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "SessionInfoUpdate",
