@@ -1,0 +1,225 @@
+"""What an owner does around each message of an agent connection it did not write.
+
+An agent built on another JSON-RPC stack (the official ACP Python SDK) hands the owner whole
+messages at a message-level transport seam: every request it receives, every response,
+notification and request it sends. :class:`LifetimeTracker` reads those messages and decides,
+without any agent code, what the session lifetimes need (R4, R5, R6, R10):
+
+- ``initialize``'s response sets the protocol version the owner renders for (R10);
+- ``session/load`` and ``session/resume`` open (or keep) the session's lifetime when the
+  request arrives, so the history the handler replays is absorbed into it; their successful
+  response is preceded by a resync (R4);
+- ``session/new`` and ``session/fork`` open the lifetime their response names, before that
+  response is written;
+- ``session/close``'s successful response ends the lifetime before it is written, so nothing
+  of the session follows it (R5, R6);
+- a ``session_info_update`` for a session with an open lifetime becomes a publication, so its
+  fields join the known state (R1); for any other session it passes through unchanged and is
+  counted;
+- an error response changes no lifetime.
+
+Only requests whose response matters are remembered, at most :data:`PENDING_REQUESTS` at a
+time. The tracker is pure: the driver asks the owner whether a lifetime is open and carries out
+the plan.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, final
+
+from ..core._sentinel import OMITTED
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+__all__ = [
+    "PENDING_REQUESTS",
+    "InfoUpdate",
+    "LifetimeStep",
+    "LifetimeTracker",
+    "OutboundPlan",
+    "TrackerStatistics",
+]
+
+PENDING_REQUESTS: Final = 4096
+"""Requests awaiting their response that the tracker remembers; the oldest is forgotten first."""
+
+_INFO_UPDATE_FIELDS: Final = frozenset({"sessionUpdate", "title", "updatedAt", "_meta"})
+_NOTIFICATION_FIELDS: Final = frozenset({"sessionId", "update", "_meta"})
+
+
+class LifetimeStep(enum.Enum):
+    """A change to a session lifetime that must happen before an outbound message is written."""
+
+    OPEN = "open"
+    """Open the lifetime of ``session_id`` unless it is open (restoring a stored one)."""
+    RESYNC = "resync"
+    """Queue a resync of ``session_id``'s lifetime (``_meta: null``, then its known state)."""
+    CLOSE = "close"
+    """End ``session_id``'s lifetime (and its stored record)."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class InfoUpdate:
+    """The fields of a ``session_info_update``, each ``OMITTED`` when the message left it out."""
+
+    title: object = OMITTED
+    updated_at: object = OMITTED
+    meta: object = OMITTED
+    notification_meta: Mapping[str, object] | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class OutboundPlan:
+    """What to do with one outbound message, in order: ``protocol_version``, ``step``, then
+    either publish ``update`` on ``session_id``'s lifetime or write the message as it is.
+
+    ``session_id`` is the session the message belongs to (``params.sessionId``), which the owner
+    fences once its lifetime has ended; ``is_request`` says the message is a request to the
+    client, whose sender waits for an answer and must be told when it is fenced instead.
+    """
+
+    session_id: str | None = None
+    step: LifetimeStep | None = None
+    protocol_version: int | None = None
+    update: InfoUpdate | None = None
+    is_request: bool = False
+
+
+_WRITE_AS_IS: Final = OutboundPlan()
+
+
+@final
+@dataclass(slots=True)
+class TrackerStatistics:
+    """Counters of a :class:`LifetimeTracker`."""
+
+    absorbed_updates: int = 0
+    """``session_info_update`` messages turned into publications on an open lifetime."""
+    passed_through_updates: int = 0
+    """``session_info_update`` messages written unchanged: no lifetime was open for their
+    session, or they carried fields the owner does not know."""
+    forgotten_requests: int = 0
+    """Remembered requests dropped unanswered to stay within :data:`PENDING_REQUESTS`."""
+
+
+@final
+class LifetimeTracker:
+    """Follows one agent connection's messages and plans the lifetime work around them."""
+
+    __slots__ = ("_pending", "statistics")
+
+    def __init__(self) -> None:
+        self._pending: dict[int | str, tuple[str, str | None]] = {}
+        self.statistics = TrackerStatistics()
+
+    def inbound(self, message: Mapping[str, object]) -> str | None:
+        """Note a message from the client; return the session whose lifetime must be open before
+        the agent handles it (``session/load`` and ``session/resume``), or ``None``."""
+        method = message.get("method")
+        if not isinstance(method, str) or method not in _TRACKED_METHODS:
+            return None
+        request_id = message.get("id")
+        if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+            return None  # a notification, or an id the agent will refuse
+        session_id = _session_of(message.get("params"))
+        self._remember(request_id, method, session_id)
+        if method in _REPLAYING_METHODS:
+            return session_id
+        return None
+
+    def outbound(
+        self, message: Mapping[str, object], has_lifetime: Callable[[str], bool]
+    ) -> OutboundPlan:
+        """Plan one message the agent sends; ``has_lifetime`` says whether a session's lifetime
+        is open in the owner."""
+        method = message.get("method")
+        if isinstance(method, str):
+            return self._plan_outgoing(method, message, has_lifetime)
+        request_id = message.get("id")
+        if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+            return _WRITE_AS_IS
+        request = self._pending.pop(request_id, None)
+        if request is None or "result" not in message or "error" in message:
+            return _WRITE_AS_IS
+        method, session_id = request
+        return _plan_response(method, session_id, message["result"])
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _remember(self, request_id: int | str, method: str, session_id: str | None) -> None:
+        self._pending[request_id] = (method, session_id)
+        if len(self._pending) > PENDING_REQUESTS:
+            del self._pending[next(iter(self._pending))]
+            self.statistics.forgotten_requests += 1
+
+    def _plan_outgoing(
+        self, method: str, message: Mapping[str, object], has_lifetime: Callable[[str], bool]
+    ) -> OutboundPlan:
+        params = message.get("params")
+        session_id = _session_of(params)
+        if "id" in message:
+            return OutboundPlan(session_id=session_id, is_request=True)
+        if method != "session/update" or session_id is None:
+            return OutboundPlan(session_id=session_id)
+        assert isinstance(params, dict)  # _session_of found a session id in it
+        update = params.get("update")
+        if not isinstance(update, dict) or update.get("sessionUpdate") != "session_info_update":
+            return OutboundPlan(session_id=session_id)
+        info = _info_update(params, update)
+        if info is None or not has_lifetime(session_id):
+            self.statistics.passed_through_updates += 1
+            return OutboundPlan(session_id=session_id)
+        self.statistics.absorbed_updates += 1
+        return OutboundPlan(session_id=session_id, update=info)
+
+
+_REPLAYING_METHODS: Final = frozenset({"session/load", "session/resume"})
+_TRACKED_METHODS: Final = frozenset(
+    {"initialize", "session/new", "session/fork", "session/close"} | _REPLAYING_METHODS
+)
+
+
+def _plan_response(method: str, session_id: str | None, result: object) -> OutboundPlan:
+    if method == "initialize":
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        if type(version) is int and version >= 0:
+            return OutboundPlan(protocol_version=version)
+        return _WRITE_AS_IS
+    if method in ("session/new", "session/fork"):
+        created = result.get("sessionId") if isinstance(result, dict) else None
+        if isinstance(created, str):
+            return OutboundPlan(step=LifetimeStep.OPEN, session_id=created)
+        return _WRITE_AS_IS
+    if session_id is None:
+        return _WRITE_AS_IS
+    if method in _REPLAYING_METHODS:
+        return OutboundPlan(step=LifetimeStep.RESYNC, session_id=session_id)
+    return OutboundPlan(step=LifetimeStep.CLOSE, session_id=session_id)
+
+
+def _session_of(params: object) -> str | None:
+    if not isinstance(params, dict):
+        return None
+    session_id = params.get("sessionId")
+    return session_id if isinstance(session_id, str) else None
+
+
+def _info_update(params: Mapping[str, object], update: Mapping[str, object]) -> InfoUpdate | None:
+    """The publication a ``session_info_update`` stands for, or ``None`` when it carries fields
+    the owner would not reproduce (it then passes through unchanged)."""
+    if not update.keys() <= _INFO_UPDATE_FIELDS or not params.keys() <= _NOTIFICATION_FIELDS:
+        return None
+    notification_meta = params.get("_meta")
+    if notification_meta is not None and not isinstance(notification_meta, dict):
+        return None
+    return InfoUpdate(
+        title=update.get("title", OMITTED),
+        updated_at=update.get("updatedAt", OMITTED),
+        meta=update.get("_meta", OMITTED),
+        notification_meta=notification_meta,
+    )

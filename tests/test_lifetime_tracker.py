@@ -1,0 +1,199 @@
+"""The sans-IO plan an adapter follows around an agent's messages (sansio/_seam.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_meta import OMITTED
+from agent_meta.sansio._seam import (
+    PENDING_REQUESTS,
+    InfoUpdate,
+    LifetimeStep,
+    LifetimeTracker,
+    OutboundPlan,
+)
+
+
+def request(request_id: object, method: str, **params: object) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def result(request_id: object, value: object) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": value}
+
+
+def error(request_id: object) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": "boom"}}
+
+
+def info(session_id: str, **update: object) -> dict[str, Any]:
+    body = {"sessionUpdate": "session_info_update", **update}
+    return {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": session_id, "update": body},
+    }
+
+
+def no_lifetimes(_: str) -> bool:
+    return False
+
+
+def every_lifetime(_: str) -> bool:
+    return True
+
+
+def test_initialize_response_sets_the_protocol_version() -> None:
+    tracker = LifetimeTracker()
+    assert tracker.inbound(request(0, "initialize", protocolVersion=1)) is None
+    plan = tracker.outbound(result(0, {"protocolVersion": 1}), no_lifetimes)
+    assert plan == OutboundPlan(protocol_version=1)
+
+
+@pytest.mark.parametrize("version", [None, "1", -1, True, 1.0])
+def test_an_initialize_response_without_a_usable_version_changes_nothing(version: object) -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request(0, "initialize", protocolVersion=1))
+    assert tracker.outbound(result(0, {"protocolVersion": version}), no_lifetimes) == OutboundPlan()
+
+
+@pytest.mark.parametrize("method", ["session/new", "session/fork"])
+def test_a_created_session_is_opened_before_its_response(method: str) -> None:
+    tracker = LifetimeTracker()
+    assert tracker.inbound(request(1, method, cwd="/")) is None
+    plan = tracker.outbound(result(1, {"sessionId": "s1"}), no_lifetimes)
+    assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.OPEN)
+
+
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+def test_load_and_resume_open_at_the_request_and_resync_before_the_response(method: str) -> None:
+    tracker = LifetimeTracker()
+    assert tracker.inbound(request("r", method, sessionId="s1", cwd="/")) == "s1"
+    plan = tracker.outbound(result("r", {}), every_lifetime)
+    assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.RESYNC)
+
+
+def test_close_ends_the_lifetime_before_its_response() -> None:
+    tracker = LifetimeTracker()
+    assert tracker.inbound(request(3, "session/close", sessionId="s1")) is None
+    plan = tracker.outbound(result(3, {}), every_lifetime)
+    assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.CLOSE)
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("initialize", {"protocolVersion": 1}),
+        ("session/new", {"cwd": "/"}),
+        ("session/load", {"sessionId": "s1", "cwd": "/"}),
+        ("session/resume", {"sessionId": "s1", "cwd": "/"}),
+        ("session/close", {"sessionId": "s1"}),
+    ],
+)
+def test_an_error_response_changes_no_lifetime(method: str, params: dict[str, object]) -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request(9, method, **params))
+    assert tracker.outbound(error(9), every_lifetime) == OutboundPlan()
+    # The request is answered: a second response with its id is not planned again.
+    assert tracker.outbound(result(9, {"sessionId": "s1"}), every_lifetime) == OutboundPlan()
+
+
+def test_ids_of_different_json_types_are_different_requests() -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request(1, "session/close", sessionId="int"))
+    tracker.inbound(request("1", "session/close", sessionId="str"))
+    assert tracker.outbound(result("1", {}), every_lifetime).session_id == "str"
+    assert tracker.outbound(result(1, {}), every_lifetime).session_id == "int"
+
+
+@pytest.mark.parametrize("request_id", [True, None, 1.5, [1], {"a": 1}])
+def test_requests_with_ids_the_agent_refuses_are_not_remembered(request_id: object) -> None:
+    tracker = LifetimeTracker()
+    assert tracker.inbound(request(request_id, "session/load", sessionId="s1")) is None
+    assert tracker.outbound(result(request_id, {}), every_lifetime) == OutboundPlan()
+
+
+def test_untracked_methods_and_notifications_are_not_remembered() -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request(4, "session/prompt", sessionId="s1", prompt=[]))
+    tracker.inbound({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}})
+    assert tracker.outbound(result(4, {"stopReason": "end_turn"}), every_lifetime) == OutboundPlan()
+
+
+def test_the_oldest_pending_request_is_forgotten_past_the_bound() -> None:
+    tracker = LifetimeTracker()
+    for request_id in range(PENDING_REQUESTS + 1):
+        tracker.inbound(request(request_id, "session/close", sessionId=f"s{request_id}"))
+    assert tracker.statistics.forgotten_requests == 1
+    assert tracker.outbound(result(0, {}), every_lifetime) == OutboundPlan()
+    newest = tracker.outbound(result(PENDING_REQUESTS, {}), every_lifetime)
+    assert newest.session_id == f"s{PENDING_REQUESTS}"
+
+
+def test_an_info_update_on_an_open_lifetime_becomes_a_publication() -> None:
+    tracker = LifetimeTracker()
+    message = info("s1", title="T", _meta={"k": 1, "gone": None})
+    message["params"]["_meta"] = {"traceparent": "00-1"}
+    plan = tracker.outbound(message, every_lifetime)
+    assert plan.session_id == "s1"
+    assert plan.update == InfoUpdate(
+        title="T",
+        updated_at=OMITTED,
+        meta={"k": 1, "gone": None},
+        notification_meta={"traceparent": "00-1"},
+    )
+    assert tracker.statistics.absorbed_updates == 1
+
+
+def test_null_fields_stay_null_and_absent_fields_stay_omitted() -> None:
+    plan = LifetimeTracker().outbound(info("s1", title=None, _meta=None), every_lifetime)
+    assert plan.update == InfoUpdate(title=None, updated_at=OMITTED, meta=None)
+
+
+def test_an_info_update_without_a_lifetime_passes_through_and_is_counted() -> None:
+    tracker = LifetimeTracker()
+    opened: list[str] = []
+
+    def has_lifetime(session_id: str) -> bool:
+        opened.append(session_id)
+        return False
+
+    plan = tracker.outbound(info("s1", _meta={"k": 1}), has_lifetime)
+    assert plan == OutboundPlan(session_id="s1")
+    assert opened == ["s1"]
+    assert tracker.statistics.passed_through_updates == 1
+    assert tracker.statistics.absorbed_updates == 0
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        info("s1", title="T", extra=1),
+        {**info("s1"), "params": {**info("s1")["params"], "other": 1}},
+        {**info("s1"), "params": {**info("s1")["params"], "_meta": "not an object"}},
+    ],
+    ids=["update field", "params field", "params meta"],
+)
+def test_an_info_update_the_owner_would_not_reproduce_passes_through(
+    message: dict[str, Any],
+) -> None:
+    tracker = LifetimeTracker()
+    assert tracker.outbound(message, every_lifetime) == OutboundPlan(session_id="s1")
+    assert tracker.statistics.passed_through_updates == 1
+
+
+def test_other_session_updates_carry_their_session_for_fencing() -> None:
+    chunk = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {"sessionId": "s1", "update": {"sessionUpdate": "agent_message_chunk"}},
+    }
+    assert LifetimeTracker().outbound(chunk, every_lifetime) == OutboundPlan(session_id="s1")
+
+
+def test_a_request_to_the_client_is_marked_as_a_request() -> None:
+    ask = request(0, "session/request_permission", sessionId="s1", options=[])
+    plan = LifetimeTracker().outbound(ask, every_lifetime)
+    assert plan == OutboundPlan(session_id="s1", is_request=True)
