@@ -141,7 +141,7 @@ async def _read_all(reader: NdjsonLineReader) -> list[bytes | str]:
             continue
         finally:
             # Memory bound: the buffer holds at most one partial line (<= limit) and one chunk.
-            assert len(reader._buffer) <= reader.max_line_bytes + 65536
+            assert reader.buffered_bytes <= reader.max_line_bytes + 65536
         if line is None:
             # A clean end stays clean: more calls return None, with no error repeated.
             assert await reader.receive_line() is None

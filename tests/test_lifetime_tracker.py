@@ -52,7 +52,7 @@ def test_initialize_response_sets_the_protocol_version() -> None:
     assert plan == OutboundPlan(protocol_version=1)
 
 
-@pytest.mark.parametrize("version", [None, "1", -1, True, 1.0])
+@pytest.mark.parametrize("version", [None, "1", -1, 0, 3, True, 1.0])
 def test_an_initialize_response_without_a_usable_version_changes_nothing(version: object) -> None:
     tracker = LifetimeTracker()
     tracker.inbound(request(0, "initialize", protocolVersion=1))

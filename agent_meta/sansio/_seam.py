@@ -5,7 +5,8 @@ messages at a message-level transport seam: every request it receives, every res
 notification and request it sends. :class:`LifetimeTracker` reads those messages and decides,
 without any agent code, what the session lifetimes need (R4, R5, R6, R10):
 
-- ``initialize``'s response sets the protocol version the owner renders for (R10);
+- ``initialize``'s response sets the protocol version the owner renders for (R10), when it
+  is one the owner can render;
 - ``session/load`` and ``session/resume`` open (or keep) the session's lifetime when the
   request arrives, so the history the handler replays is absorbed into it; their successful
   response is preceded by a resync (R4);
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, final
 
 from ..core._sentinel import OMITTED
+from ._modes import WIRE_MODES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -178,6 +180,7 @@ class LifetimeTracker:
         return OutboundPlan(session_id=session_id, update=info)
 
 
+_RENDERED_VERSIONS: Final = frozenset(version for version, _ in WIRE_MODES)
 _REPLAYING_METHODS: Final = frozenset({"session/load", "session/resume"})
 _TRACKED_METHODS: Final = frozenset(
     {"initialize", "session/new", "session/fork", "session/close"} | _REPLAYING_METHODS
@@ -187,7 +190,7 @@ _TRACKED_METHODS: Final = frozenset(
 def _plan_response(method: str, session_id: str | None, result: object) -> OutboundPlan:
     if method == "initialize":
         version = result.get("protocolVersion") if isinstance(result, dict) else None
-        if type(version) is int and version >= 0:
+        if type(version) is int and version in _RENDERED_VERSIONS:
             return OutboundPlan(protocol_version=version)
         return _WRITE_AS_IS
     if method in ("session/new", "session/fork"):
