@@ -166,11 +166,15 @@ SILENT_AGENT = textwrap.dedent(
 
 
 def test_an_agent_that_publishes_nothing_exercises_little() -> None:
-    status, document = report([sys.executable, "-c", SILENT_AGENT])
+    status, document = report([sys.executable, "-c", SILENT_AGENT], "--timeout", "2")
     assert status == 0
     v1, v2 = document["runs"]
     assert v1["offered"] is False
     assert v2["steps"][2] == "session/prompt 'Hello from agent-meta check.'"
+    # A v2 turn must end with an idle state_update; this agent never sends one.
+    assert v2["steps"][3] == (
+        "session/prompt 'Hello from agent-meta check.': the turn did not report idle"
+    )
     found = statuses(document)[2]
     assert found.pop("json") == found.pop("fence") == "pass"
     assert set(found.values()) == {"not exercised"}

@@ -453,7 +453,7 @@ async def _list_all(agent: AgentProcess) -> list[Message]:
 
 @pytest.mark.parametrize(
     "carrier",
-    ["meta-set", "meta-patch", "domain-set", "two-large-titles", "long-cwd"],
+    ["meta-set", "meta-patch", "domain-set", "two-large-titles", "long-cwd", "cwd-and-title"],
 )
 async def test_one_session_never_breaks_session_list(carrier: str) -> None:
     """Point 3: input accepted for one session must never break session/list for the others.
@@ -476,6 +476,20 @@ async def test_one_session_never_breaks_session_list(carrier: str) -> None:
             created = await agent.call("session/new", {"cwd": cwd})
             if "result" in created:
                 expected[created["result"]["sessionId"]] = {"cwd": cwd}
+        elif carrier == "cwd-and-title":
+            # The longest cwd accepted and a title just within the frame limit: listed without
+            # the title rather than making every page fail (found by review).
+            cwd = "/" + "c" * 4095
+            created = await agent.call("session/new", {"cwd": cwd})
+            bad_id = created["result"]["sessionId"]
+            for size in range(1_048_000, 1_030_000, -2_000):  # the largest title accepted
+                since = len(agent.messages)
+                await agent.prompt(bad_id, "/title " + "t" * size)
+                if any("title set" in reply for reply in agent.replies(bad_id, since)):
+                    break
+            else:
+                raise AssertionError("no large title was accepted")
+            expected[bad_id] = {"cwd": cwd}
         else:
             bad = [await agent.new_session()]
             if carrier == "two-large-titles":

@@ -88,6 +88,20 @@ def test_load_groups_by_session_and_summarizes(log: Path) -> None:
     assert len(timeline.findings()) == 2
 
 
+def test_a_batch_line_is_summarized_entry_by_entry(tmp_path: Path) -> None:
+    batch = "[" + rpc(id=1, method="session/list", params={}) + "," + rpc(method="x") + ",3]"
+    answers = "[" + rpc(id=1, result={"sessions": []}) + "]"
+    path = tmp_path / "log.ndjson"
+    lines = [record(1, "client", batch), record(2, "agent", answers), record(3, "agent", "[]")]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = load(str(path)).groups[CONNECTION]
+    assert [row.summary for row in rows] == [
+        "batch of 3: session/list (id 1); x; (not a JSON-RPC message)",
+        "batch of 1: result of session/list (id 1)",
+        "(not a JSON-RPC message)",
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [

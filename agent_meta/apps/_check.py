@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
+    from ._watch import Frame
+
 __all__ = ["SCRIPTS", "Script", "add_parser", "check", "run"]
 
 
@@ -67,6 +69,9 @@ SCRIPTS: Final[dict[str, Script]] = {"agent-meta-reference": REFERENCE_SCRIPT}
 
 DEFAULT_PROMPT: Final = "Hello from agent-meta check."
 """The one prompt sent to an unknown agent when no ``--prompt`` is given."""
+
+_QUIET_ATTEMPTS: Final = 5
+"""How many times the ``state`` rule asks ``session/list`` for an answer no update overtook."""
 
 _VERSIONS: Final = {"auto": (1, 2), "1": (1,), "2": (2,)}
 
@@ -202,7 +207,21 @@ class _Scenario:
         first = text.splitlines()[0] if text.strip() else text
         label = f"session/prompt {first!r}" + (" ..." if "\n" in text.strip() else "")
         params = {"sessionId": self.session, "prompt": [{"type": "text", "text": text}]}
-        await self._step(label, params, "session/prompt")
+        reply = await self.peer.request("session/prompt", params)
+        self.result.steps.append(label if reply.ok else f"{label}: {reply.error_text()}")
+        if reply.ok and "stopReason" not in _dict(reply.result):
+            # ACP v2 answers a prompt once its message is stored; the turn ends with `idle`.
+            ended = await self.peer.wait_for_frame(reply.frame.seq, self._turn_ended)
+            if ended is None:
+                self.result.steps.append(f"{label}: the turn did not report idle")
+
+    def _turn_ended(self, frame: Frame) -> bool:
+        update = _dict(_dict(_dict(frame.message).get("params")).get("update"))
+        return (
+            frame.session == self.session
+            and update.get("sessionUpdate") == "state_update"
+            and update.get("state") == "idle"
+        )
 
     async def _restore(self, *, replay: bool, reopen: bool = False) -> bool:
         """Load or resume the session (v1: session/load replays; v2: replayFrom)."""
@@ -233,10 +252,24 @@ class _Scenario:
             await self.peer.request("_agent-meta/barrier", {})
 
     async def _compare(self) -> None:
-        """The ``state`` rule: the client's folded ``_meta`` against the agent's session/list."""
+        """The ``state`` rule: the client's folded ``_meta`` against the agent's session/list.
+
+        The comparison is exact only over a quiet window: when no ``session_info_update`` of
+        the session arrives between the request and its answer. Then every publication made
+        before the agent built the answer is already folded (R2), and none made after it (an
+        owner may merge a later patch into a frame queued ahead of the answer, and a v1 or
+        resync frame carries the state when it is written). Otherwise the list is asked again,
+        up to :data:`_QUIET_ATTEMPTS` times, and the step is not compared if it never settles.
+        """
         if not self.offer.list:
             return
-        reply = await self.peer.request("session/list", {}, capture=True)
+        for _ in range(_QUIET_ATTEMPTS):
+            asked_at = len(self.peer.frames)
+            reply = await self.peer.request("session/list", {}, capture=True)
+            if not self._info_frames_between(asked_at, reply.frame.seq):
+                break
+        else:
+            return  # the agent kept publishing: nothing comparable
         listed, agent = self._listed_meta(reply)
         if not listed:
             return
@@ -281,14 +314,20 @@ class _Scenario:
             watcher.fail(reply.frame, "state", message, *evidence, session=self.session)
 
     def _info_frames_since_last_compare(self, upto: int) -> list[int]:
+        frames = self._info_frames_between(self.compared_up_to, upto)
+        self.compared_up_to = upto
+        return frames
+
+    def _info_frames_between(self, start: int, upto: int) -> list[int]:
+        """The sequence numbers of this session's ``session_info_update`` frames among the
+        peer's frames ``start`` (an index) up to the frame numbered ``upto``."""
         frames = []
-        for frame in self.peer.frames[self.compared_up_to : upto]:
+        for frame in self.peer.frames[start:upto]:
             update = _dict(_dict(_dict(frame.message).get("params")).get("update"))
             if frame.session == self.session and update.get("sessionUpdate") == (
                 "session_info_update"
             ):
                 frames.append(frame.seq)
-        self.compared_up_to = upto
         return frames
 
 

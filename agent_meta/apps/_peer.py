@@ -23,7 +23,7 @@ from ._args import exit_status
 from ._watch import Frame, LineSplitter, Watcher
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from ._watch import Meta
 
@@ -89,6 +89,7 @@ class AgentPeer:
         self._waiters: dict[int, _Waiter] = {}
         self._write_lock = trio.Lock()
         self._ended = trio.Event()
+        self._arrived = trio.Event()  # set, and replaced, whenever a frame arrives
         self._started = time.monotonic()
 
     @classmethod
@@ -143,6 +144,25 @@ class AgentPeer:
             raise AgentExitedError(f"the agent's output ended before it answered {method}")
         raise NoAnswerError(f"the agent did not answer {method} within {self._answer_within:g} s")
 
+    async def wait_for_frame(self, after: int, match: Callable[[Frame], bool]) -> Frame | None:
+        """The first frame numbered above ``after`` that ``match`` accepts, waiting at most
+        ``answer_within``; ``None`` if none came by then or the agent's output ended."""
+        checked = after
+        with trio.move_on_after(self._answer_within):
+            while True:
+                for frame in self.frames[checked:]:
+                    if match(frame):
+                        return frame
+                checked = len(self.frames)
+                if self._ended.is_set():
+                    return None
+                await self._arrived.wait()
+        return None
+
+    def _arrival(self) -> None:
+        self._arrived.set()
+        self._arrived = trio.Event()
+
     async def _write(self, message: dict[str, Any]) -> None:
         line = json.dumps(message, separators=(",", ":")).encode() + b"\n"
         async with self._write_lock:
@@ -172,11 +192,13 @@ class AgentPeer:
                 self.frames.append(self.watcher.observe("agent", rest, self._now(), last=True))
         finally:
             self._ended.set()
+            self._arrival()
             for waiter in self._waiters.values():
                 waiter.done.set()
 
     async def _take(self, frame: Frame) -> None:
         self.frames.append(frame)
+        self._arrival()
         message = frame.message
         if message is None:
             return

@@ -109,35 +109,28 @@ def _record(text: str, where: str) -> dict[str, Any]:
     return record
 
 
-def _message(line: str) -> dict[str, Any] | None:
+def _message(line: str) -> dict[str, Any] | list[Any] | None:
+    """A frame's message, a batch (a non-empty array), or ``None`` for anything else."""
     try:
         message = json.loads(line)
     except ValueError:
         return None
-    return message if isinstance(message, dict) else None
+    if isinstance(message, dict) or (isinstance(message, list) and message):
+        return message
+    return None
 
 
 def _summarize(
-    source: str, message: dict[str, Any] | None, requests: dict[tuple[str, str], str]
+    source: str, message: dict[str, Any] | list[Any] | None, requests: dict[tuple[str, str], str]
 ) -> tuple[str, str]:
     """A one-line summary of a frame, and a detail (the update's fields) for session info."""
+    if isinstance(message, list):
+        return _summarize_batch(source, message, requests), ""
     if message is None:
         return "(not a JSON-RPC message)", ""
-    request_id = json.dumps(message.get("id"))
     if isinstance(message.get("method"), str):
-        method = message["method"]
-        if "id" in message:
-            requests[(source, request_id)] = method
-            return f"{method} (id {request_id})", ""
-        params = message.get("params")
-        update = params.get("update") if isinstance(params, dict) else None
-        if method == "session/update" and isinstance(update, dict):
-            kind = str(update.get("sessionUpdate"))
-            if kind == "session_info_update":
-                fields = {k: v for k, v in update.items() if k != "sessionUpdate"}
-                return kind, _compact(fields)
-            return kind, ""
-        return method, ""
+        return _summarize_call(source, message, requests)
+    request_id = json.dumps(message.get("id"))
     asker = "agent" if source == "client" else "client"
     method = requests.pop((asker, request_id), "request")
     error = message.get("error")
@@ -145,6 +138,34 @@ def _summarize(
         summary = f"error {error.get('code')} for {method} (id {request_id})"
         return summary, str(error.get("message"))
     return f"result of {method} (id {request_id})", ""
+
+
+def _summarize_batch(source: str, batch: list[Any], requests: dict[tuple[str, str], str]) -> str:
+    parts = []
+    for entry in batch:
+        summary, _ = _summarize(source, entry if isinstance(entry, dict) else None, requests)
+        parts.append(summary)
+    return f"batch of {len(batch)}: " + "; ".join(parts)
+
+
+def _summarize_call(
+    source: str, message: dict[str, Any], requests: dict[tuple[str, str], str]
+) -> tuple[str, str]:
+    """A request or a notification."""
+    method = message["method"]
+    if "id" in message:
+        request_id = json.dumps(message.get("id"))
+        requests[(source, request_id)] = method
+        return f"{method} (id {request_id})", ""
+    params = message.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    if method == "session/update" and isinstance(update, dict):
+        kind = str(update.get("sessionUpdate"))
+        if kind == "session_info_update":
+            fields = {k: v for k, v in update.items() if k != "sessionUpdate"}
+            return kind, _compact(fields)
+        return kind, ""
+    return method, ""
 
 
 def _compact(value: object) -> str:

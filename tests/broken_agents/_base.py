@@ -77,6 +77,10 @@ class Agent:
             self.after_response(method, message.get("params") or {})
 
     def after_response(self, method: str, params: Json) -> None:
+        if method == "session/prompt" and self.version >= 2:
+            # A v2 turn ends with an idle state_update carrying the stop reason.
+            idle = {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}
+            self.update(self.sessions[params["sessionId"]], idle)
         if method == "session/new":
             session = self.sessions[self.last_new]
             created: Json = {"sessionUpdate": "session_info_update", "title": "New session"}

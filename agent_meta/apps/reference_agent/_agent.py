@@ -212,11 +212,16 @@ class ReferenceAgent(BaseAgent):
         info = self._info(ctx, session)
         # A snapshot, never a patch: null values inside are data (see the RFD).
         entry.update(info)
-        if entry_size(entry) > ctx.owner.max_frame_bytes // 2 and "_meta" in entry:
-            # Too large to share a page: listed without its metadata rather than break the
-            # listing (the client gets the metadata itself on resume).
-            logger.warning("session %s is listed without its _meta: too large", session.session_id)
-            del entry["_meta"]
+        # Too large to share a page: listed without its metadata, then without its title too,
+        # rather than break the listing (the client gets both itself on resume). What stays,
+        # the id, a cwd of at most MAX_CWD characters and a timestamp, always fits.
+        for field in ("_meta", "title"):
+            if entry_size(entry) <= ctx.owner.max_frame_bytes // 2 or field not in entry:
+                continue
+            logger.warning(
+                "session %s is listed without its %s: too large", session.session_id, field
+            )
+            del entry[field]
         return entry
 
     def _info(self, ctx: RequestContext, session: _Session) -> JsonObject:
