@@ -58,10 +58,10 @@ from .owner._lifetime import SessionLifetime as SessionLifetime
 from .owner._sqlite import SQLiteStore as SQLiteStore
 from .owner._store import LifetimeStore as LifetimeStore
 from .owner._store import MemoryStore as MemoryStore
-from .owner._transport import StreamTransport as StreamTransport
 from .owner._transport import Transport as Transport
 from .owner._trio import MetaOwner as MetaOwner
 from .owner._trio import open_owner as open_owner
+from .owner._trio_stream import StreamTransport as StreamTransport
 from .sansio._options import OwnerOptions as OwnerOptions
 from .sansio._options import RetryPolicy as RetryPolicy
 from .sansio._records import StoredLifetime as StoredLifetime
