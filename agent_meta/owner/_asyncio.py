@@ -76,12 +76,12 @@ class _WaitingTasks:
                 future.set_result(None)
 
 
-async def _deliver_requested_cancellation() -> None:
-    """A cancellation already requested of the calling task is raised here, before the call
-    has done anything (trio's ``checkpoint_if_cancelled``); otherwise this does not suspend."""
+def _cancel_requested() -> bool:
+    """Whether a cancellation was requested of the calling task. A call then yields once
+    (``await asyncio.sleep(0)``) before it does anything, so that the cancellation is raised
+    there (trio's ``checkpoint_if_cancelled``); otherwise it does not suspend at all."""
     task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        await asyncio.sleep(0)
+    return task is not None and task.cancelling() > 0
 
 
 @final
@@ -125,14 +125,16 @@ class AsyncioMetaOwner(OwnerBase):
         With a store, it also waits until every change accepted before the call is stored.
         Cancelling the wait changes nothing. Raises if the owner stops first.
         """
-        await _deliver_requested_cancellation()
+        if _cancel_requested():
+            await asyncio.sleep(0)
         target = self._queue.flush_target()
         while not self._queue.is_flushed(target):
             self._check_stopped()
             await self._progress.park()
 
     async def _submit(self, state: LifetimeState, edit: Edit) -> bool:
-        await _deliver_requested_cancellation()
+        if _cancel_requested():
+            await asyncio.sleep(0)  # where that cancellation is raised, before any effect
         outcome = self._try_submit(state, edit)
         while outcome is Outcome.FULL:
             await self._room.park()
@@ -140,7 +142,8 @@ class AsyncioMetaOwner(OwnerBase):
         return outcome is Outcome.ACCEPTED  # nothing awaited since the effect
 
     async def _send_raw(self, frame: bytes) -> None:
-        await _deliver_requested_cancellation()
+        if _cancel_requested():
+            await asyncio.sleep(0)
         while not self._try_raw(frame):
             await self._room.park()
 

@@ -37,6 +37,7 @@ class AsyncioStreamTransport:
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
+        self._pipe = writer.transport  # what StreamWriter.write() writes to
         self._broken: BaseException | None = None
 
     @property
@@ -88,10 +89,8 @@ class AsyncioStreamTransport:
         and when the transport is broken; the caller then passes the frame to
         :meth:`send_frame`, which reports any error the usual way.
         """
-        transport = self._writer.transport
-        if self._broken is not None or transport.is_closing():
+        pipe = self._pipe
+        if self._broken is not None or pipe.is_closing() or pipe.get_write_buffer_size():
             return 0
-        if transport.get_write_buffer_size():
-            return 0
-        self._writer.write(data)
+        pipe.write(data)
         return len(data)
