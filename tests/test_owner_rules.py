@@ -349,6 +349,7 @@ async def test_r3_cancelled_while_waiting_for_room_publishes_nothing(driver: Dri
             await driver.wait_all_tasks_blocked()
             assert owner.statistics().waiting_producers == 1
             nursery.cancel()
+        assert owner.statistics().waiting_producers == 0  # it left nothing behind
         assert lt.snapshot().meta == {"hold": True, "a": 1}
         assert owner.statistics().publications == 2
         t.open()

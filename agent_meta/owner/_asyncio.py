@@ -214,7 +214,7 @@ class AsyncioMetaOwner(OwnerBase):
         """Leaving the block normally: run the thread calls already made, drain, stop."""
         try:
             async with asyncio.timeout(None if math.isinf(drain_timeout) else drain_timeout):
-                self._threadsafe.close()  # its server runs what it holds, then returns
+                self._threadsafe._close()  # its server runs what it holds, then returns
                 await server
                 self._begin_closing()
                 await self.wait_flushed()
@@ -264,7 +264,7 @@ async def open_asyncio_owner(
     try:
         async with asyncio.TaskGroup() as tasks:
             writer = tasks.create_task(owner._writer_loop())
-            server = tasks.create_task(owner._threadsafe.serve())
+            server = tasks.create_task(owner._threadsafe._serve())
             await asyncio.sleep(0)  # both start: the writer parks, idle, as trio's start() does
             yield owner
             await owner._finish(options.drain_timeout, writer, server)
@@ -276,4 +276,4 @@ async def open_asyncio_owner(
     finally:
         owner._closing = True
         owner._stop(OwnerClosedError("the owner was closed"))
-        owner._threadsafe.abort()
+        owner._threadsafe._abort()

@@ -175,8 +175,8 @@ class ThreadsafeOwner:
             self._signalled = False
             return None
 
-    async def serve(self) -> None:
-        """Run the calls in FIFO order until :meth:`close`; the owner runs this as a task."""
+    async def _serve(self) -> None:
+        """Run the calls in FIFO order until :meth:`_close`; the owner runs this as a task."""
         try:
             while True:
                 call = self._take()
@@ -188,19 +188,19 @@ class ThreadsafeOwner:
                     self._wakeup = self._loop.create_future()
                     await self._wakeup
         finally:
-            self.abort()
+            self._abort()
 
-    def close(self) -> None:
-        """Refuse new calls; :meth:`serve` runs the calls already made, then returns. Call it
+    def _close(self) -> None:
+        """Refuse new calls; :meth:`_serve` runs the calls already made, then returns. Call it
         on the owner's loop."""
         with self._lock:
             self._closed = True
         self._wake()
 
-    def abort(self) -> None:
+    def _abort(self) -> None:
         """Refuse new calls and fail those not run yet with :class:`OwnerClosedError`. Call it
         on the owner's loop."""
-        self.close()
+        self._close()
         self._fail_pending()
 
     def _fail_pending(self) -> None:
