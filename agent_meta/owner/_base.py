@@ -84,8 +84,9 @@ class OwnerStatistics:
     store_writes: int = 0
     """Batches written to the lifetime store (0 without a store)."""
     direct_writes: int = 0
-    """Frames written whole by the call that queued them, the writer task being idle (trio
-    driver over a pipe, without a store; see :class:`~agent_meta.StreamTransport`)."""
+    """Frames written whole by the call that queued them, the writer task being idle (over a
+    pipe, without a store: :class:`~agent_meta.StreamTransport` on trio,
+    :class:`~agent_meta.AsyncioStreamTransport` on asyncio)."""
 
 
 class WaitingTasks(Protocol):
