@@ -5,7 +5,8 @@ grouped by layer, from the bottom up (``docs/architecture.md``):
 
 - core: the pure patch rule and JSON values (no I/O, no runtime);
 - wire: the pydantic models of ACP messages and JSON-RPC envelopes;
-- owner: the options, the handles agents hold, the trio driver, transports and stores;
+- owner: the options, the handles agents hold, the trio and asyncio drivers, transports and
+  stores;
 - acp: the agent side of an ACP connection.
 
 Everything in the subpackages that is not re-exported here is private.
@@ -54,16 +55,20 @@ from .core._session_info import SessionInfoPatch as SessionInfoPatch
 from .core._session_info import apply_session_info_patch as apply_session_info_patch
 from .core._session_info import compose_session_info_patches as compose_session_info_patches
 from .core._timestamps import is_rfc3339 as is_rfc3339
+from .owner._asyncio import AsyncioMetaOwner as AsyncioMetaOwner
+from .owner._asyncio import open_asyncio_owner as open_asyncio_owner
+from .owner._asyncio_stream import AsyncioStreamTransport as AsyncioStreamTransport
 from .owner._base import OwnerStatistics as OwnerStatistics
 from .owner._lifetime import DomainHandle as DomainHandle
 from .owner._lifetime import SessionLifetime as SessionLifetime
 from .owner._sqlite import SQLiteStore as SQLiteStore
 from .owner._store import LifetimeStore as LifetimeStore
 from .owner._store import MemoryStore as MemoryStore
-from .owner._transport import StreamTransport as StreamTransport
+from .owner._threadsafe import ThreadsafeOwner as ThreadsafeOwner
 from .owner._transport import Transport as Transport
 from .owner._trio import MetaOwner as MetaOwner
 from .owner._trio import open_owner as open_owner
+from .owner._trio_stream import StreamTransport as StreamTransport
 from .sansio._options import OwnerOptions as OwnerOptions
 from .sansio._options import RetryPolicy as RetryPolicy
 from .sansio._records import StoredLifetime as StoredLifetime
@@ -118,6 +123,8 @@ __all__ = [
     "AgentConnection",
     "AgentMetaError",
     "AguiConversion",
+    "AsyncioMetaOwner",
+    "AsyncioStreamTransport",
     "BaseAgent",
     "BatchEntry",
     "ClientRequestError",
@@ -168,6 +175,7 @@ __all__ = [
     "StoreSchemaError",
     "StoredLifetime",
     "StreamTransport",
+    "ThreadsafeOwner",
     "Transport",
     "TransportBrokenError",
     "UnknownSessionError",
@@ -188,6 +196,7 @@ __all__ = [
     "merge_agui_metadata",
     "message_from_json",
     "negotiate_version",
+    "open_asyncio_owner",
     "open_owner",
     "parse_json_line",
     "patch_from_update",

@@ -87,12 +87,15 @@ PUBLIC_NAMES = [
     "SessionNotificationV1",
     "update_from_patch",
     "WireModel",
-    # owner: options, handles, the trio driver, transports, stores
+    # owner: options, handles, the trio and asyncio drivers, transports, stores
+    "AsyncioMetaOwner",
+    "AsyncioStreamTransport",
     "DomainHandle",
     "FailureIncident",
     "LifetimeStore",
     "MemoryStore",
     "MetaOwner",
+    "open_asyncio_owner",
     "open_owner",
     "OwnerOptions",
     "OwnerStatistics",
@@ -101,6 +104,7 @@ PUBLIC_NAMES = [
     "SQLiteStore",
     "StoredLifetime",
     "StreamTransport",
+    "ThreadsafeOwner",
     "Transport",
     # acp: the agent side of a connection
     "Agent",

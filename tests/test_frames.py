@@ -1,8 +1,9 @@
 """The owner's fast frame renderer agrees with the pydantic reference encoder.
 
 The owner joins pre-encoded fragments instead of dumping a model per frame (see
-``agent_meta/_frames.py``). These properties pin that shortcut to the wire models: for any
-publication, the frame the send queue renders parses to exactly what
+``agent_meta/sansio/_frames.py``). These properties pin that shortcut to the wire models: for
+any publication, the frame the send queue renders -- and the frame each driver's owner (trio,
+asyncio) writes, express path included -- parses to exactly what
 :func:`agent_meta.encode_session_update` produces, and every frame is one ASCII line.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+import drivers
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import json_values, session_info_patches
@@ -20,6 +23,7 @@ from agent_meta.sansio._edits import Outcome
 from agent_meta.sansio._entries import Outgoing
 from agent_meta.sansio._frames import build_notification, build_response
 from agent_meta.sansio._queue import SendQueue
+from agent_meta.testing import RecordingTransport
 
 session_ids = st.text(min_size=1, max_size=8)
 notification_metas = st.one_of(
@@ -51,27 +55,78 @@ def rendered(
     return out.frame
 
 
+def written(
+    runtime: str,
+    protocol_version: Literal[1, 2],
+    session_id: str,
+    patch: agent_meta.SessionInfoPatch,
+    notification_meta: dict[str, Any] | None,
+) -> bytes:
+    """The single frame a driver's owner writes for one publication into a fresh lifetime."""
+    driver = drivers.get(runtime)
+    options = agent_meta.OwnerOptions(protocol_version=protocol_version, v1_meta_mode="passthrough")
+
+    async def main() -> list[bytes]:
+        transport = RecordingTransport()
+        async with driver.open_owner(transport, options) as owner:
+            lifetime = owner.open_lifetime(session_id)
+            assert await lifetime.publish(
+                title=patch.title,
+                updated_at=patch.updated_at,
+                meta=patch.meta,
+                notification_meta=notification_meta,
+            )
+        return transport.frames
+
+    frames = driver.run(main)
+    assert len(frames) == 1
+    return frames[0]
+
+
+def frame_of(
+    via: str,
+    protocol_version: Literal[1, 2],
+    session_id: str,
+    patch: agent_meta.SessionInfoPatch,
+    notification_meta: dict[str, Any] | None,
+) -> bytes:
+    if via == "queue":
+        return rendered(protocol_version, session_id, patch, notification_meta)
+    return written(via, protocol_version, session_id, patch, notification_meta)
+
+
+VIA = pytest.mark.parametrize("via", ["queue", *drivers.NAMES])
+
+
 def assert_one_ascii_line(frame: bytes) -> None:
     assert frame.endswith(b"\n")
     assert frame.count(b"\n") == 1
     frame.decode("ascii")  # raises if any byte is not ASCII
 
 
+@VIA
 @given(session_ids, session_info_patches(), notification_metas)
 def test_v2_frames_match_the_reference_encoder(
-    session_id: str, patch: agent_meta.SessionInfoPatch, notification_meta: dict[str, Any] | None
+    via: str,
+    session_id: str,
+    patch: agent_meta.SessionInfoPatch,
+    notification_meta: dict[str, Any] | None,
 ) -> None:
-    frame = rendered(2, session_id, patch, notification_meta)
+    frame = frame_of(via, 2, session_id, patch, notification_meta)
     reference = agent_meta.encode_session_update(session_id, patch, 2, notification_meta)
     assert json.loads(frame) == json.loads(reference)
     assert_one_ascii_line(frame)
 
 
+@VIA
 @given(session_ids, session_info_patches(), notification_metas)
 def test_v1_passthrough_frames_match_the_reference_encoder(
-    session_id: str, patch: agent_meta.SessionInfoPatch, notification_meta: dict[str, Any] | None
+    via: str,
+    session_id: str,
+    patch: agent_meta.SessionInfoPatch,
+    notification_meta: dict[str, Any] | None,
 ) -> None:
-    frame = rendered(1, session_id, patch, notification_meta)
+    frame = frame_of(via, 1, session_id, patch, notification_meta)
     reference = agent_meta.encode_session_update(session_id, patch, 1, notification_meta)
     assert json.loads(frame) == json.loads(reference)
     assert_one_ascii_line(frame)
@@ -103,9 +158,10 @@ def test_response_frames_match_the_wire_model(
     assert json.loads(frame) == json.loads(agent_meta.encode_frame(model))
 
 
-def test_non_ascii_text_is_escaped_and_survives() -> None:
+@VIA
+def test_non_ascii_text_is_escaped_and_survives(via: str) -> None:
     patch = agent_meta.SessionInfoPatch(title="Zürich ✓ \U0001f600", meta={"k": "\u2028"})
-    frame = rendered(2, "s", patch, None)
+    frame = frame_of(via, 2, "s", patch, None)
     assert_one_ascii_line(frame)
     assert json.loads(frame)["params"]["update"]["title"] == "Zürich ✓ \U0001f600"
     assert json.loads(frame)["params"]["update"]["_meta"] == {"k": "\u2028"}

@@ -10,9 +10,10 @@ frames written and the publication count unchanged. After every call the client 
 
 Exceptions observed (and allowed): :class:`MetaValueError` (bad values, keys, ids, revisions),
 its subclass :class:`MetaPathError` (bad domain paths), :class:`FrameTooLargeError`,
-:class:`UnknownSessionError` (``owner.lifetime`` of an unknown or closed id) and
-:class:`trio.WouldBlock`
-(``publish_nowait`` without queue room). The tally is printed at the end of the module.
+:class:`UnknownSessionError` (``owner.lifetime`` of an unknown or closed id) and the driver's
+"would block" exception, :class:`trio.WouldBlock` or :class:`asyncio.QueueFull`
+(``publish_nowait`` without queue room). The tally is printed at the end of the module. Every
+program runs on both drivers (trio and asyncio, ``tests/drivers.py``).
 
 An ``int`` with more digits than Python's int-to-str limit (4300) is a :class:`MetaValueError`
 too (it once escaped as a plain ``ValueError``; pinned below).
@@ -25,9 +26,8 @@ import os
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Literal
 
+import drivers
 import pytest
-import trio
-import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reporting import show_lines
@@ -53,8 +53,8 @@ ALLOWED: tuple[type[BaseException], ...] = (
     MetaValueError,  # includes MetaPathError
     FrameTooLargeError,
     UnknownSessionError,
-    trio.WouldBlock,
 )
+"""Besides the driver's "would block" exception (``Driver.would_block``)."""
 
 
 def _examples(default: int) -> int:
@@ -173,7 +173,7 @@ _op = st.one_of(
 # --------------------------------------------------------------------------- the program
 
 
-async def _call(owner: agent_meta.MetaOwner, lt: agent_meta.SessionLifetime, op: Any) -> Any:
+async def _call(owner: drivers.Owner, lt: agent_meta.SessionLifetime, op: Any) -> Any:
     name, args = op
     if name == "publish":
         return await lt.publish(**args)
@@ -211,10 +211,12 @@ def _assert_in_sync(lt: agent_meta.SessionLifetime, mirror: ClientMirror) -> Non
         assert seen.updated_at == snapshot.updated_at
 
 
-async def _run(program: list[Any], version: Literal[1, 2], coalesce: bool) -> None:
+async def _run(
+    driver: drivers.Driver, program: list[Any], version: Literal[1, 2], coalesce: bool
+) -> None:
     mirror = ClientMirror(protocol_version=version)
     transport = RecordingTransport(mirror=mirror)
-    async with agent_meta.open_owner(
+    async with driver.open_owner(
         transport,
         OwnerOptions(protocol_version=version, max_frame_bytes=MAX_FRAME, coalesce=coalesce),
     ) as owner:
@@ -235,7 +237,7 @@ async def _run(program: list[Any], version: Literal[1, 2], coalesce: bool) -> No
             published = owner.statistics().publications
             try:
                 result = await _call(owner, lt, op)
-            except ALLOWED as exc:
+            except (*ALLOWED, driver.would_block) as exc:
                 RAISED[type(exc).__name__] += 1
                 failed = op
             else:
@@ -259,6 +261,7 @@ async def _run(program: list[Any], version: Literal[1, 2], coalesce: bool) -> No
     assert all(len(frame) <= MAX_FRAME for frame in transport.frames)
 
 
+@pytest.mark.parametrize("runtime", drivers.NAMES)
 @settings(
     max_examples=_examples(600),
     deadline=None,
@@ -270,18 +273,21 @@ async def _run(program: list[Any], version: Literal[1, 2], coalesce: bool) -> No
     coalesce=st.booleans(),
 )
 def test_owner_api_raises_only_documented_errors_and_changes_nothing_on_error(
-    program: list[Any], version: Literal[1, 2], coalesce: bool
+    runtime: str, program: list[Any], version: Literal[1, 2], coalesce: bool
 ) -> None:
-    TRIED["owner api: programs"] += 1
-    TRIED["owner api: calls"] += len(program)
-    trio.run(_run, program, version, coalesce, clock=trio.testing.MockClock(autojump_threshold=0))
+    TRIED[f"owner api ({runtime}): programs"] += 1
+    TRIED[f"owner api ({runtime}): calls"] += len(program)
+    driver = drivers.get(runtime)
+    driver.run(_run, driver, program, version, coalesce, autojump=True)
 
 
-def test_a_bad_domain_path_is_a_meta_path_error() -> None:
+@pytest.mark.parametrize("runtime", drivers.NAMES)
+def test_a_bad_domain_path_is_a_meta_path_error(runtime: str) -> None:
     """The path errors the fuzz run counts as MetaValueError are the MetaPathError subclass."""
+    driver = drivers.get(runtime)
 
     async def main() -> None:
-        async with agent_meta.open_owner(RecordingTransport()) as owner:
+        async with driver.open_owner(RecordingTransport()) as owner:
             lt = owner.open_lifetime("s")
             for path in ("x", [1], ["x", None]):
                 with pytest.raises(MetaPathError):
@@ -291,20 +297,22 @@ def test_a_bad_domain_path_is_a_meta_path_error() -> None:
             assert lt.snapshot().meta is None
 
     TRIED["owner api: edge cases"] += 1
-    trio.run(main)
+    driver.run(main)
 
 
+@pytest.mark.parametrize("runtime", drivers.NAMES)
 @pytest.mark.parametrize(
     "call",
     ["publish", "nested", "domain", "failure-record"],
 )
-def test_a_huge_int_is_a_meta_value_error(call: str) -> None:
+def test_a_huge_int_is_a_meta_value_error(runtime: str, call: str) -> None:
     huge = 10**5000
+    driver = drivers.get(runtime)
 
     async def main() -> None:
         raised: ValueError | None = None
         transport = RecordingTransport()
-        async with agent_meta.open_owner(transport) as owner:
+        async with driver.open_owner(transport) as owner:
             lt = owner.open_lifetime("s")
             try:
                 if call == "publish":
@@ -326,4 +334,4 @@ def test_a_huge_int_is_a_meta_value_error(call: str) -> None:
             raise raised  # bare, outside the owner's nursery
 
     TRIED["owner api: edge cases"] += 1
-    trio.run(main)
+    driver.run(main)

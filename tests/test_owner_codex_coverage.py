@@ -1,4 +1,4 @@
-"""The codex-acp change's coverage list, one test per item, against the trio owner.
+"""The codex-acp change's coverage list, one test per item, against both owner drivers.
 
 Names follow ``reference/pr-anchor.md`` section 3.1 (rows 1-21). The agent side is simulated
 with the owner's public API: replayed history goes through ``send_notification``, the
@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 import agent_meta as am
 from agent_meta import OwnerOptions
 from agent_meta.testing import ClientMirror, FailingTransport, GatedTransport, RecordingTransport
 
 if TYPE_CHECKING:
-    import trio.testing
+    from drivers import Driver, Owner, VirtualTime
 
 SID = "thread-1"
 AIR_FAILURE = ("jetbrains", "air", "sessionFailure")
@@ -52,7 +50,7 @@ def synced(mirror: ClientMirror, lifetime: am.SessionLifetime) -> bool:
 class SessionState:
     """The agent's per-session object; a resume replaces it."""
 
-    def __init__(self, owner: am.MetaOwner, session_id: str) -> None:
+    def __init__(self, owner: Owner, session_id: str) -> None:
         self.owner = owner
         self.session_id = session_id
         self.history: list[str] = []
@@ -62,9 +60,7 @@ class SessionState:
         return self.owner.lifetime(self.session_id)
 
 
-async def resume(
-    owner: am.MetaOwner, old: SessionState, request_id: int, *, replay: bool
-) -> SessionState:
+async def resume(owner: Owner, old: SessionState, request_id: int, *, replay: bool) -> SessionState:
     """An active ``session/resume``: reinstall, replay, drain, resync, respond."""
     state = SessionState(owner, old.session_id)
     state.history = list(old.history)
@@ -82,9 +78,9 @@ async def resume(
     return state
 
 
-async def test_applies_top_level_patches_shallowly() -> None:
+async def test_applies_top_level_patches_shallowly(driver: Driver) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": {"x": 1, "y": 2}, "b": 1})
         await owner.wait_flushed()
@@ -94,9 +90,9 @@ async def test_applies_top_level_patches_shallowly() -> None:
     assert synced(mirror, lt)
 
 
-async def test_top_level_null_removes_a_key_and_meta_null_clears_all() -> None:
+async def test_top_level_null_removes_a_key_and_meta_null_clears_all(driver: Driver) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1, "b": 2})
         await owner.wait_flushed()
@@ -110,9 +106,9 @@ async def test_top_level_null_removes_a_key_and_meta_null_clears_all() -> None:
     assert mirror.meta(SID) is None
 
 
-async def test_keeps_nested_nulls_as_data() -> None:
+async def test_keeps_nested_nulls_as_data(driver: Driver) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": {"b": None, "c": [None]}})
         assert lt.snapshot().meta == {"a": {"b": None, "c": [None]}}
@@ -121,13 +117,13 @@ async def test_keeps_nested_nulls_as_data() -> None:
     assert synced(mirror, lt)
 
 
-async def test_forwards_a_null_for_a_key_the_agent_never_stored() -> None:
+async def test_forwards_a_null_for_a_key_the_agent_never_stored(driver: Driver) -> None:
     t, mirror = recording()
     mirror.feed(
         b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"thread-1",'
         b'"update":{"sessionUpdate":"session_info_update","_meta":{"stale":1}}}}\n'
     )
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"stale": None})
         assert lt.snapshot().meta is None
@@ -135,10 +131,10 @@ async def test_forwards_a_null_for_a_key_the_agent_never_stored() -> None:
     assert mirror.meta(SID) is None
 
 
-async def test_stores_and_restores_json_copies() -> None:
+async def test_stores_and_restores_json_copies(driver: Driver) -> None:
     value: dict[str, Any] = {"list": [1]}
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"k": value})
         value["list"].append(2)
@@ -154,9 +150,9 @@ async def test_stores_and_restores_json_copies() -> None:
     assert synced(mirror, lt)
 
 
-async def test_does_not_retain_notification_params_meta() -> None:
+async def test_does_not_retain_notification_params_meta(driver: Driver) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1}, notification_meta={"traceparent": "00-1"})
         lt.resync()
@@ -169,10 +165,10 @@ async def test_does_not_retain_notification_params_meta() -> None:
     assert synced(mirror, lt)
 
 
-async def test_serializes_sends_under_backpressure() -> None:
+async def test_serializes_sends_under_backpressure(driver: Driver) -> None:
     mirror = ClientMirror()
     t = GatedTransport(mirror=mirror)
-    async with am.open_owner(t, OwnerOptions(coalesce=False)) as owner:
+    async with driver.open_owner(t, OwnerOptions(coalesce=False)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"n": 0})
         await t.wait_for_waiting(1)  # the first notify is blocked
@@ -195,10 +191,10 @@ async def test_serializes_sends_under_backpressure() -> None:
     assert synced(mirror, lt)
 
 
-async def test_restore_cannot_overwrite_a_newer_queued_patch() -> None:
+async def test_restore_cannot_overwrite_a_newer_queued_patch(driver: Driver) -> None:
     mirror = ClientMirror()
     t = GatedTransport(mirror=mirror)
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"status": "old"})
         await t.wait_for_waiting(1)
@@ -214,10 +210,10 @@ async def test_restore_cannot_overwrite_a_newer_queued_patch() -> None:
     assert synced(mirror, lt)
 
 
-async def test_disposal_during_restoration_stops_further_frames() -> None:
+async def test_disposal_during_restoration_stops_further_frames(driver: Driver) -> None:
     mirror = ClientMirror()
     t = GatedTransport(mirror=mirror)
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         t.release(1)
@@ -233,10 +229,10 @@ async def test_disposal_during_restoration_stops_further_frames() -> None:
     assert owner.statistics().fenced >= 2
 
 
-async def test_recovers_after_a_write_failure(autojump_clock: trio.testing.MockClock) -> None:
+async def test_recovers_after_a_write_failure(driver: Driver, virtual_time: VirtualTime) -> None:
     mirror = ClientMirror()
     t = FailingTransport(fail_on=1, mode="lost", mirror=mirror)
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         await owner.wait_flushed()
@@ -254,9 +250,9 @@ async def test_recovers_after_a_write_failure(autojump_clock: trio.testing.MockC
     assert synced(mirror, lt)
 
 
-async def test_failure_clear_matches_id_and_revision() -> None:
+async def test_failure_clear_matches_id_and_revision(driver: Driver) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.report_failure("f1", 1, {"r": 1})
         await lt.report_failure("f2", 1, {"r": 2})
@@ -268,9 +264,9 @@ async def test_failure_clear_matches_id_and_revision() -> None:
     assert synced(mirror, lt)
 
 
-async def test_failure_clear_preserves_sibling_metadata() -> None:
+async def test_failure_clear_preserves_sibling_metadata(driver: Driver) -> None:
     t, mirror = recording()
-    async with am.open_owner(t, OwnerOptions(failure_path=AIR_FAILURE)) as owner:
+    async with driver.open_owner(t, OwnerOptions(failure_path=AIR_FAILURE)) as owner:
         lt = owner.open_lifetime(SID)
         air = {"goal": {"text": "ship"}, "agentFileChangeReport": {"files": 2}}
         await lt.publish(meta={"jetbrains": {"air": air}})
@@ -281,9 +277,9 @@ async def test_failure_clear_preserves_sibling_metadata() -> None:
     assert synced(mirror, lt)
 
 
-async def test_active_resume_without_replay_clears_then_restores() -> None:
+async def test_active_resume_without_replay_clears_then_restores(driver: Driver) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         state = SessionState(owner, SID)
         owner.open_lifetime(SID)
         await state.meta.publish(title="T", meta={"a": 1})
@@ -298,10 +294,12 @@ async def test_active_resume_without_replay_clears_then_restores() -> None:
     assert synced(mirror, state.meta)
 
 
-async def test_active_resume_with_replay_from_start_clears_then_restores_after_replay() -> None:
+async def test_active_resume_with_replay_from_start_clears_then_restores_after_replay(
+    driver: Driver,
+) -> None:
     mirror = ClientMirror()
     t = GatedTransport(mirror=mirror)
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         state = SessionState(owner, SID)
         owner.open_lifetime(SID)
         state.history = ["hello", "world"]
@@ -323,18 +321,18 @@ async def test_active_resume_with_replay_from_start_clears_then_restores_after_r
     assert synced(mirror, state.meta)
 
 
-async def test_restore_omitted_when_nothing_is_known() -> None:
+async def test_restore_omitted_when_nothing_is_known(driver: Driver) -> None:
     t, _ = recording()
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         state = SessionState(owner, SID)
         owner.open_lifetime(SID)
         await resume(owner, state, 1, replay=False)
     assert wire(t) == [{"_meta": None}, {"id": 1}]
 
 
-async def test_seeds_native_thread_status_before_live_events() -> None:
+async def test_seeds_native_thread_status_before_live_events(driver: Driver) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID, seed=am.SessionInfoPatch(meta={"thread": {"status": "idle"}}))
         assert t.frames == []
         lt.resync()
@@ -348,9 +346,9 @@ async def test_seeds_native_thread_status_before_live_events() -> None:
     assert synced(mirror, lt)
 
 
-async def test_metadata_survives_session_state_reinstallation() -> None:
+async def test_metadata_survives_session_state_reinstallation(driver: Driver) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         first = SessionState(owner, SID)
         owner.open_lifetime(SID)
         await first.meta.publish(meta={"goal": "g"})
@@ -362,9 +360,9 @@ async def test_metadata_survives_session_state_reinstallation() -> None:
     assert synced(mirror, second.meta)
 
 
-async def test_close_reopen_starts_a_fresh_lifetime() -> None:
+async def test_close_reopen_starts_a_fresh_lifetime(driver: Driver) -> None:
     t, mirror = recording()
-    async with am.open_owner(t) as owner:
+    async with driver.open_owner(t) as owner:
         state = SessionState(owner, SID)
         owner.open_lifetime(SID)
         await state.meta.publish(title="old", meta={"old": 1})
@@ -384,9 +382,9 @@ async def test_close_reopen_starts_a_fresh_lifetime() -> None:
     assert mirror.meta(SID) == state.meta.snapshot().meta == {"seed": 1, "new": 1}
 
 
-async def test_current_failure_continues_across_active_resume() -> None:
+async def test_current_failure_continues_across_active_resume(driver: Driver) -> None:
     t, mirror = recording()
-    async with am.open_owner(t, OwnerOptions(failure_path=AIR_FAILURE)) as owner:
+    async with driver.open_owner(t, OwnerOptions(failure_path=AIR_FAILURE)) as owner:
         state = SessionState(owner, SID)
         owner.open_lifetime(SID)
         await state.meta.publish(meta={"jetbrains": {"air": {"goal": "g"}}})
@@ -398,9 +396,9 @@ async def test_current_failure_continues_across_active_resume() -> None:
     assert synced(mirror, state.meta)
 
 
-async def test_no_session_info_publication_after_close() -> None:
+async def test_no_session_info_publication_after_close(driver: Driver) -> None:
     t, _ = recording()
-    async with am.open_owner(t, OwnerOptions(failure_path=AIR_FAILURE)) as owner:
+    async with driver.open_owner(t, OwnerOptions(failure_path=AIR_FAILURE)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         await owner.wait_flushed()
@@ -418,9 +416,9 @@ async def test_no_session_info_publication_after_close() -> None:
     assert owner.statistics().fenced == 7
 
 
-async def test_v1_wire_unchanged() -> None:
+async def test_v1_wire_unchanged(driver: Driver) -> None:
     t, mirror = recording(1)
-    async with am.open_owner(
+    async with driver.open_owner(
         t, OwnerOptions(protocol_version=1, v1_meta_mode="passthrough")
     ) as owner:
         state = SessionState(owner, SID)

@@ -3,27 +3,33 @@
 ``MetaOwner.send_notification`` and ``MetaOwner.send_response`` are public calls: bad input
 raises :class:`agent_meta.MetaValueError` (or a documented subclass of it) at the call site,
 and nothing is written. Each test also checks that the owner is still usable afterwards: a good
-frame sent after the refused call is the only frame on the wire.
+frame sent after the refused call is the only frame on the wire. Every test runs on both drivers
+(trio and asyncio).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import agent_meta
 from agent_meta.testing import RecordingTransport
 
+if TYPE_CHECKING:
+    from drivers import Driver
+
 GOOD_PARAMS = {"sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk"}}
 
 
-async def _refused_then_usable(call: Any, *args: Any, **kwargs: Any) -> None:
+async def _refused_then_usable(driver: Driver, call: Any, *args: Any, **kwargs: Any) -> None:
     transport = RecordingTransport()
-    async with agent_meta.open_owner(transport) as owner:
+    async with driver.open_owner(transport) as owner:
         with pytest.raises(agent_meta.MetaValueError):
             await getattr(owner, call)(*args, **kwargs)
+        with pytest.raises(agent_meta.MetaValueError):
+            getattr(owner, f"{call}_nowait")(*args, **kwargs)
         await owner.wait_flushed()
         assert transport.frames == [], f"a refused call wrote {transport.frames}"
         await owner.send_response(1, result={})
@@ -36,11 +42,13 @@ async def _refused_then_usable(call: Any, *args: Any, **kwargs: Any) -> None:
     [123, None, ["m"], {"m": 1}, math.nan, b"m", True, 1.5],
     ids=["int", "none", "list", "dict", "nan", "bytes", "bool", "float"],
 )
-async def test_send_notification_refuses_a_method_that_is_not_a_string(method: object) -> None:
+async def test_send_notification_refuses_a_method_that_is_not_a_string(
+    driver: Driver, method: object
+) -> None:
     """A JSON-RPC method is a string. Today an int, ``None``, a list, a dict, a bool or a float
     is written as ``"method":123`` and so on; NaN raises a bare ``ValueError`` and bytes a bare
     ``TypeError``."""
-    await _refused_then_usable("send_notification", method, GOOD_PARAMS)
+    await _refused_then_usable(driver, "send_notification", method, GOOD_PARAMS)
 
 
 @pytest.mark.parametrize(
@@ -52,11 +60,12 @@ async def test_send_notification_refuses_a_method_that_is_not_a_string(method: o
     ids=["code-true", "code-false"],
 )
 async def test_send_response_refuses_an_error_code_that_is_not_an_integer(
+    driver: Driver,
     error: dict[str, Any],
 ) -> None:
     """A JSON-RPC error code is an integer; a bool is not one. Today ``"code":true`` is
     written."""
-    await _refused_then_usable("send_response", 1, error=error)
+    await _refused_then_usable(driver, "send_response", 1, error=error)
 
 
 @pytest.mark.parametrize(
@@ -64,18 +73,22 @@ async def test_send_response_refuses_an_error_code_that_is_not_an_integer(
     [{"code": 2**31, "message": "m"}, {"code": -(2**31) - 1, "message": "m"}],
     ids=["above-int32", "below-int32"],
 )
-async def test_send_response_refuses_an_error_code_outside_int32(error: dict[str, Any]) -> None:
+async def test_send_response_refuses_an_error_code_outside_int32(
+    driver: Driver, error: dict[str, Any]
+) -> None:
     """Found while writing these tests: ACP's ``ErrorCode`` is ``format: int32`` (v1 and v2
     schemas), so a client in a typed language cannot read a larger code. Today it is
     written."""
-    await _refused_then_usable("send_response", 1, error=error)
+    await _refused_then_usable(driver, "send_response", 1, error=error)
 
 
 @pytest.mark.parametrize("request_id", [2**63, -(2**63) - 1], ids=["above-int64", "below-int64"])
-async def test_send_response_refuses_a_request_id_outside_int64(request_id: int) -> None:
+async def test_send_response_refuses_a_request_id_outside_int64(
+    driver: Driver, request_id: int
+) -> None:
     """Found while writing these tests: ACP's numeric ``RequestId`` is ``format: int64`` (v1
     and v2 schemas). Today such an id is written."""
-    await _refused_then_usable("send_response", request_id, result={})
+    await _refused_then_usable(driver, "send_response", request_id, result={})
 
 
 @pytest.mark.parametrize(
@@ -106,10 +119,10 @@ async def test_send_response_refuses_a_request_id_outside_int64(request_id: int)
     ],
 )
 async def test_send_response_keeps_refusing_what_it_refuses_today(
-    request_id: object, kwargs: dict[str, Any]
+    driver: Driver, request_id: object, kwargs: dict[str, Any]
 ) -> None:
     """Already fine today (kept so that a fix of the cases above cannot loosen these)."""
-    await _refused_then_usable("send_response", request_id, **kwargs)
+    await _refused_then_usable(driver, "send_response", request_id, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -117,6 +130,6 @@ async def test_send_response_keeps_refusing_what_it_refuses_today(
     [[1], "x", 5, {1: 2}, {"x": math.nan}],
     ids=["list", "str", "int", "int-key", "nan-value"],
 )
-async def test_send_notification_keeps_refusing_bad_params(params: object) -> None:
+async def test_send_notification_keeps_refusing_bad_params(driver: Driver, params: object) -> None:
     """Already fine today (params must be a JSON object)."""
-    await _refused_then_usable("send_notification", "session/update", params)
+    await _refused_then_usable(driver, "send_notification", "session/update", params)

@@ -1,11 +1,13 @@
-"""Rules R1-R12 of the design, one group of trio-level tests per rule.
+"""Rules R1-R12 of the design, one group of tests per rule, run against both drivers.
 
-Each test drives a real :class:`~agent_meta.MetaOwner` over the fake transports of
-:mod:`agent_meta.testing`, asserts the exact frames written, in order, and folds them with the
-independent :class:`~agent_meta.testing.ClientMirror` to check that what a client holds equals
+Each test drives a real owner -- :class:`~agent_meta.MetaOwner` (trio) and
+:class:`~agent_meta.AsyncioMetaOwner` (asyncio), through the ``driver`` fixture of
+``tests/drivers.py`` -- over the fake transports of :mod:`agent_meta.testing` or a real pipe,
+asserts the exact frames written, in order, and folds them with the independent
+:class:`~agent_meta.testing.ClientMirror` to check that what a client holds equals
 ``lifetime.snapshot()``. Interleavings are forced with ``GatedTransport``,
-``wait_all_tasks_blocked`` and ``trio.testing.Sequencer``; time only passes on the
-``autojump_clock``.
+``driver.wait_all_tasks_blocked`` and a sequencer; time only passes on the ``virtual_time``
+clock.
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import trio
-import trio.testing
 
 import agent_meta as am
 from agent_meta import OwnerOptions
@@ -33,7 +33,7 @@ from agent_meta.testing import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from drivers import Driver, Owner, VirtualTime
 
 SID = "sess-1"
 
@@ -76,13 +76,12 @@ Make = Callable[..., tuple[Recorder, ClientMirror]]
 
 
 @pytest.fixture(params=["memory", "pipe"])
-async def recording(request: pytest.FixtureRequest) -> AsyncIterator[Make]:
+def recording(request: pytest.FixtureRequest, driver: Driver) -> Make:
     """Make ``(output, mirror)`` pairs: a recording fake transport, or a real pipe.
 
-    Over a pipe, frames go out through ``StreamTransport`` and the direct writes of the trio
-    owner, as over stdio; the assertions are the same.
+    Over a pipe, frames go out through the driver's stream transport and its direct writes, as
+    over stdio; the assertions are the same. Pipes are closed when the test body returns.
     """
-    pipes: list[PipeRecorder] = []
 
     def make(version: int = 2) -> tuple[Recorder, ClientMirror]:
         if request.param == "memory":
@@ -91,17 +90,10 @@ async def recording(request: pytest.FixtureRequest) -> AsyncIterator[Make]:
         piped = _PipeMirror(version)
         recorder = PipeRecorder(mirror=piped)
         piped.recorder = recorder
-        pipes.append(recorder)
+        driver.cleanups.append(recorder.aclose)
         return recorder, piped
 
-    yield make
-    for recorder in pipes:
-        await recorder.aclose()
-
-
-def out(t: Recorder | am.Transport) -> am.Transport | trio.abc.SendStream:
-    """What the owner writes to: the transport itself, or the pipe's write end."""
-    return t.stream if isinstance(t, PipeRecorder) else t
+    return make
 
 
 def gated(version: int = 2) -> tuple[GatedTransport, ClientMirror]:
@@ -123,6 +115,7 @@ async def hold_writer(lt: am.SessionLifetime, transport: GatedTransport) -> None
 
 
 async def test_r1_known_state_is_the_fold_of_accepted_publications(
+    driver: Driver,
     recording: Make,
 ) -> None:
     updates: list[Any] = [
@@ -134,7 +127,7 @@ async def test_r1_known_state_is_the_fold_of_accepted_publications(
         {},
     ]
     t, mirror = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         for update in updates:
             assert await lt.publish(meta=update)
@@ -144,10 +137,10 @@ async def test_r1_known_state_is_the_fold_of_accepted_publications(
         assert_synced(mirror, lt)
 
 
-async def test_r1_published_values_are_json_copies() -> None:
+async def test_r1_published_values_are_json_copies(driver: Driver) -> None:
     value: dict[str, Any] = {"items": [1, 2]}
     t, mirror = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"k": value})
@@ -163,9 +156,9 @@ async def test_r1_published_values_are_json_copies() -> None:
 # -- R2 one FIFO boundary ----------------------------------------------------------------------
 
 
-async def test_r2_patch_resync_and_response_keep_call_order() -> None:
+async def test_r2_patch_resync_and_response_keep_call_order(driver: Driver) -> None:
     t, mirror = gated()
-    async with am.open_owner(out(t), OwnerOptions(coalesce=False)) as owner:
+    async with driver.open_owner(t, OwnerOptions(coalesce=False)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
@@ -188,9 +181,9 @@ async def test_r2_patch_resync_and_response_keep_call_order() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r2_concurrent_writers_never_interleave_frames() -> None:
+async def test_r2_concurrent_writers_never_interleave_frames(driver: Driver) -> None:
     t, mirror = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lts = [owner.open_lifetime(f"s{i}") for i in range(3)]
         await hold_writer(lts[0], t)
 
@@ -199,10 +192,10 @@ async def test_r2_concurrent_writers_never_interleave_frames() -> None:
                 await lt.publish(meta={"i": i}, notification_meta={"seq": i})
                 await owner.send_notification("x/ping", {"from": lt.session_id})
 
-        async with trio.open_nursery() as nursery:
+        async with driver.task_group() as nursery:
             for lt in lts:
                 nursery.start_soon(writer, lt, 20)
-            await trio.testing.wait_all_tasks_blocked()
+            await driver.wait_all_tasks_blocked()
             t.open()
         await owner.wait_flushed()
     # every frame parsed as one whole message (RecordingTransport checks each line)
@@ -213,10 +206,10 @@ async def test_r2_concurrent_writers_never_interleave_frames() -> None:
         assert_synced(mirror, lt)
 
 
-async def test_r2_sequenced_interleaving_keeps_enqueue_order() -> None:
-    seq = trio.testing.Sequencer()
+async def test_r2_sequenced_interleaving_keeps_enqueue_order(driver: Driver) -> None:
+    seq = driver.sequencer()
     t, mirror = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
 
@@ -233,7 +226,7 @@ async def test_r2_sequenced_interleaving_keeps_enqueue_order() -> None:
             async with seq(3):
                 await lt.publish(meta={"late": 1})
 
-        async with trio.open_nursery() as nursery:
+        async with driver.task_group() as nursery:
             nursery.start_soon(agent)
             nursery.start_soon(extension)
         t.open()
@@ -251,9 +244,9 @@ async def test_r2_sequenced_interleaving_keeps_enqueue_order() -> None:
 # -- R3 coalescing keeps meaning -----------------------------------------------------------------
 
 
-async def test_r3_backlogged_patches_coalesce_and_converge() -> None:
+async def test_r3_backlogged_patches_coalesce_and_converge(driver: Driver) -> None:
     t, mirror = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         for i in range(200):
@@ -267,9 +260,9 @@ async def test_r3_backlogged_patches_coalesce_and_converge() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r3_clear_then_object_stays_two_frames() -> None:
+async def test_r3_clear_then_object_stays_two_frames(driver: Driver) -> None:
     t, mirror = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
@@ -281,9 +274,9 @@ async def test_r3_clear_then_object_stays_two_frames() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r3_notification_meta_frames_are_never_merged() -> None:
+async def test_r3_notification_meta_frames_are_never_merged(driver: Driver) -> None:
     t, mirror = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
@@ -299,14 +292,14 @@ async def test_r3_notification_meta_frames_are_never_merged() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r3_publish_never_waits_for_a_slow_reader_with_coalescing() -> None:
+async def test_r3_publish_never_waits_for_a_slow_reader_with_coalescing(driver: Driver) -> None:
     t, _ = gated()
-    async with am.open_owner(out(t), OwnerOptions(capacity=1)) as owner:
+    async with driver.open_owner(t, OwnerOptions(capacity=1)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await owner.send_response(1, result=None)  # the queue is now full
         for i in range(10):
-            lt.publish_nowait(meta={"n": i})  # would raise trio.WouldBlock if it had to wait
+            lt.publish_nowait(meta={"n": i})  # would raise driver.would_block if it had to wait
             lt.resync()
         bound = owner.statistics().queued
         for i in range(1000):
@@ -316,9 +309,9 @@ async def test_r3_publish_never_waits_for_a_slow_reader_with_coalescing() -> Non
         t.open()
 
 
-async def test_r3_coalesce_off_sends_every_update_as_its_own_frame() -> None:
+async def test_r3_coalesce_off_sends_every_update_as_its_own_frame(driver: Driver) -> None:
     t, mirror = gated()
-    async with am.open_owner(out(t), OwnerOptions(coalesce=False)) as owner:
+    async with driver.open_owner(t, OwnerOptions(coalesce=False)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         for i in range(5):
@@ -330,13 +323,13 @@ async def test_r3_coalesce_off_sends_every_update_as_its_own_frame() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r3_publish_nowait_raises_wouldblock_when_full() -> None:
+async def test_r3_publish_nowait_raises_wouldblock_when_full(driver: Driver) -> None:
     t, mirror = gated()
-    async with am.open_owner(out(t), OwnerOptions(coalesce=False, capacity=1)) as owner:
+    async with driver.open_owner(t, OwnerOptions(coalesce=False, capacity=1)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         lt.publish_nowait(meta={"a": 1})
-        with pytest.raises(trio.WouldBlock):
+        with pytest.raises(driver.would_block):
             lt.publish_nowait(meta={"b": 2})
         assert lt.snapshot().meta == {"hold": True, "a": 1}
         t.open()
@@ -345,18 +338,18 @@ async def test_r3_publish_nowait_raises_wouldblock_when_full() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r3_cancelled_while_waiting_for_room_publishes_nothing() -> None:
+async def test_r3_cancelled_while_waiting_for_room_publishes_nothing(driver: Driver) -> None:
     t, mirror = gated()
-    async with am.open_owner(out(t), OwnerOptions(coalesce=False, capacity=1)) as owner:
+    async with driver.open_owner(t, OwnerOptions(coalesce=False, capacity=1)) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
-        with trio.CancelScope() as scope:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(functools.partial(lt.publish, meta={"b": 2}))
-                await trio.testing.wait_all_tasks_blocked()
-                assert owner.statistics().waiting_producers == 1
-                scope.cancel()
+        async with driver.task_group() as nursery:
+            nursery.start_soon(functools.partial(lt.publish, meta={"b": 2}))
+            await driver.wait_all_tasks_blocked()
+            assert owner.statistics().waiting_producers == 1
+            nursery.cancel()
+        assert owner.statistics().waiting_producers == 0  # it left nothing behind
         assert lt.snapshot().meta == {"hold": True, "a": 1}
         assert owner.statistics().publications == 2
         t.open()
@@ -365,18 +358,55 @@ async def test_r3_cancelled_while_waiting_for_room_publishes_nothing() -> None:
     assert_synced(mirror, lt)
 
 
+@pytest.mark.parametrize("yields", range(4))
+async def test_r3_a_cancellation_never_follows_the_effect(driver: Driver, yields: int) -> None:
+    """A producer waits for room; room comes; the producer is cancelled after ``yields``
+    scheduling steps. Whenever the cancellation lands, the call either raised it and published
+    nothing, or published and returned normally: never both, never neither."""
+    t, mirror = gated()
+    outcome: list[object] = []
+
+    async def producer(lt: am.SessionLifetime) -> None:
+        try:
+            outcome.append(await lt.publish(meta={"b": 2}))
+        except BaseException:
+            outcome.append("cancelled")
+            raise
+
+    async with driver.open_owner(t, OwnerOptions(coalesce=False, capacity=1)) as owner:
+        lt = owner.open_lifetime(SID)
+        filler = owner.open_lifetime("filler")
+        await hold_writer(lt, t)
+        await filler.publish(meta={"f": 1})  # the queue is full
+        async with driver.task_group() as tasks:
+            tasks.start_soon(producer, lt)
+            await driver.wait_all_tasks_blocked()
+            assert owner.statistics().waiting_producers == 1
+            owner.close_lifetime("filler")  # room: the producer is woken
+            for _ in range(yields):
+                await driver.checkpoint()
+            tasks.cancel()
+        published = "b" in (lt.snapshot().meta or {})
+        assert outcome in ([True], ["cancelled"])
+        assert published == (outcome == [True])
+        t.open()
+        await owner.wait_flushed()
+    assert_synced(mirror, lt)
+
+
 async def test_r3_producer_waiting_for_room_resumes_when_the_writer_frees_it(
+    driver: Driver,
     recording: Make,
-    autojump_clock: trio.testing.MockClock,
+    virtual_time: VirtualTime,
 ) -> None:
     t, mirror = recording()
-    with trio.fail_after(60):
-        async with am.open_owner(out(t), OwnerOptions(coalesce=False, capacity=1)) as owner:
-            lt = owner.open_lifetime(SID)
-            for i in range(5):
-                await lt.publish(meta={"n": i})
-            for i in range(3):
-                await owner.send_response(i, result=None)
+    options = OwnerOptions(coalesce=False, capacity=1)
+    async with driver.fail_after(60), driver.open_owner(t, options) as owner:
+        lt = owner.open_lifetime(SID)
+        for i in range(5):
+            await lt.publish(meta={"n": i})
+        for i in range(3):
+            await owner.send_response(i, result=None)
     assert len(t.frames) == 8
     assert_synced(mirror, lt)
 
@@ -385,10 +415,11 @@ async def test_r3_producer_waiting_for_room_resumes_when_the_writer_frees_it(
 
 
 async def test_r4_resync_is_clear_then_snapshot_before_the_response(
+    driver: Driver,
     recording: Make,
 ) -> None:
     t, mirror = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(title="T", updated_at="2025-01-02T03:04:05Z", meta={"a": 1})
         await owner.wait_flushed()
@@ -404,9 +435,9 @@ async def test_r4_resync_is_clear_then_snapshot_before_the_response(
     assert_synced(mirror, lt)
 
 
-async def test_r4_snapshot_is_taken_when_written_not_when_requested() -> None:
+async def test_r4_snapshot_is_taken_when_written_not_when_requested(driver: Driver) -> None:
     t, mirror = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         lt.resync()
@@ -424,9 +455,11 @@ async def test_r4_snapshot_is_taken_when_written_not_when_requested() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r4_unknown_title_is_omitted_from_the_snapshot(recording: Make) -> None:
+async def test_r4_unknown_title_is_omitted_from_the_snapshot(
+    driver: Driver, recording: Make
+) -> None:
     t, mirror = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         lt.resync()
@@ -434,17 +467,17 @@ async def test_r4_unknown_title_is_omitted_from_the_snapshot(recording: Make) ->
     assert_synced(mirror, lt)
 
 
-async def test_r4_nothing_known_sends_only_the_clear(recording: Make) -> None:
+async def test_r4_nothing_known_sends_only_the_clear(driver: Driver, recording: Make) -> None:
     t, _ = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         lt.resync()
     assert wire(t) == [{"s": SID, "_meta": None}]
 
 
-async def test_r4_pending_resyncs_are_deduplicated() -> None:
+async def test_r4_pending_resyncs_are_deduplicated(driver: Driver) -> None:
     t, mirror = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         for _ in range(5):
@@ -461,7 +494,7 @@ async def test_r4_pending_resyncs_are_deduplicated() -> None:
 class _AgentSession:
     """An agent's per-session object, rebuilt on every resume (like codex-acp's SessionState)."""
 
-    def __init__(self, owner: am.MetaOwner, session_id: str) -> None:
+    def __init__(self, owner: Owner, session_id: str) -> None:
         self.meta = (
             owner.lifetime(session_id)
             if owner.has_lifetime(session_id)
@@ -469,9 +502,9 @@ class _AgentSession:
         )
 
 
-async def test_r5_state_survives_reinstalled_agent_objects(recording: Make) -> None:
+async def test_r5_state_survives_reinstalled_agent_objects(driver: Driver, recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         first = _AgentSession(owner, SID)
         await first.meta.publish(title="t", meta={"a": 1})
         second = _AgentSession(owner, SID)  # active resume
@@ -482,9 +515,11 @@ async def test_r5_state_survives_reinstalled_agent_objects(recording: Make) -> N
     assert_synced(mirror, second.meta)
 
 
-async def test_r5_close_then_reopen_starts_a_fresh_lifetime(recording: Make) -> None:
+async def test_r5_close_then_reopen_starts_a_fresh_lifetime(
+    driver: Driver, recording: Make
+) -> None:
     t, _ = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         old = owner.open_lifetime(SID)
         await old.publish(title="old", meta={"old": 1})
         owner.close_lifetime(SID)
@@ -498,9 +533,9 @@ async def test_r5_close_then_reopen_starts_a_fresh_lifetime(recording: Make) -> 
 # -- R6 fencing ------------------------------------------------------------------------------------
 
 
-async def test_r6_close_drops_queued_frames_and_rejects_later_calls() -> None:
+async def test_r6_close_drops_queued_frames_and_rejects_later_calls(driver: Driver) -> None:
     t, _ = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         other = owner.open_lifetime("other")
         await hold_writer(lt, t)
@@ -521,9 +556,9 @@ async def test_r6_close_drops_queued_frames_and_rejects_later_calls() -> None:
     assert wire(t) == [{"s": SID, "_meta": {"hold": True}}, {"s": "other", "_meta": {"o": 1}}]
 
 
-async def test_r6_close_stops_a_resync_in_flight() -> None:
+async def test_r6_close_stops_a_resync_in_flight(driver: Driver) -> None:
     t, _ = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         t.release(1)
@@ -537,9 +572,9 @@ async def test_r6_close_stops_a_resync_in_flight() -> None:
     assert wire(t) == [{"s": SID, "_meta": {"a": 1}}, {"s": SID, "_meta": None}]
 
 
-async def test_r6_old_handles_stay_fenced_after_reopen(recording: Make) -> None:
+async def test_r6_old_handles_stay_fenced_after_reopen(driver: Driver, recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         old = owner.open_lifetime(SID)
         owner.close_lifetime(SID)
         new = owner.open_lifetime(SID)
@@ -555,9 +590,9 @@ async def test_r6_old_handles_stay_fenced_after_reopen(recording: Make) -> None:
 AIR_PATH = ("jetbrains", "air", "sessionFailure")
 
 
-async def test_r7_nested_failure_record_keeps_siblings(recording: Make) -> None:
+async def test_r7_nested_failure_record_keeps_siblings(driver: Driver, recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(out(t), OwnerOptions(failure_path=AIR_PATH)) as owner:
+    async with driver.open_owner(t, OwnerOptions(failure_path=AIR_PATH)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"jetbrains": {"air": {"goal": "g"}, "other": 1}})
         await owner.wait_flushed()
@@ -582,9 +617,9 @@ async def test_r7_nested_failure_record_keeps_siblings(recording: Make) -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r7_stale_resolution_changes_nothing(recording: Make) -> None:
+async def test_r7_stale_resolution_changes_nothing(driver: Driver, recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.report_failure("inc-1", 1, {"r": 1})
         await lt.report_failure("inc-1", 2, {"r": 2})
@@ -603,10 +638,11 @@ async def test_r7_stale_resolution_changes_nothing(recording: Make) -> None:
 
 
 async def test_r7_newer_incident_replaces_and_survives_late_resolution(
+    driver: Driver,
     recording: Make,
 ) -> None:
     t, mirror = recording()
-    async with am.open_owner(out(t), OwnerOptions(failure_path=("failure",))) as owner:
+    async with driver.open_owner(t, OwnerOptions(failure_path=("failure",))) as owner:
         lt = owner.open_lifetime(SID)
         await lt.report_failure("a", 1, "first")
         await owner.wait_flushed()
@@ -621,10 +657,11 @@ async def test_r7_newer_incident_replaces_and_survives_late_resolution(
 
 
 async def test_r7_incident_survives_agent_object_reinstallation(
+    driver: Driver,
     recording: Make,
 ) -> None:
     t, mirror = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         await _AgentSession(owner, SID).meta.report_failure("inc", 3, {"x": 1})
         again = _AgentSession(owner, SID)
         assert again.meta.current_failure == am.FailureIncident("inc", 3)
@@ -636,9 +673,9 @@ async def test_r7_incident_survives_agent_object_reinstallation(
 # -- R8 domain patches -----------------------------------------------------------------------------
 
 
-async def test_r8_domain_edits_send_whole_top_level_values(recording: Make) -> None:
+async def test_r8_domain_edits_send_whole_top_level_values(driver: Driver, recording: Make) -> None:
     t, mirror = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         ext = lt.domain("ext")
         steps = [
@@ -663,9 +700,11 @@ async def test_r8_domain_edits_send_whole_top_level_values(recording: Make) -> N
     assert_synced(mirror, lt)
 
 
-async def test_r8_domain_handle_cannot_write_outside_its_key(recording: Make) -> None:
+async def test_r8_domain_handle_cannot_write_outside_its_key(
+    driver: Driver, recording: Make
+) -> None:
     t, mirror = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"other": {"x": 1}})
         ext = lt.domain("ext")
@@ -686,9 +725,9 @@ async def test_r8_domain_handle_cannot_write_outside_its_key(recording: Make) ->
     assert_synced(mirror, lt)
 
 
-async def test_r8_writers_sharing_a_key_never_lose_edits() -> None:
+async def test_r8_writers_sharing_a_key_never_lose_edits(driver: Driver) -> None:
     t, mirror = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
 
@@ -697,7 +736,7 @@ async def test_r8_writers_sharing_a_key_never_lose_edits() -> None:
             for i in range(10):
                 await handle.set([name, str(i)], i)
 
-        async with trio.open_nursery() as nursery:
+        async with driver.task_group() as nursery:
             for name in "abc":
                 nursery.start_soon(writer, name)
         t.open()
@@ -708,26 +747,29 @@ async def test_r8_writers_sharing_a_key_never_lose_edits() -> None:
 
 
 async def test_r8_domain_writers_waiting_for_room_never_lose_edits(
-    autojump_clock: trio.testing.MockClock,
+    driver: Driver,
+    virtual_time: VirtualTime,
 ) -> None:
     t, mirror = gated()
-    with trio.fail_after(60):  # virtual time: a producer that is never woken fails, not hangs
-        lt = await _two_domain_writers_waiting_for_room(t)
+    async with driver.fail_after(60):  # virtual time: a producer never woken fails, not hangs
+        lt = await _two_domain_writers_waiting_for_room(driver, t)
     assert lt.snapshot().meta == {"hold": True, "d": {"a": 1, "b": 2}}
     assert_synced(mirror, lt)
 
 
-async def _two_domain_writers_waiting_for_room(t: GatedTransport) -> am.SessionLifetime:
-    async with am.open_owner(out(t), OwnerOptions(coalesce=False, capacity=2)) as owner:
+async def _two_domain_writers_waiting_for_room(
+    driver: Driver, t: GatedTransport
+) -> am.SessionLifetime:
+    async with driver.open_owner(t, OwnerOptions(coalesce=False, capacity=2)) as owner:
         lt = owner.open_lifetime(SID)
         filler = owner.open_lifetime("filler")
         await hold_writer(lt, t)
         await filler.publish(meta={"f": 1})
         await filler.publish(meta={"f": 2})  # the queue is full
-        async with trio.open_nursery() as nursery:
+        async with driver.task_group() as nursery:
             nursery.start_soon(lt.domain("d").set, ["a"], 1)
             nursery.start_soon(lt.domain("d").set, ["b"], 2)
-            await trio.testing.wait_all_tasks_blocked()
+            await driver.wait_all_tasks_blocked()
             owner.close_lifetime("filler")  # frees the room (and wakes the producers)
         t.open()
         await owner.wait_flushed()
@@ -738,10 +780,11 @@ async def _two_domain_writers_waiting_for_room(t: GatedTransport) -> am.SessionL
 
 
 async def test_r9_notification_meta_is_forwarded_never_stored(
+    driver: Driver,
     recording: Make,
 ) -> None:
     t, mirror = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1}, notification_meta={"traceparent": "00-abc-01"})
         await lt.publish(title="t", notification_meta={"n": [None]})
@@ -760,10 +803,11 @@ async def test_r9_notification_meta_is_forwarded_never_stored(
 
 
 async def test_r10_v1_merged_sends_complete_objects_and_one_frame_resync(
+    driver: Driver,
     recording: Make,
 ) -> None:
     t, mirror = recording(1)
-    async with am.open_owner(out(t), OwnerOptions(protocol_version=1)) as owner:
+    async with driver.open_owner(t, OwnerOptions(protocol_version=1)) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         await owner.wait_flushed()
@@ -788,9 +832,9 @@ async def test_r10_v1_merged_sends_complete_objects_and_one_frame_resync(
     assert_synced(mirror, lt)
 
 
-async def test_r10_v1_passthrough_keeps_legacy_frames() -> None:
+async def test_r10_v1_passthrough_keeps_legacy_frames(driver: Driver) -> None:
     t, _ = gated(1)
-    async with am.open_owner(
+    async with driver.open_owner(
         t, OwnerOptions(protocol_version=1, v1_meta_mode="passthrough")
     ) as owner:
         lt = owner.open_lifetime(SID)
@@ -808,10 +852,11 @@ async def test_r10_v1_passthrough_keeps_legacy_frames() -> None:
 
 
 async def test_r10_protocol_version_is_set_before_the_first_lifetime(
+    driver: Driver,
     recording: Make,
 ) -> None:
     t, mirror = recording(1)
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         owner.set_protocol_version(1)
         lt = owner.open_lifetime(SID)
         with pytest.raises(RuntimeError):
@@ -827,11 +872,12 @@ async def test_r10_protocol_version_is_set_before_the_first_lifetime(
 
 
 async def test_r11_frame_not_sent_is_retried_and_delivered(
-    autojump_clock: trio.testing.MockClock,
+    driver: Driver,
+    virtual_time: VirtualTime,
 ) -> None:
     mirror = ClientMirror()
     t = FailingTransport(fail_on={2, 3}, mode="not_sent", mirror=mirror)
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"a": 1})
         await owner.wait_flushed()
@@ -845,12 +891,12 @@ async def test_r11_frame_not_sent_is_retried_and_delivered(
 
 
 async def test_r11_retries_exhausted_then_the_session_is_repaired(
-    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+    driver: Driver, virtual_time: VirtualTime, caplog: pytest.LogCaptureFixture
 ) -> None:
     mirror = ClientMirror()
     t = FailingTransport(fail_on=lambda call, _frame: call <= 5, mode="not_sent", mirror=mirror)
     with caplog.at_level(logging.WARNING, logger="agent_meta"):
-        async with am.open_owner(out(t)) as owner:
+        async with driver.open_owner(t) as owner:
             lt = owner.open_lifetime(SID)
             await lt.publish(meta={"a": 1})
             await owner.wait_flushed()
@@ -868,10 +914,10 @@ async def test_r11_retries_exhausted_then_the_session_is_repaired(
     assert_synced(mirror, lt)
 
 
-async def test_r11_lost_frame_marks_the_session_for_repair() -> None:
+async def test_r11_lost_frame_marks_the_session_for_repair(driver: Driver) -> None:
     mirror = ClientMirror()
     t = FailingTransport(fail_on=2, mode="lost", mirror=mirror)
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         other = owner.open_lifetime("other")
         await lt.publish(meta={"a": 1})
@@ -893,17 +939,17 @@ async def test_r11_lost_frame_marks_the_session_for_repair() -> None:
     assert_synced(mirror, lt)
 
 
-async def test_r11_partial_write_stops_the_owner_and_nothing_follows() -> None:
+async def test_r11_partial_write_stops_the_owner_and_nothing_follows(driver: Driver) -> None:
     t = FailingTransport(fail_on=2, mode="partial")
     lifetimes: list[am.SessionLifetime] = []
 
     async def run() -> None:
-        async with am.open_owner(out(t)) as owner:
+        async with driver.open_owner(t) as owner:
             lifetimes.append(owner.open_lifetime(SID))
             await lifetimes[0].publish(meta={"a": 1})
             await owner.send_response(1, result=None)
             await owner.send_response(2, result=None)
-            await trio.sleep_forever()
+            await driver.sleep_forever()
 
     with pytest.raises(am.TransportBrokenError):
         await run()
@@ -915,11 +961,11 @@ async def test_r11_partial_write_stops_the_owner_and_nothing_follows() -> None:
         await lt.publish(meta={"b": 2})
 
 
-async def test_r11_broken_transport_while_flushing_raises_transport_broken() -> None:
+async def test_r11_broken_transport_while_flushing_raises_transport_broken(driver: Driver) -> None:
     t = FailingTransport(fail_on=1, mode="partial")
 
     async def run() -> None:
-        async with am.open_owner(out(t)) as owner:
+        async with driver.open_owner(t) as owner:
             lt = owner.open_lifetime(SID)
             await lt.publish(meta={"a": 1})
             await owner.wait_flushed()
@@ -928,15 +974,14 @@ async def test_r11_broken_transport_while_flushing_raises_transport_broken() -> 
         await run()
 
 
-async def test_r11_stream_transport_failure_is_transport_broken() -> None:
-    send, receive = trio.testing.memory_stream_one_way_pair()
-    await receive.aclose()
+async def test_r11_stream_transport_failure_is_transport_broken(driver: Driver) -> None:
+    broken = await driver.broken_stream()
 
     async def run() -> None:
-        async with am.open_owner(send) as owner:
+        async with driver.open_owner(broken) as owner:
             lt = owner.open_lifetime(SID)
             await lt.publish(meta={"a": 1})
-            await trio.sleep_forever()
+            await driver.sleep_forever()
 
     with pytest.raises(am.TransportBrokenError):
         await run()
@@ -969,10 +1014,10 @@ def _cycle() -> list[Any]:
     ids=repr,
 )
 async def test_r12_bad_input_raises_and_changes_nothing(
-    recording: Make, fields: dict[str, Any]
+    driver: Driver, recording: Make, fields: dict[str, Any]
 ) -> None:
     t, _ = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"ok": 1})
         before = lt.snapshot()
@@ -985,9 +1030,9 @@ async def test_r12_bad_input_raises_and_changes_nothing(
     assert wire(t) == [{"s": SID, "_meta": {"ok": 1}}]
 
 
-async def test_r12_bad_domain_and_failure_values_raise(recording: Make) -> None:
+async def test_r12_bad_domain_and_failure_values_raise(driver: Driver, recording: Make) -> None:
     t, _ = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         with pytest.raises(am.MetaValueError):
             await lt.domain("d").set(["k"], math.nan)
@@ -1006,9 +1051,9 @@ async def test_r12_bad_domain_and_failure_values_raise(recording: Make) -> None:
     assert t.frames == []
 
 
-async def test_r12_oversized_frames_raise_frame_too_large(recording: Make) -> None:
+async def test_r12_oversized_frames_raise_frame_too_large(driver: Driver, recording: Make) -> None:
     t, _ = recording()
-    async with am.open_owner(out(t), OwnerOptions(max_frame_bytes=1000)) as owner:
+    async with driver.open_owner(t, OwnerOptions(max_frame_bytes=1000)) as owner:
         lt = owner.open_lifetime(SID)
         with pytest.raises(am.FrameTooLargeError):
             await lt.publish(meta={"big": "x" * 2000})
@@ -1021,9 +1066,9 @@ async def test_r12_oversized_frames_raise_frame_too_large(recording: Make) -> No
     assert t.frames == []
 
 
-async def test_r12_unknown_and_existing_sessions_raise(recording: Make) -> None:
+async def test_r12_unknown_and_existing_sessions_raise(driver: Driver, recording: Make) -> None:
     t, _ = recording()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         with pytest.raises(am.UnknownSessionError):
             owner.lifetime("nope")
         with pytest.raises(am.UnknownSessionError):
@@ -1042,9 +1087,9 @@ async def test_r12_unknown_and_existing_sessions_raise(recording: Make) -> None:
 # -- statistics and flushing -----------------------------------------------------------------------
 
 
-async def test_statistics_count_what_happened() -> None:
+async def test_statistics_count_what_happened(driver: Driver) -> None:
     t, _ = gated()
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await hold_writer(lt, t)
         await lt.publish(meta={"a": 1})
@@ -1073,13 +1118,14 @@ async def test_statistics_count_what_happened() -> None:
 
 
 async def test_owner_exit_writes_every_enqueued_frame(
-    autojump_clock: trio.testing.MockClock,
+    driver: Driver,
+    virtual_time: VirtualTime,
 ) -> None:
     t = SlowTransport(1.0)
-    async with am.open_owner(out(t)) as owner:
+    async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
         await lt.publish(meta={"hold": True})
-        await trio.testing.wait_all_tasks_blocked()  # the writer is inside the slow send
+        await driver.wait_all_tasks_blocked()  # the writer is inside the slow send
         await lt.publish(meta={"a": 1})
         await owner.send_response(1, result={})
         await lt.publish(meta={"a": 2})  # merged into the entry queued before the response

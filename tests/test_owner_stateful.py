@@ -1,5 +1,7 @@
 """Random programs against one owner: the client's view must always catch up with the agent's.
 
+Every program runs on both drivers (trio and asyncio, ``tests/drivers.py``), in virtual time.
+
 Each example draws a protocol version, coalescing on or off, and a program of operations on
 three session ids: publications, domain edits, failure reports and resolutions, resyncs,
 close and reopen (a reopen is followed by a resync, as a resume handler does), slow writes,
@@ -21,8 +23,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import trio
-import trio.testing
+import drivers
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -77,6 +79,7 @@ class ScriptedTransport:
 
     mirror: ClientMirror
     closed: set[str]
+    driver: drivers.Driver
     delay: float = 0.001
     failures: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -87,7 +90,7 @@ class ScriptedTransport:
         session_id = message.get("params", {}).get("sessionId")
         if session_id in self.closed:
             self.violations.append(f"frame for closed session {session_id}: {frame!r}")
-        await trio.sleep(self.delay)
+        await self.driver.sleep(self.delay)
         if self.failures:
             mode = self.failures.pop(0)
             if mode == "not_sent":
@@ -97,7 +100,7 @@ class ScriptedTransport:
         self.delivered += 1
 
 
-def assert_in_sync(owner: agent_meta.MetaOwner, mirror: ClientMirror) -> None:
+def assert_in_sync(owner: drivers.Owner, mirror: ClientMirror) -> None:
     for session_id in owner.lifetime_ids():
         known = owner.lifetime(session_id).snapshot()
         seen = mirror.info(session_id)
@@ -109,13 +112,13 @@ def assert_in_sync(owner: agent_meta.MetaOwner, mirror: ClientMirror) -> None:
 
 
 async def run_program(
-    version: Literal[1, 2], coalesce: bool, program: list[tuple[Any, ...]]
+    driver: drivers.Driver, version: Literal[1, 2], coalesce: bool, program: list[tuple[Any, ...]]
 ) -> None:
     mirror = ClientMirror(protocol_version=version)
     closed: set[str] = set(SESSIONS)
-    transport = ScriptedTransport(mirror, closed)
+    transport = ScriptedTransport(mirror, closed, driver)
     fenced_handles: list[agent_meta.SessionLifetime] = []
-    async with agent_meta.open_owner(
+    async with driver.open_owner(
         transport, OwnerOptions(protocol_version=version, coalesce=coalesce, capacity=4)
     ) as owner:
 
@@ -185,7 +188,7 @@ async def run_program(
                         assert not await old.domain("late").set([], 1)
                         assert not old.resync()
             elif kind == "yield":
-                await trio.sleep(op[1] * 0.001)
+                await driver.sleep(op[1] * 0.001)
             elif kind == "inject":
                 transport.failures.extend([op[1]] * op[2])
             else:
@@ -202,6 +205,7 @@ async def run_program(
     assert transport.violations == []
 
 
+@pytest.mark.parametrize("runtime", drivers.NAMES)
 @settings(
     max_examples=150,
     deadline=None,
@@ -213,8 +217,7 @@ async def run_program(
     program=st.lists(operation, max_size=40).map(lambda ops: [("reopen", "s0"), *ops]),
 )
 def test_client_view_converges_and_fenced_lifetimes_stay_silent(
-    version: Literal[1, 2], coalesce: bool, program: list[tuple[Any, ...]]
+    runtime: str, version: Literal[1, 2], coalesce: bool, program: list[tuple[Any, ...]]
 ) -> None:
-    trio.run(
-        run_program, version, coalesce, program, clock=trio.testing.MockClock(autojump_threshold=0)
-    )
+    driver = drivers.get(runtime)
+    driver.run(run_program, driver, version, coalesce, program, autojump=True)

@@ -33,6 +33,8 @@ intermediate states); showing a state the agent never held, or an older one afte
 is not. Lifetimes are never closed here (the property is per lifetime; close and reopen are
 point 6), nothing fails to be written (a lost frame leaves a gap by nature, repaired by R11),
 and v1 runs in the default merged mode (pass-through promises nothing about the client view).
+
+Every check runs on both drivers (trio and asyncio, ``tests/drivers.py``).
 """
 
 from __future__ import annotations
@@ -40,9 +42,8 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+import drivers
 import pytest
-import trio
-import trio.testing
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -131,7 +132,7 @@ def check_every_prefix(frames: list[bytes], held: Held, version: int) -> None:
     ids=["no-coalesce", "coalesce-split-by-notification-meta"],
 )
 async def test_resync_snapshot_does_not_run_ahead_of_queued_patches(
-    coalesce: bool, split: bool
+    driver: drivers.Driver, coalesce: bool, split: bool
 ) -> None:
     """resync(), publish({"a": 1}), publish({"a": 2}) while the writer is busy.
 
@@ -142,7 +143,7 @@ async def test_resync_snapshot_does_not_run_ahead_of_queued_patches(
     """
     gate = GatedTransport()
     held: Held = {SID: []}
-    async with agent_meta.open_owner(gate, agent_meta.OwnerOptions(coalesce=coalesce)) as owner:
+    async with driver.open_owner(gate, agent_meta.OwnerOptions(coalesce=coalesce)) as owner:
         lifetime = owner.open_lifetime(SID)
         held[SID].append(lifetime.snapshot())
         assert await lifetime.publish(meta={"x": 0, "a": 0})
@@ -173,7 +174,9 @@ async def test_resync_snapshot_does_not_run_ahead_of_queued_patches(
     check_every_prefix(gate.frames, held, 2)
 
 
-async def test_v1_full_object_frames_do_not_run_ahead_of_their_publication() -> None:
+async def test_v1_full_object_frames_do_not_run_ahead_of_their_publication(
+    driver: drivers.Driver,
+) -> None:
     """The same class on v1 (merged mode), found by the property test: every v1 frame carries
     the complete merged ``_meta`` rendered when the frame is written, but the ``title`` of its
     own publication. With the writer busy, publish(title="T1", meta={"a": 1}) then
@@ -182,7 +185,7 @@ async def test_v1_full_object_frames_do_not_run_ahead_of_their_publication() -> 
     """
     gate = GatedTransport()
     held: Held = {SID: []}
-    async with agent_meta.open_owner(
+    async with driver.open_owner(
         gate, agent_meta.OwnerOptions(protocol_version=1, coalesce=False)
     ) as owner:
         lifetime = owner.open_lifetime(SID)
@@ -255,7 +258,7 @@ coalescing cannot merge them."""
 
 
 async def run_program(
-    version: Literal[1, 2], coalesce: bool, program: list[tuple[Any, ...]]
+    driver: drivers.Driver, version: Literal[1, 2], coalesce: bool, program: list[tuple[Any, ...]]
 ) -> None:
     """Run ``program`` against an owner whose writer is held at a gate until released.
 
@@ -265,7 +268,7 @@ async def run_program(
     """
     gate = GatedTransport()
     held: Held = {}
-    async with agent_meta.open_owner(
+    async with driver.open_owner(
         gate, agent_meta.OwnerOptions(protocol_version=version, coalesce=coalesce)
     ) as owner:
         lifetimes = {}
@@ -308,7 +311,7 @@ async def run_program(
             else:
                 assert kind == "release"
                 gate.release(op[1])
-                await trio.testing.wait_all_tasks_blocked()
+                await driver.wait_all_tasks_blocked()
         gate.open()
         await owner.wait_flushed()
         for session_id, lifetime in lifetimes.items():
@@ -324,6 +327,7 @@ async def run_program(
 
 @pytest.mark.parametrize("coalesce", [False, True], ids=["no-coalesce", "coalesce"])
 @pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("runtime", drivers.NAMES)
 @given(program=st.lists(operation, max_size=40))
 @example(program=ISSUE_EXAMPLE)
 @settings(
@@ -332,10 +336,11 @@ async def run_program(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 def test_every_wire_prefix_folds_to_a_state_the_agent_held_in_order(
-    version: Literal[1, 2], coalesce: bool, program: list[tuple[Any, ...]]
+    runtime: str, version: Literal[1, 2], coalesce: bool, program: list[tuple[Any, ...]]
 ) -> None:
     """Random programs of publish (with and without notification ``_meta``), domain edits,
     failure reports and resolutions, resync, raw ``send_notification`` and gate releases, for
     each protocol version and coalescing mode; the property of the module docstring must hold
     for the whole wire."""
-    trio.run(run_program, version, coalesce, program)
+    driver = drivers.get(runtime)
+    driver.run(run_program, driver, version, coalesce, program)

@@ -1,4 +1,8 @@
-"""Durable lifetimes: the owner with a store, the SQLite store, and fault injection on both."""
+"""Durable lifetimes: the owner with a store, the SQLite store, and fault injection on both.
+
+Every test that runs an owner runs on both drivers (trio and asyncio, ``tests/drivers.py``); the
+SQLite store then runs its worker threads under that runtime too.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
-import trio.testing
 
 from agent_meta import (
     MemoryStore,
@@ -19,7 +22,6 @@ from agent_meta import (
     StoreError,
     StoreLockedError,
     StoreSchemaError,
-    open_owner,
 )
 from agent_meta.owner._sqlite import SQLiteStore
 from agent_meta.testing import ClientMirror, FailingTransport, RecordingTransport
@@ -27,6 +29,8 @@ from agent_meta.testing import ClientMirror, FailingTransport, RecordingTranspor
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
+
+    from drivers import Driver
 
     from agent_meta.owner._store import LifetimeStore
 
@@ -73,10 +77,10 @@ class FailingStore:
         await self.inner.write(saves, deletes)
 
 
-async def test_every_frame_is_stored_before_it_is_written() -> None:
+async def test_every_frame_is_stored_before_it_is_written(driver: Driver) -> None:
     store = MemoryStore()
     transport = CheckingTransport(store)
-    async with open_owner(transport, store=store) as owner:
+    async with driver.open_owner(transport, store=store) as owner:
         lifetime = owner.open_lifetime("s")
         for value in range(1, 200):
             await lifetime.publish(meta={"n": value, f"k{value % 7}": value})
@@ -87,14 +91,14 @@ async def test_every_frame_is_stored_before_it_is_written() -> None:
     assert json.loads(record.meta)["n"] == 199
 
 
-async def test_a_new_owner_resumes_the_stored_lifetime_and_its_incident() -> None:
+async def test_a_new_owner_resumes_the_stored_lifetime_and_its_incident(driver: Driver) -> None:
     store = MemoryStore()
-    async with open_owner(RecordingTransport(), store=store) as owner:
+    async with driver.open_owner(RecordingTransport(), store=store) as owner:
         lifetime = owner.open_lifetime("s")
         await lifetime.publish(title="T", updated_at="2026-01-01T00:00:00Z", meta={"a": [1, None]})
         await lifetime.report_failure("inc", 4, {"why": "boom"})
     mirror = ClientMirror()
-    async with open_owner(RecordingTransport(mirror=mirror), store=store) as owner:
+    async with driver.open_owner(RecordingTransport(mirror=mirror), store=store) as owner:
         assert owner.has_stored_lifetime("s")
         lifetime = owner.open_lifetime("s")
         assert lifetime.current_failure is not None
@@ -112,9 +116,9 @@ async def test_a_new_owner_resumes_the_stored_lifetime_and_its_incident() -> Non
     assert record.meta == '{"a":[1,null]}'
 
 
-async def test_a_new_incident_with_the_same_record_is_stored() -> None:
+async def test_a_new_incident_with_the_same_record_is_stored(driver: Driver) -> None:
     store = MemoryStore()
-    async with open_owner(RecordingTransport(), store=store) as owner:
+    async with driver.open_owner(RecordingTransport(), store=store) as owner:
         lifetime = owner.open_lifetime("s")
         await lifetime.report_failure("a", 1, {"same": True})
         await owner.wait_flushed()
@@ -125,7 +129,7 @@ async def test_a_new_incident_with_the_same_record_is_stored() -> None:
         assert failure.incident_id == "b"
 
 
-async def test_close_deletes_the_record_before_later_frames() -> None:
+async def test_close_deletes_the_record_before_later_frames(driver: Driver) -> None:
     store = MemoryStore()
     seen: list[bool] = []
 
@@ -135,7 +139,7 @@ async def test_close_deletes_the_record_before_later_frames() -> None:
                 seen.append("s" in store.records)
             await super().send_frame(frame)
 
-    async with open_owner(Probe(), store=store) as owner:
+    async with driver.open_owner(Probe(), store=store) as owner:
         lifetime = owner.open_lifetime("s")
         await lifetime.publish(meta={"a": 1})
         await owner.wait_flushed()
@@ -143,17 +147,17 @@ async def test_close_deletes_the_record_before_later_frames() -> None:
         owner.close_lifetime("s")
         await owner.send_response(7, result={})
     assert seen == [False]
-    async with open_owner(RecordingTransport(), store=store) as owner:
+    async with driver.open_owner(RecordingTransport(), store=store) as owner:
         assert owner.open_lifetime("s").snapshot().meta is None  # a fresh lifetime (R5)
 
 
-async def test_a_lost_frame_stores_the_repair_flag() -> None:
+async def test_a_lost_frame_stores_the_repair_flag(driver: Driver) -> None:
     store = MemoryStore()
     transport = FailingTransport(fail_on=1, mode="lost")
-    async with open_owner(transport, store=store) as owner:
+    async with driver.open_owner(transport, store=store) as owner:
         lifetime = owner.open_lifetime("s")
         await lifetime.publish(meta={"a": 1})
-        await trio.testing.wait_all_tasks_blocked()
+        await driver.wait_all_tasks_blocked()
         # The repair resync went out, so the stored flag is clear again.
         await owner.wait_flushed()
     assert store.records["s"].needs_repair is False
@@ -162,7 +166,7 @@ async def test_a_lost_frame_stores_the_repair_flag() -> None:
     store2 = MemoryStore()
     await store2.write([StoredLifetime("s", meta='{"a":1}', needs_repair=True)], [])
     mirror = ClientMirror()
-    async with open_owner(RecordingTransport(mirror=mirror), store=store2) as owner:
+    async with driver.open_owner(RecordingTransport(mirror=mirror), store=store2) as owner:
         await owner.open_lifetime("s").publish(meta={"b": 2})
     assert mirror.meta("s") == {"a": 1, "b": 2}
     assert owner.statistics().repairs == 1
@@ -177,12 +181,14 @@ async def test_a_lost_frame_stores_the_repair_flag() -> None:
     ],
     ids=["io", "fsync", "full"],
 )
-async def test_a_failing_store_stops_the_owner_before_the_frame(error: Exception) -> None:
+async def test_a_failing_store_stops_the_owner_before_the_frame(
+    driver: Driver, error: Exception
+) -> None:
     store = FailingStore(MemoryStore(), fail_on=2, error=error)
     transport = RecordingTransport(mirror=ClientMirror())
 
     async def run() -> None:
-        async with open_owner(transport, store=store) as owner:
+        async with driver.open_owner(transport, store=store) as owner:
             lifetime = owner.open_lifetime("s")
             await lifetime.publish(meta={"a": 1})
             await owner.wait_flushed()
@@ -203,11 +209,11 @@ async def test_a_failing_store_stops_the_owner_before_the_frame(error: Exception
 # -- SQLiteStore ------------------------------------------------------------------------------
 
 
-async def test_sqlite_round_trip_and_resume(tmp_path: Path) -> None:
+async def test_sqlite_round_trip_and_resume(driver: Driver, tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     async with (
         await SQLiteStore.open(path) as store,
-        open_owner(RecordingTransport(), store=store) as owner,
+        driver.open_owner(RecordingTransport(), store=store) as owner,
     ):
         lifetime = owner.open_lifetime("s")
         await lifetime.publish(title=None, meta={"a": {"b": "\u00e9"}, "n": 1.5})
@@ -219,7 +225,7 @@ async def test_sqlite_round_trip_and_resume(tmp_path: Path) -> None:
     async with await SQLiteStore.open(path) as store:
         records = await store.load_lifetimes()
         assert set(records) == {"s"}
-        async with open_owner(RecordingTransport(), store=store) as owner:
+        async with driver.open_owner(RecordingTransport(), store=store) as owner:
             lifetime = owner.open_lifetime("s")
             assert lifetime.snapshot().title is None
             assert lifetime.snapshot().meta == {
@@ -279,12 +285,12 @@ async def test_sqlite_refuses_a_corrupt_file(tmp_path: Path) -> None:
     assert str(path) in str(caught.value)
 
 
-async def test_sqlite_refuses_a_damaged_record(tmp_path: Path) -> None:
+async def test_sqlite_refuses_a_damaged_record(driver: Driver, tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     async with await SQLiteStore.open(path) as store:
         await store.write([StoredLifetime("s", meta="{not json")], [])
         with pytest.raises(StoreCorruptError, match="session 's'"):
-            async with open_owner(RecordingTransport(), store=store) as owner:
+            async with driver.open_owner(RecordingTransport(), store=store) as owner:
                 owner.open_lifetime("s")
 
 
@@ -299,13 +305,13 @@ async def test_sqlite_read_only_file_fails_at_open(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fault", ["full", "read_only"])
 async def test_sqlite_write_failure_stops_the_owner_with_nothing_partial(
-    tmp_path: Path, fault: str
+    driver: Driver, tmp_path: Path, fault: str
 ) -> None:
     path = tmp_path / "s.sqlite"
     transport = RecordingTransport(mirror=ClientMirror())
 
     async def run(store: SQLiteStore) -> None:
-        async with open_owner(transport, store=store) as owner:
+        async with driver.open_owner(transport, store=store) as owner:
             lifetime = owner.open_lifetime("s")
             await lifetime.publish(meta={"a": 1})
             await owner.wait_flushed()

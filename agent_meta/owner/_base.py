@@ -1,10 +1,13 @@
-"""What every owner driver shares, whatever its runtime: no I/O, no trio, no asyncio.
+"""What every owner driver shares, whatever its runtime: no trio, no asyncio.
 
 :class:`OwnerBase` holds the sans-IO :class:`~agent_meta.sansio._queue.SendQueue`, the
 registry of open lifetimes and the lifetimes loaded from a store, and turns public calls into
-queue events (validating them first). A driver subclass adds only what needs a runtime: waiting
-for queue room, the writer task, retries, and waking tasks. The handles agents hold
-(:class:`~agent_meta.SessionLifetime`) talk to this interface, so they serve every driver.
+queue events (validating them first). It also holds the writer loop, which only awaits the
+transport, the store, the retry policy and the driver's hooks, so it runs on either runtime.
+A driver subclass adds only what needs a runtime: parking and waking tasks (waiting for queue
+room, the idle writer), cancellation, and how a failed write is classified (``_write``). The
+handles agents hold (:class:`~agent_meta.SessionLifetime`) talk to this interface, so they
+serve every driver.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, NoReturn, final
+from typing import TYPE_CHECKING, NoReturn, Protocol, final
 
 from ..core._errors import (
     AgentMetaError,
@@ -23,19 +26,32 @@ from ..core._errors import (
     UnknownSessionError,
 )
 from ..sansio._edits import Edit, Outcome
+from ..sansio._entries import StoreBatch
+from ..sansio._frames import (
+    build_notification,
+    build_request,
+    build_response,
+    build_response_batch,
+    session_of,
+)
 from ..sansio._queue import SendQueue
 from ..sansio._records import restore_state
 from ..sansio._state import LifetimeState
 from ._lifetime import SessionLifetime
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    import tenacity
+
     from ..core._session_info import SessionInfo, SessionInfoPatch
     from ..sansio._entries import Outgoing
     from ..sansio._options import OwnerOptions
     from ..sansio._records import StoredLifetime
     from ._store import LifetimeStore
+    from ._transport import Transport
 
-__all__ = ["OwnerBase", "OwnerStatistics"]
+__all__ = ["OwnerBase", "OwnerStatistics", "WaitingTasks", "broken_transport", "only_broken"]
 
 logger = logging.getLogger("agent_meta")
 
@@ -74,12 +90,29 @@ class OwnerStatistics:
     store_writes: int = 0
     """Batches written to the lifetime store (0 without a store)."""
     direct_writes: int = 0
-    """Frames written whole by the call that queued them, the writer task being idle (trio
-    driver over a pipe, without a store; see :class:`~agent_meta.StreamTransport`)."""
+    """Frames written whole by the call that queued them, the writer task being idle (over a
+    pipe, without a store: :class:`~agent_meta.StreamTransport` on trio,
+    :class:`~agent_meta.AsyncioStreamTransport` on asyncio)."""
+
+
+class WaitingTasks(Protocol):
+    """Tasks parked until woken all at once: a ``trio.lowlevel.ParkingLot``, or the asyncio
+    driver's equivalent. True while any task waits."""
+
+    def __bool__(self) -> bool: ...
+
+    def unpark_all(self) -> object: ...
 
 
 class OwnerBase(abc.ABC):
     """The runtime-independent part of an owner. Drivers subclass it."""
+
+    # Set by each driver: the transport, the retry policy (with the runtime's sleep), the
+    # producers waiting for queue room, and the callers of wait_flushed.
+    _transport: Transport
+    _retry: tenacity.AsyncRetrying
+    _room: WaitingTasks
+    _progress: WaitingTasks
 
     def __init__(self, options: OwnerOptions, store: LifetimeStore | None) -> None:
         self._options = options
@@ -223,6 +256,72 @@ class OwnerBase(abc.ABC):
             direct_writes=self._direct_writes(),
         )
 
+    # -- other frames --------------------------------------------------------------------
+    async def send_notification(
+        self, method: str, params: Mapping[str, object] | None = None
+    ) -> bool:
+        """Queue any notification (a message chunk, a ``state_update`` ...) in the same FIFO.
+
+        ``params`` must be a JSON object (or ``None`` to omit it); bad input raises
+        :class:`~agent_meta.MetaValueError` before anything is queued. Returns ``False``, having
+        written nothing, when ``params.sessionId`` names a session whose lifetime has ended
+        (R6: nothing more of it is written). May wait for queue room; if cancelled while
+        waiting, nothing is sent.
+        """
+        frame = build_notification(method, params)
+        return await self._send_raw(frame, session_of(params))
+
+    def send_notification_nowait(
+        self, method: str, params: Mapping[str, object] | None = None
+    ) -> bool:
+        """Like :meth:`send_notification`; raises the driver's "would block" exception
+        (``trio.WouldBlock``, ``asyncio.QueueFull``) instead of waiting."""
+        return self._raw_nowait(build_notification(method, params), session_of(params))
+
+    async def send_response(
+        self, request_id: int | str | None, *, result: object = None, error: object = None
+    ) -> None:
+        """Queue the response to a request, after everything queued before it (R2).
+
+        Pass ``error`` (``{"code": int, "message": str, "data"?: ...}``) for an error response,
+        otherwise ``result`` (any JSON value; ``None`` is sent as ``null``). Bad input raises
+        :class:`~agent_meta.MetaValueError` before anything is queued. May wait for queue room;
+        if cancelled while waiting, nothing is sent.
+        """
+        await self._send_raw(build_response(request_id, result=result, error=error), None)
+
+    def send_response_nowait(
+        self, request_id: int | str | None, *, result: object = None, error: object = None
+    ) -> None:
+        """Like :meth:`send_response`; raises the driver's "would block" exception instead of
+        waiting."""
+        self._raw_nowait(build_response(request_id, result=result, error=error))
+
+    async def send_response_batch(self, responses: Sequence[Mapping[str, object]]) -> None:
+        """Queue the answer to a JSON-RPC batch: one line holding every response given
+        (``{"id": ..., "result": ...}`` or ``{"id": ..., "error": {...}}``), validated like
+        :meth:`send_response`."""
+        await self._send_raw(build_response_batch(responses), None)
+
+    async def send_request(
+        self, request_id: int | str, method: str, params: Mapping[str, object] | None = None
+    ) -> bool:
+        """Queue a request to the client (``session/request_permission``, ``fs/*`` ...).
+
+        The owner only writes it, in FIFO order; matching the client's response to
+        ``request_id`` is the caller's job (:meth:`~agent_meta.AgentConnection.request` does it
+        on the trio connection; the official SDK does it behind the SDK adapter). Returns
+        ``False`` (nothing written) if its session's lifetime has ended.
+        """
+        return await self._send_raw(build_request(request_id, method, params), session_of(params))
+
+    def send_request_nowait(
+        self, request_id: int | str, method: str, params: Mapping[str, object] | None = None
+    ) -> bool:
+        """Like :meth:`send_request`; raises the driver's "would block" exception instead of
+        waiting."""
+        return self._raw_nowait(build_request(request_id, method, params), session_of(params))
+
     # -- what the handles call -----------------------------------------------------------
     def _try_submit(self, state: LifetimeState, edit: Edit) -> Outcome:
         """Submit one edit to the queue now; wake the writer if anything was accepted."""
@@ -265,6 +364,11 @@ class OwnerBase(abc.ABC):
     async def _submit(self, state: LifetimeState, edit: Edit) -> bool:
         """Submit one edit, waiting for queue room as long as needed (the driver's way)."""
 
+    @abc.abstractmethod
+    async def _send_raw(self, frame: bytes, session_id: str | None) -> bool:
+        """Queue a raw frame, waiting for queue room as long as needed (the driver's way);
+        ``False`` if it was fenced (its session's lifetime has ended)."""
+
     # -- driver hooks --------------------------------------------------------------------
     @abc.abstractmethod
     def _wake_writer(self) -> None:
@@ -280,6 +384,15 @@ class OwnerBase(abc.ABC):
 
     @abc.abstractmethod
     def _waiting_producers(self) -> int: ...
+
+    @abc.abstractmethod
+    async def _park_writer(self) -> None:
+        """Park the writer until :meth:`_wake_writer` (or a cancellation)."""
+
+    @abc.abstractmethod
+    async def _write(self, out: Outgoing) -> None:
+        """Write one frame and report the outcome to the queue; the driver maps the
+        runtime's exceptions onto the transport seam (R11)."""
 
     def _direct_writes(self) -> int:
         return 0
@@ -304,6 +417,60 @@ class OwnerBase(abc.ABC):
         if self._stopped is None:
             self._stopped = exc
         self._wake_waiters()
+        self._wake_writer()
+
+    # -- the writer -----------------------------------------------------------------------
+    async def _writer_loop(self) -> None:
+        """The writer task: ask the queue what to do next, do it, report it; park when idle.
+
+        Runs until the owner closes (and the queue is empty) or fails; a failure stops the
+        owner and propagates.
+        """
+        queue = self._queue
+        try:
+            while True:
+                action = queue.next_action()
+                if self._room and queue.has_room():  # taking an entry may have freed room
+                    self._room.unpark_all()
+                if action is None:
+                    self._progress.unpark_all()
+                    if self._closing:
+                        return
+                    await self._park_writer()
+                elif isinstance(action, StoreBatch):
+                    await self._store_batch(action)
+                else:
+                    await self._write(action)
+                    if self._progress:
+                        self._progress.unpark_all()
+        except BaseException as exc:
+            self._stop(exc)
+            raise
+
+    async def _store_batch(self, batch: StoreBatch) -> None:
+        """Store one batch (persist before write); a failure stops the owner with StoreError."""
+        assert self._store is not None
+        try:
+            await self._store.write(batch.saves, batch.deletes)
+        except Exception as exc:
+            raise self._store_failed(exc) from exc
+        self._queue.stored(batch)
+        self._progress.unpark_all()
+
+    async def _retry_unsent(self, out: Outgoing) -> bool:
+        """Retry a frame the transport proved unsent. ``False`` if its lifetime ended meanwhile
+        (the frame is dropped, R6); when the policy gives up, its last error propagates."""
+        async for attempt in self._retry:
+            with attempt:
+                if not self._queue.still_wanted(out):
+                    return False
+                self._retried += 1  # the first attempt failed: each attempt here is a retry
+                await self._transport.send_frame(out.unsent())
+        return True
+
+    def _begin_closing(self) -> None:
+        """Refuse new frames; the writer returns once the queue is empty."""
+        self._closing = True
         self._wake_writer()
 
     # -- the writer's helpers ------------------------------------------------------------
@@ -344,3 +511,26 @@ def broken_transport(exc: BaseException) -> TransportBrokenError:
     )
     error.__cause__ = exc
     return error
+
+
+def only_broken(
+    group: BaseExceptionGroup[BaseException], cancelled: type[BaseException]
+) -> TransportBrokenError | StoreError | None:
+    """The TransportBrokenError or StoreError that stopped an owner, if it is all ``group``
+    holds besides the runtime's ``cancelled`` exceptions: what the driver's ``async with``
+    block raises instead of the group."""
+    found: list[TransportBrokenError | StoreError] = []
+    leaves: list[BaseException] = [group]
+    while leaves:
+        exc = leaves.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            leaves.extend(exc.exceptions)
+        elif isinstance(exc, TransportBrokenError | StoreError):
+            found.append(exc)
+        elif isinstance(exc, OwnerClosedError) and isinstance(
+            exc.__cause__, TransportBrokenError | StoreError
+        ):
+            found.append(exc.__cause__)  # a waiter that learned of the break first
+        elif not isinstance(exc, cancelled):
+            return None
+    return found[0] if found else None

@@ -1,32 +1,38 @@
 """Direct writes: the call that queues a frame writes it itself while the writer task idles.
 
-Over a pipe (a trio ``FdStream``, what :func:`~agent_meta.serve_stdio` uses), without a store,
-while the writer task is parked with nothing to do, a frame is written in the call that queued
-it with one non-blocking ``os.write``, as asyncio's pipe transport does when its buffer is
-empty: one task switch per frame fewer. The writer task stays the only writer otherwise, so R2
-holds: whatever the pipe does not take at once is held in the queue, and the writer task
-finishes it before anything else (and reports any error the usual way).
+Over a pipe (a trio ``FdStream``, what :func:`~agent_meta.serve_stdio` uses; or an asyncio
+``StreamWriter`` with an empty buffer), without a store, while the writer task is parked with
+nothing to do, a frame is written in the call that queued it without blocking: one task switch
+per frame fewer. The writer task stays the only writer otherwise, so R2 holds: whatever the
+stream does not take at once is held in the queue, and the writer task finishes it before
+anything else (and reports any error the usual way).
 
-Not with a store (its persist-before-write must wait for the store), and only through exactly a
-:class:`~agent_meta.StreamTransport`: a subclass may send frames its own way, or fail in ways
-that allow a retry, which a frame already begun here could never take.
+Runtime-neutral: each driver decides when direct writes apply (:meth:`DirectWriter.for_transport`
+with its own stream transport class) and hands over that transport's ``send_nowait``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Protocol, final
 
 from ..sansio._entries import Outgoing
-from ._transport import StreamTransport
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..sansio._queue import SendQueue
     from ._store import LifetimeStore
-    from ._transport import Transport
 
-__all__ = ["DirectWriter"]
+__all__ = ["DirectWriter", "NowaitStream"]
+
+
+class NowaitStream(Protocol):
+    """What a stream transport offers for direct writes."""
+
+    @property
+    def can_send_nowait(self) -> bool: ...
+
+    def send_nowait(self, data: bytes | memoryview) -> int: ...
 
 
 @final
@@ -42,15 +48,19 @@ class DirectWriter:
         """Frames written whole by a direct write."""
 
     @classmethod
-    def for_transport(
-        cls, queue: SendQueue, transport: Transport, store: LifetimeStore | None
+    def for_stream(
+        cls, queue: SendQueue, stream: NowaitStream | None, store: LifetimeStore | None
     ) -> DirectWriter | None:
-        """A direct writer for ``transport``, or ``None`` where direct writes do not apply."""
-        if store is not None or type(transport) is not StreamTransport:
+        """A direct writer for ``stream``, or ``None`` where direct writes do not apply.
+
+        The driver passes its transport only when it is exactly the driver's stream transport
+        class: a subclass may send frames its own way, or fail in ways that allow a retry, which
+        a frame already begun here could never take. Never with a store: its persist-before-write
+        must wait for the store.
+        """
+        if stream is None or store is not None or not stream.can_send_nowait:
             return None
-        if not transport.can_send_nowait:
-            return None
-        return cls(queue, transport.send_nowait)
+        return cls(queue, stream.send_nowait)
 
     def write_queued(self) -> bool:
         """Write the queued frames while the pipe takes each one whole.

@@ -28,7 +28,15 @@ if TYPE_CHECKING:
     from ..sansio._state import LifetimeState
     from ._base import OwnerBase
 
-__all__ = ["DomainHandle", "SessionLifetime"]
+__all__ = [
+    "DomainHandle",
+    "SessionLifetime",
+    "check_domain_key",
+    "domain_edit",
+    "publication",
+    "report_edit",
+    "resolve_edit",
+]
 
 
 @final
@@ -78,21 +86,6 @@ class SessionLifetime:
         return self._state.snapshot()
 
     # -- publishing ----------------------------------------------------------------------
-    def _publication(
-        self,
-        title: str | None | Omitted,
-        updated_at: str | None | Omitted,
-        meta: Mapping[str, object] | None | Omitted,
-        notification_meta: Mapping[str, object] | None,
-    ) -> EncodedUpdate:
-        return encode_update(
-            title=title,
-            updated_at=updated_at,
-            meta=meta,
-            notification_meta=notification_meta,
-            offset_timestamps=self._owner._queue.mode.requires_offset_timestamps,
-        )
-
     async def publish(
         self,
         *,
@@ -112,7 +105,7 @@ class SessionLifetime:
         if the lifetime has ended. With coalescing on this never waits for the writer, except
         when ``notification_meta`` is given (that frame is never merged).
         """
-        edit = self._publication(title, updated_at, meta, notification_meta)
+        edit = publication(self._owner, title, updated_at, meta, notification_meta)
         return await self._owner._submit(self._state, edit)
 
     def publish_nowait(
@@ -124,7 +117,7 @@ class SessionLifetime:
         notification_meta: Mapping[str, object] | None = None,
     ) -> bool:
         """Like :meth:`publish`, but raise instead of waiting for queue room."""
-        edit = self._publication(title, updated_at, meta, notification_meta)
+        edit = publication(self._owner, title, updated_at, meta, notification_meta)
         return self._owner._submit_nowait(self._state, edit)
 
     def resync(self) -> bool:
@@ -139,11 +132,7 @@ class SessionLifetime:
 
     def domain(self, key: str) -> DomainHandle:
         """A handle that edits values inside the top-level ``_meta`` key ``key`` only (R8)."""
-        if not isinstance(key, str):
-            raise MetaValueError(
-                f"a domain key must be a str, not a {type(key).__name__}", path="key"
-            )
-        return DomainHandle._create(self, key)
+        return DomainHandle._create(self, check_domain_key(key))
 
     # -- failure incidents (R7) ------------------------------------------------------------
     async def report_failure(self, incident_id: str, revision: int, record: JsonValue) -> bool:
@@ -153,12 +142,12 @@ class SessionLifetime:
         current incident with an older revision is stale: it changes nothing and returns
         ``False`` (as does an ended lifetime).
         """
-        edit = ReportFailure(_incident(incident_id, revision), json_copy(record, path="record"))
+        edit = report_edit(incident_id, revision, record)
         return await self._owner._submit(self._state, edit)
 
     def report_failure_nowait(self, incident_id: str, revision: int, record: JsonValue) -> bool:
         """Like :meth:`report_failure`, but raise instead of waiting for queue room."""
-        edit = ReportFailure(_incident(incident_id, revision), json_copy(record, path="record"))
+        edit = report_edit(incident_id, revision, record)
         return self._owner._submit_nowait(self._state, edit)
 
     async def resolve_failure(self, incident_id: str, revision: int) -> bool:
@@ -168,14 +157,12 @@ class SessionLifetime:
         ``False``, so it can never remove a newer incident. Clearing a nested record re-sends
         the whole top-level value without it (siblings kept; emptied objects removed).
         """
-        edit = ResolveFailure(_incident(incident_id, revision))
+        edit = resolve_edit(incident_id, revision)
         return await self._owner._submit(self._state, edit)
 
     def resolve_failure_nowait(self, incident_id: str, revision: int) -> bool:
         """Like :meth:`resolve_failure`, but raise instead of waiting for queue room."""
-        return self._owner._submit_nowait(
-            self._state, ResolveFailure(_incident(incident_id, revision))
-        )
+        return self._owner._submit_nowait(self._state, resolve_edit(incident_id, revision))
 
 
 @final
@@ -223,12 +210,12 @@ class DomainHandle:
         Raises :class:`~agent_meta.MetaPathError` if a step is not an object. Returns ``False``
         only if the lifetime has ended.
         """
-        edit = DomainEdit(self._key, check_path(path), json_copy(value, path="value"))
+        edit = domain_edit(self._key, path, value)
         return await self._lifetime._owner._submit(self._lifetime._state, edit)
 
     def set_nowait(self, path: Sequence[str], value: object) -> bool:
         """Like :meth:`set`, but raise instead of waiting for queue room."""
-        edit = DomainEdit(self._key, check_path(path), json_copy(value, path="value"))
+        edit = domain_edit(self._key, path, value)
         return self._lifetime._owner._submit_nowait(self._lifetime._state, edit)
 
     async def remove(self, path: Sequence[str]) -> bool:
@@ -237,13 +224,59 @@ class DomainHandle:
         Removing something that is not there changes and sends nothing. Returns ``False`` only
         if the lifetime has ended.
         """
-        edit = DomainEdit(self._key, check_path(path), OMITTED)
+        edit = domain_edit(self._key, path, OMITTED)
         return await self._lifetime._owner._submit(self._lifetime._state, edit)
 
     def remove_nowait(self, path: Sequence[str]) -> bool:
         """Like :meth:`remove`, but raise instead of waiting for queue room."""
-        edit = DomainEdit(self._key, check_path(path), OMITTED)
+        edit = domain_edit(self._key, path, OMITTED)
         return self._lifetime._owner._submit_nowait(self._lifetime._state, edit)
+
+
+# -- edits, built (validated, values copied) before they reach the owner ---------------------
+# The handles above and the thread-safe facade (``_threadsafe.py``) build edits with these, so a
+# call from a worker thread validates and copies its values in that thread, as a call on the
+# owner's loop does in its task.
+
+
+def publication(
+    owner: OwnerBase,
+    title: str | None | Omitted,
+    updated_at: str | None | Omitted,
+    meta: Mapping[str, object] | None | Omitted,
+    notification_meta: Mapping[str, object] | None,
+) -> EncodedUpdate:
+    """A publication, encoded for ``owner``'s protocol version (R1, R9, R12)."""
+    return encode_update(
+        title=title,
+        updated_at=updated_at,
+        meta=meta,
+        notification_meta=notification_meta,
+        offset_timestamps=owner._queue.mode.requires_offset_timestamps,
+    )
+
+
+def check_domain_key(key: object) -> str:
+    """A domain key is a str (R8, R12)."""
+    if not isinstance(key, str):
+        raise MetaValueError(f"a domain key must be a str, not a {type(key).__name__}", path="key")
+    return key
+
+
+def domain_edit(key: str, path: Sequence[str], value: object) -> DomainEdit:
+    """Set ``value`` at ``path`` inside ``key``; ``OMITTED`` removes it (R8)."""
+    steps = check_path(path)
+    return DomainEdit(key, steps, OMITTED if value is OMITTED else json_copy(value, path="value"))
+
+
+def report_edit(incident_id: str, revision: int, record: object) -> ReportFailure:
+    """Report failure incident ``(incident_id, revision)`` with ``record`` (R7)."""
+    return ReportFailure(_incident(incident_id, revision), json_copy(record, path="record"))
+
+
+def resolve_edit(incident_id: str, revision: int) -> ResolveFailure:
+    """Resolve failure incident ``(incident_id, revision)`` if it is still current (R7)."""
+    return ResolveFailure(_incident(incident_id, revision))
 
 
 def _incident(incident_id: object, revision: object) -> FailureIncident:

@@ -4,8 +4,14 @@ The file is opened in WAL mode with an exclusive lock held for as long as the st
 a second agent process on the same file fails at open with :class:`StoreLockedError` instead of
 two owners overwriting each other. ``PRAGMA application_id`` marks the file as a lifetime store
 and ``PRAGMA user_version`` holds its schema version, both checked at open. Every call runs in a
-worker thread (``trio.to_thread``), one at a time, inside one transaction; ``synchronous=FULL``
-makes each committed batch survive a power loss, not only a process crash.
+worker thread, one at a time, inside one transaction; ``synchronous=FULL`` makes each committed
+batch survive a power loss, not only a process crash.
+
+The store runs on the runtime it was opened on, trio or asyncio (told apart with ``sniffio``):
+``trio.to_thread`` and a ``trio.Lock``, or ``asyncio.to_thread`` and an ``asyncio.Lock``. A
+worker thread cannot be stopped, so under either runtime a cancelled call still waits for its
+thread before it lets the cancellation through (``trio.to_thread``'s default; done by hand for
+asyncio); the next call never finds the connection in use.
 
 Applications may keep their own tables in the same file through :meth:`SQLiteStore.run` (the
 reference agent keeps its conversation history there); table names starting with
@@ -14,11 +20,14 @@ reference agent keeps its conversation history there); table names starting with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import os
 import sqlite3
 from typing import TYPE_CHECKING, Literal, Self, TypeGuard, TypeVar, final
 
+import sniffio  # a dependency of trio
 import trio
 
 from ..core._errors import StoreCorruptError, StoreError, StoreLockedError, StoreSchemaError
@@ -26,7 +35,7 @@ from ..sansio._records import StoredLifetime
 from ..sansio._state import FailureIncident
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
     from types import TracebackType
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
@@ -81,7 +90,8 @@ class SQLiteStore:
 
     _conn: sqlite3.Connection | None
     _path: str
-    _lock: trio.Lock
+    _library: str  # "trio" or "asyncio": the runtime it was opened on
+    _lock: trio.Lock | asyncio.Lock
 
     @classmethod
     async def open(
@@ -102,8 +112,9 @@ class SQLiteStore:
         location = os.fspath(path)
         self = object.__new__(cls)
         self._path = location
-        self._lock = trio.Lock()
-        self._conn = await trio.to_thread.run_sync(_connect, location, lock_timeout, synchronous)
+        self._library = sniffio.current_async_library()
+        self._lock = trio.Lock() if self._library == "trio" else asyncio.Lock()
+        self._conn = await self._in_thread(_connect, location, lock_timeout, synchronous)
         return self
 
     @property
@@ -131,11 +142,32 @@ class SQLiteStore:
         Shielded from cancellation: a store left by a timeout or Ctrl-C must still release
         its exclusive lock, or the file stays locked for the rest of the process.
         """
+        if self._runtime() != "trio":
+            await _uncancellable(self._close())
+            return
         with trio.CancelScope(shield=True):
-            async with self._lock:
-                conn, self._conn = self._conn, None
-                if conn is not None:
-                    await trio.to_thread.run_sync(conn.close)
+            await self._close()
+
+    async def _close(self) -> None:
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await self._in_thread(conn.close)
+
+    def _runtime(self) -> str:
+        library = sniffio.current_async_library()
+        if library != self._library:
+            raise RuntimeError(
+                f"this SQLiteStore was opened under {self._library}; use it there, not under "
+                f"{library}"
+            )
+        return library
+
+    async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
+        """Run ``function(*args)`` in a worker thread of the store's runtime."""
+        if self._runtime() == "trio":
+            return await trio.to_thread.run_sync(functools.partial(function, *args))
+        return await _uncancellable(asyncio.to_thread(function, *args))
 
     async def run(self, action: Callable[[sqlite3.Connection], T], *, what: str = "query") -> T:
         """Run ``action(connection)`` in a worker thread inside one transaction.
@@ -147,7 +179,7 @@ class SQLiteStore:
             conn = self._conn
             if conn is None:
                 raise StoreError(self._path, f"{what} failed: the store is closed")
-            return await trio.to_thread.run_sync(self._transaction, conn, action, what)
+            return await self._in_thread(self._transaction, conn, action, what)
 
     def _transaction(
         self, conn: sqlite3.Connection, action: Callable[[sqlite3.Connection], T], what: str
@@ -217,6 +249,22 @@ class SQLiteStore:
                 )
 
         await self.run(write, what="saving lifetimes")
+
+
+async def _uncancellable(work: Awaitable[T]) -> T:
+    """Await ``work`` to its end even if the calling asyncio task is cancelled meanwhile, then
+    let the (first) cancellation through: a worker thread cannot be stopped, and the store must
+    not start its next call while the last one still runs (trio's ``to_thread`` does the same)."""
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        raise cancelled
+    return task.result()
 
 
 def _optional_str(value: object) -> TypeGuard[str | None]:

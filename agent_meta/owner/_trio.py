@@ -17,128 +17,46 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, NoReturn, final
 
-import tenacity
 import trio
 
-from ..core._errors import (
-    FrameLostError,
-    FrameNotSentError,
-    OwnerClosedError,
-    StoreError,
-    TransportBrokenError,
-)
+from ..core._errors import FrameLostError, FrameNotSentError, OwnerClosedError
 from ..sansio._edits import Outcome
-from ..sansio._entries import StoreBatch
-from ..sansio._frames import (
-    build_notification,
-    build_request,
-    build_response,
-    build_response_batch,
-    session_of,
-)
-from ..sansio._options import OwnerOptions, RetryPolicy
-from ._base import OwnerBase, broken_transport
+from ..sansio._options import OwnerOptions
+from ._base import OwnerBase, broken_transport, only_broken
 from ._direct import DirectWriter
-from ._transport import StreamTransport, Transport
+from ._retry import tenacity_retry
+from ._transport import Transport
+from ._trio_stream import StreamTransport
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable
 
     from ..sansio._edits import Edit
     from ..sansio._entries import Outgoing
     from ..sansio._state import LifetimeState
     from ._store import LifetimeStore
 
-__all__ = ["MetaOwner", "open_owner", "tenacity_retry"]
-
-
-def tenacity_retry(policy: RetryPolicy) -> tenacity.AsyncRetrying:
-    """The tenacity policy behind a :class:`~agent_meta.RetryPolicy` (retries only
-    :class:`~agent_meta.FrameNotSentError`; the caller sets the runtime's ``sleep``)."""
-    return tenacity.AsyncRetrying(
-        stop=tenacity.stop_after_attempt(policy.retries),
-        wait=tenacity.wait_exponential(multiplier=policy.initial_backoff, max=policy.max_backoff),
-        retry=tenacity.retry_if_exception_type(FrameNotSentError),
-        reraise=True,
-    )
+__all__ = ["MetaOwner", "open_owner"]
 
 
 @final
 class MetaOwner(OwnerBase):
     """The single writer of one agent connection, on trio. Create it with :func:`open_owner`."""
 
+    _room: trio.lowlevel.ParkingLot
+    _progress: trio.lowlevel.ParkingLot
+
     def __init__(
         self, transport: Transport, options: OwnerOptions, store: LifetimeStore | None
     ) -> None:
         super().__init__(options, store)
         self._transport = transport
-        self._retry = tenacity_retry(options.retry).copy(sleep=trio.sleep)
+        self._retry = tenacity_retry(options.retry, trio.sleep)
         self._room = trio.lowlevel.ParkingLot()  # producers wait here for capacity
         self._progress = trio.lowlevel.ParkingLot()  # wait_flushed waits here
         self._idle_writer: trio.lowlevel.Task | None = None  # the writer, parked with no work
-        self._direct = DirectWriter.for_transport(self._queue, transport, store)
-
-    # -- other frames --------------------------------------------------------------------
-    async def send_notification(
-        self, method: str, params: Mapping[str, object] | None = None
-    ) -> bool:
-        """Queue any notification (a message chunk, a ``state_update`` ...) in the same FIFO.
-
-        ``params`` must be a JSON object (or ``None`` to omit it); bad input raises
-        :class:`~agent_meta.MetaValueError` before anything is queued. Returns ``False``, having
-        written nothing, when ``params.sessionId`` names a session whose lifetime has ended
-        (R6: nothing more of it is written). May wait for queue room; if cancelled while
-        waiting, nothing is sent.
-        """
-        frame = build_notification(method, params)
-        return await self._send_raw(frame, session_of(params))
-
-    def send_notification_nowait(
-        self, method: str, params: Mapping[str, object] | None = None
-    ) -> bool:
-        """Like :meth:`send_notification`; raises ``trio.WouldBlock`` instead of waiting."""
-        return self._raw_nowait(build_notification(method, params), session_of(params))
-
-    async def send_response(
-        self, request_id: int | str | None, *, result: object = None, error: object = None
-    ) -> None:
-        """Queue the response to a request, after everything queued before it (R2).
-
-        Pass ``error`` (``{"code": int, "message": str, "data"?: ...}``) for an error response,
-        otherwise ``result`` (any JSON value; ``None`` is sent as ``null``). Bad input raises
-        :class:`~agent_meta.MetaValueError` before anything is queued. May wait for queue room;
-        if cancelled while waiting, nothing is sent.
-        """
-        await self._send_raw(build_response(request_id, result=result, error=error), None)
-
-    def send_response_nowait(
-        self, request_id: int | str | None, *, result: object = None, error: object = None
-    ) -> None:
-        """Like :meth:`send_response`; raises ``trio.WouldBlock`` instead of waiting."""
-        self._raw_nowait(build_response(request_id, result=result, error=error))
-
-    async def send_response_batch(self, responses: Sequence[Mapping[str, object]]) -> None:
-        """Queue the answer to a JSON-RPC batch: one line holding every response given
-        (``{"id": ..., "result": ...}`` or ``{"id": ..., "error": {...}}``), validated like
-        :meth:`send_response`."""
-        await self._send_raw(build_response_batch(responses), None)
-
-    async def send_request(
-        self, request_id: int | str, method: str, params: Mapping[str, object] | None = None
-    ) -> bool:
-        """Queue a request to the client (``session/request_permission``, ``fs/*`` ...).
-
-        The owner only writes it, in FIFO order; matching the client's response to
-        ``request_id`` is the connection's job (:meth:`~agent_meta.AgentConnection.request`).
-        Returns ``False`` (nothing written) if its session's lifetime has ended.
-        """
-        return await self._send_raw(build_request(request_id, method, params), session_of(params))
-
-    def send_request_nowait(
-        self, request_id: int | str, method: str, params: Mapping[str, object] | None = None
-    ) -> bool:
-        """Like :meth:`send_request`; raises ``trio.WouldBlock`` instead of waiting."""
-        return self._raw_nowait(build_request(request_id, method, params), session_of(params))
+        stream = transport if type(transport) is StreamTransport else None
+        self._direct = DirectWriter.for_stream(self._queue, stream, store)
 
     # -- waiting -------------------------------------------------------------------------
     async def wait_flushed(self) -> None:
@@ -203,26 +121,7 @@ class MetaOwner(OwnerBase):
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         task_status.started()
-        queue = self._queue
-        try:
-            while True:
-                action = queue.next_action()
-                if self._room and queue.has_room():  # taking an entry may have freed room
-                    self._room.unpark_all()
-                if action is None:
-                    self._progress.unpark_all()
-                    if self._closing:
-                        return
-                    await self._park_writer()
-                elif isinstance(action, StoreBatch):
-                    await self._store_batch(action)
-                else:
-                    await self._write(action)
-                    if self._progress:
-                        self._progress.unpark_all()
-        except BaseException as exc:
-            self._stop(exc)
-            raise
+        await self._writer_loop()
 
     async def _park_writer(self) -> None:
         """Park until :meth:`_wake_writer` (or a cancellation).
@@ -240,16 +139,6 @@ class MetaOwner(OwnerBase):
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
-
-    async def _store_batch(self, batch: StoreBatch) -> None:
-        """Store one batch (persist before write); a failure stops the owner with StoreError."""
-        assert self._store is not None
-        try:
-            await self._store.write(batch.saves, batch.deletes)
-        except Exception as exc:
-            raise self._store_failed(exc) from exc
-        self._queue.stored(batch)
-        self._progress.unpark_all()
 
     async def _write(self, out: Outgoing) -> None:
         """Write one frame: retried while the transport proves it unsent, a loss reported (and
@@ -270,22 +159,6 @@ class MetaOwner(OwnerBase):
         except BaseException as exc:
             raise broken_transport(exc) from exc
         self._queue.written(out)
-
-    async def _retry_unsent(self, out: Outgoing) -> bool:
-        """Retry a frame the transport proved unsent. ``False`` if its lifetime ended meanwhile
-        (the frame is dropped, R6); when the policy gives up, its last error propagates."""
-        async for attempt in self._retry:
-            with attempt:
-                if not self._queue.still_wanted(out):
-                    return False
-                self._retried += 1  # the first attempt failed: each attempt here is a retry
-                await self._transport.send_frame(out.unsent())
-        return True
-
-    def _begin_closing(self) -> None:
-        """Refuse new frames; the writer returns once the queue is empty."""
-        self._closing = True
-        self._wake_writer()
 
 
 @asynccontextmanager
@@ -337,32 +210,10 @@ async def open_owner(
             owner._stop(OwnerClosedError("the owner was closed"))
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        broken = _only_broken(group)
+        broken = only_broken(group, trio.Cancelled)
         if broken is None:
             raise
         raise broken from None
     finally:
         owner._closing = True
         owner._stop(OwnerClosedError("the owner was closed"))
-
-
-def _only_broken(
-    group: BaseExceptionGroup[BaseException],
-) -> TransportBrokenError | StoreError | None:
-    """The TransportBrokenError or StoreError, if it is all the group holds (besides
-    cancellations)."""
-    found: list[TransportBrokenError | StoreError] = []
-    leaves: list[BaseException] = [group]
-    while leaves:
-        exc = leaves.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            leaves.extend(exc.exceptions)
-        elif isinstance(exc, TransportBrokenError | StoreError):
-            found.append(exc)
-        elif isinstance(exc, OwnerClosedError) and isinstance(
-            exc.__cause__, TransportBrokenError | StoreError
-        ):
-            found.append(exc.__cause__)  # a waiter that learned of the break first
-        elif not isinstance(exc, trio.Cancelled):
-            return None
-    return found[0] if found else None

@@ -8,6 +8,10 @@ both the exact bytes and what a client would hold.
 A delivered frame must be one complete NDJSON line holding one JSON-RPC message; anything else
 raises :class:`~agent_meta.testing.MirrorError` from ``send_frame`` (which the owner treats as
 a broken transport), because an owner must never produce it.
+
+They serve both drivers: awaited by :func:`~agent_meta.open_owner` (trio) or
+:func:`~agent_meta.open_asyncio_owner` (asyncio), each uses that runtime's checkpoints, sleeps
+and events. An instance waits in one runtime at a time.
 """
 
 from __future__ import annotations
@@ -19,11 +23,20 @@ import trio
 
 from ..core._errors import FrameLostError, FrameNotSentError
 from ._mirror import ClientMirror, Message, MirrorError, parse_frames
+from ._runtime import (
+    Pulse,
+    cancel_shielded_checkpoint,
+    checkpoint,
+    checkpoint_if_cancelled,
+    new_event,
+    sleep,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from ..owner._transport import Transport
+    from ._runtime import Event
 
 __all__ = [
     "FailMode",
@@ -43,7 +56,7 @@ class RecordingTransport:
     ``frames`` holds the raw bytes, ``messages`` the parsed messages. With ``mirror``, each
     frame is also fed to that :class:`~agent_meta.testing.ClientMirror`. With ``inner``, each
     frame is forwarded there first and recorded only if that succeeds. Sending after
-    :meth:`aclose` raises :class:`trio.ClosedResourceError`.
+    :meth:`aclose` raises :class:`trio.ClosedResourceError` (on either runtime).
 
     Frames are recorded in the order sends finish; the owner has a single writer, so that is
     the order it sent them (:class:`GatedTransport` also keeps arrival order for concurrent
@@ -63,7 +76,7 @@ class RecordingTransport:
         """The transport delivered frames are forwarded to, if any."""
         self.closed = False
         """True once :meth:`aclose` was called."""
-        self._recorded = trio.Event()
+        self._recorded = Pulse()
 
     @property
     def data(self) -> bytes:
@@ -72,7 +85,7 @@ class RecordingTransport:
 
     async def send_frame(self, frame: bytes) -> None:
         """Deliver one frame: forward it to ``inner`` (if any), then record it."""
-        await trio.lowlevel.checkpoint()
+        await checkpoint()
         await self._deliver(frame)
 
     async def aclose(self) -> None:
@@ -81,13 +94,13 @@ class RecordingTransport:
         ``inner`` is left open: whoever created a transport closes it (the owner never
         closes a transport it was given).
         """
-        await trio.lowlevel.checkpoint()
+        await checkpoint()
         self.closed = True
 
     async def wait_for_frames(self, count: int) -> None:
         """Wait until at least ``count`` frames have been delivered in total (a checkpoint)."""
         if len(self.frames) >= count:
-            await trio.lowlevel.checkpoint()
+            await checkpoint()
             return
         while len(self.frames) < count:
             await self._recorded.wait()
@@ -103,8 +116,7 @@ class RecordingTransport:
     def _record(self, frame: bytes, messages: list[Message]) -> None:
         self.frames.append(bytes(frame))
         self.messages.extend(messages)
-        self._recorded.set()
-        self._recorded = trio.Event()
+        self._recorded.fire()
         if self.mirror is not None:
             for message in messages:
                 self.mirror.feed(message)
@@ -121,9 +133,10 @@ def _check_frame(frame: bytes) -> list[Message]:
 class SlowTransport(RecordingTransport):
     """A slow reader: each send first sleeps ``delay`` seconds, then delivers the frame.
 
-    It uses :func:`trio.sleep`, so under the ``autojump_clock`` fixture (or any
-    :class:`trio.testing.MockClock`) a backlog builds up in virtual time and the test still
-    runs instantly. Use it to exercise backpressure and coalescing.
+    It sleeps in the running runtime's clock (:func:`trio.sleep` or :func:`asyncio.sleep`), so
+    under the ``autojump_clock`` fixture (or any :class:`trio.testing.MockClock`, or an asyncio
+    loop with a virtual clock) a backlog builds up in virtual time and the test still runs
+    instantly. Use it to exercise backpressure and coalescing.
     """
 
     def __init__(
@@ -141,7 +154,7 @@ class SlowTransport(RecordingTransport):
 
     async def send_frame(self, frame: bytes) -> None:
         """Sleep ``delay`` seconds, then deliver (nothing is delivered if cancelled first)."""
-        await trio.sleep(self.delay)
+        await sleep(self.delay)
         await self._deliver(frame)
 
 
@@ -158,14 +171,14 @@ class GatedTransport(RecordingTransport):
         self, *, inner: Transport | None = None, mirror: ClientMirror | None = None
     ) -> None:
         super().__init__(mirror=mirror, inner=inner)
-        self._held: collections.deque[trio.Event] = collections.deque()
+        self._held: collections.deque[Event] = collections.deque()
         self._permits = 0
         self._open = False
-        self._arrived = trio.Event()
+        self._arrived = Pulse()
         self._next_ticket = 0
         self._finished: set[int] = set()
         self._first_unfinished = 0
-        self._turn = trio.Event()
+        self._turn = Pulse()
 
     @property
     def waiting(self) -> int:
@@ -193,7 +206,7 @@ class GatedTransport(RecordingTransport):
     async def wait_for_waiting(self, n: int) -> None:
         """Wait until at least ``n`` sends are held at the gate (always a checkpoint)."""
         if self.waiting >= n:
-            await trio.lowlevel.checkpoint()
+            await checkpoint()
             return
         while self.waiting < n:
             await self._arrived.wait()
@@ -221,15 +234,14 @@ class GatedTransport(RecordingTransport):
 
     async def _pass_gate(self) -> None:
         if self._open or (self._permits > 0 and not self._held):
-            await trio.lowlevel.checkpoint_if_cancelled()
+            await checkpoint_if_cancelled()
             if not self._open:
                 self._permits -= 1
-            await trio.lowlevel.cancel_shielded_checkpoint()
+            await cancel_shielded_checkpoint()
             return
-        passed = trio.Event()
+        passed = new_event()
         self._held.append(passed)
-        self._arrived.set()
-        self._arrived = trio.Event()
+        self._arrived.fire()
         try:
             await passed.wait()
         except BaseException:
@@ -244,8 +256,7 @@ class GatedTransport(RecordingTransport):
         while self._first_unfinished in self._finished:
             self._finished.remove(self._first_unfinished)
             self._first_unfinished += 1
-        self._turn.set()
-        self._turn = trio.Event()
+        self._turn.fire()
 
 
 class FailingTransport(RecordingTransport):
@@ -301,7 +312,7 @@ class FailingTransport(RecordingTransport):
     async def send_frame(self, frame: bytes) -> None:
         """Deliver the frame, or fail as configured for this call number."""
         self.calls += 1
-        await trio.lowlevel.checkpoint()
+        await checkpoint()
         if self.broken:
             self.failures += 1
             raise OSError("stream is corrupt: an earlier write stopped part-way through a frame")

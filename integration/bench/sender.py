@@ -10,7 +10,12 @@ per step, ``{"_meta": {"progress": {"step": i, "of": COUNT}}}`` for session ``be
 - ``sdk``: the official Python SDK (asyncio), ``AgentSideConnection.session_update``;
 - ``raw``: pre-encoded NDJSON lines, one trio ``send_all`` per frame (the floor of any trio
   agent);
-- ``raw-os``: pre-encoded lines, one blocking ``os.write`` per frame (no event loop at all).
+- ``raw-os``: pre-encoded lines, one blocking ``os.write`` per frame (no event loop at all);
+- ``owner-asyncio``: agent_meta's asyncio owner, ``coalesce=False``, over an
+  ``asyncio.StreamWriter`` on stdout;
+- ``owner-asyncio-coalesce``: the same with coalescing on;
+- ``raw-asyncio``: pre-encoded lines, ``write()`` then ``await drain()`` per frame on the same
+  kind of ``StreamWriter`` (the floor of any asyncio agent).
 """
 
 from __future__ import annotations
@@ -25,7 +30,16 @@ from typing import Any
 import trio
 
 SESSION_ID = "bench-session"
-KINDS = ("owner", "owner-coalesce", "sdk", "raw", "raw-os")
+KINDS = (
+    "owner",
+    "owner-coalesce",
+    "sdk",
+    "raw",
+    "raw-os",
+    "owner-asyncio",
+    "owner-asyncio-coalesce",
+    "raw-asyncio",
+)
 
 
 def patch(step: int, count: int) -> dict[str, Any]:
@@ -84,6 +98,50 @@ def run_raw_os(count: int) -> dict[str, Any]:
     return {"t0": t0, "t1": time.monotonic(), "frames": count}
 
 
+async def _asyncio_stdout() -> asyncio.StreamWriter:
+    """An ``asyncio.StreamWriter`` on a copy of stdout (a pipe), as an asyncio agent has."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()),
+        os.fdopen(os.dup(1), "wb", buffering=0),
+    )
+    return asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()  # flushes what the writer still buffers
+    await writer.wait_closed()
+
+
+async def run_owner_asyncio(count: int, coalesce: bool) -> dict[str, Any]:
+    import agent_meta
+
+    writer = await _asyncio_stdout()
+    options = agent_meta.OwnerOptions(coalesce=coalesce)
+    async with agent_meta.open_asyncio_owner(writer, options) as owner:
+        lifetime = owner.open_lifetime(SESSION_ID)
+        t0 = time.monotonic()
+        for step in range(count):
+            await lifetime.publish(meta=patch(step, count))
+        await owner.wait_flushed()
+        t1 = time.monotonic()
+        stats = owner.statistics()
+    await _close(writer)
+    return {"t0": t0, "t1": t1, "frames": stats.frames_written, "coalesced": stats.coalesced}
+
+
+async def run_raw_asyncio(count: int) -> dict[str, Any]:
+    lines = [wire_line(step, count) for step in range(count)]
+    writer = await _asyncio_stdout()
+    t0 = time.monotonic()
+    for line in lines:
+        writer.write(line)
+        await writer.drain()
+    t1 = time.monotonic()
+    await _close(writer)
+    return {"t0": t0, "t1": t1, "frames": count}
+
+
 async def run_sdk(count: int) -> dict[str, Any]:
     from acp.agent.connection import AgentSideConnection
     from acp.schema import SessionInfoUpdate
@@ -117,6 +175,10 @@ def main() -> None:
     count: int = args.count
     if kind == "sdk":
         report = asyncio.run(run_sdk(count))
+    elif kind in ("owner-asyncio", "owner-asyncio-coalesce"):
+        report = asyncio.run(run_owner_asyncio(count, kind == "owner-asyncio-coalesce"))
+    elif kind == "raw-asyncio":
+        report = asyncio.run(run_raw_asyncio(count))
     elif kind == "raw-os":
         report = run_raw_os(count)
     elif kind == "raw":

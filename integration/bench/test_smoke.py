@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 
 import trio
@@ -37,6 +38,20 @@ def test_the_raw_baseline_writes_the_owners_bytes() -> None:
     mirror = ClientMirror()
     mirror.feed(wire_line(2, 3))
     assert mirror.meta(SESSION_ID) == patch(2, 3)
+
+
+def test_the_raw_asyncio_baseline_writes_the_asyncio_owners_bytes() -> None:
+    """(e) is like for like with (d): the asyncio owner writes the same pre-encoded lines."""
+
+    async def main() -> list[bytes]:
+        recorder = _Recorder()
+        async with agent_meta.open_asyncio_owner(recorder, OwnerOptions(coalesce=False)) as owner:
+            lifetime = owner.open_lifetime(SESSION_ID)
+            for step in range(3):
+                await lifetime.publish(meta=patch(step, 3))
+        return recorder.frames
+
+    assert asyncio.run(main()) == [wire_line(step, 3) for step in range(3)]
 
 
 def test_render_table_aligns_columns() -> None:

@@ -1,0 +1,282 @@
+"""The asyncio driver: :func:`open_asyncio_owner` and :class:`AsyncioMetaOwner`.
+
+The same owner as the trio driver (:mod:`._trio`), for agents on asyncio (the official ACP
+Python SDK): every rule is decided by the sans-IO queue, and the writer loop, the handles, the
+retry policy and the transport seam are shared (:mod:`._base`). This module only parks and
+wakes tasks with asyncio futures, runs the writer as one asyncio task, and maps asyncio's
+cancellation onto the seam. It imports no trio.
+
+Cancellation, in asyncio terms: an ``async`` method suspends only while it waits (for queue
+room, or for the writer in :meth:`AsyncioMetaOwner.wait_flushed`), and a ``CancelledError``
+raised there means nothing was done. A cancellation already requested of the calling task
+(``Task.cancelling()``) is delivered when the call starts, before anything is done. Once the
+effect is taken the call returns without awaiting anything, so no ``CancelledError`` can follow
+it: a call that raised ``CancelledError`` did nothing, and a call that did something returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, NoReturn, final
+
+from ..core._errors import FrameLostError, FrameNotSentError, OwnerClosedError
+from ..sansio._edits import Outcome
+from ..sansio._options import OwnerOptions
+from ._asyncio_stream import AsyncioStreamTransport
+from ._base import OwnerBase, broken_transport, only_broken
+from ._direct import DirectWriter
+from ._retry import tenacity_retry
+from ._threadsafe import ThreadsafeOwner
+from ._transport import Transport
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from ..sansio._edits import Edit
+    from ..sansio._entries import Outgoing
+    from ..sansio._state import LifetimeState
+    from ._store import LifetimeStore
+
+__all__ = ["AsyncioMetaOwner", "open_asyncio_owner"]
+
+
+@final
+class _WaitingTasks:
+    """Tasks parked until woken all at once: asyncio's counterpart of trio's ParkingLot."""
+
+    __slots__ = ("_futures",)
+
+    def __init__(self) -> None:
+        self._futures: list[asyncio.Future[None]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._futures)
+
+    def __len__(self) -> int:
+        return len(self._futures)
+
+    async def park(self) -> None:
+        """Wait until :meth:`unpark_all`. Cancelled, it leaves nothing behind."""
+        future = asyncio.get_running_loop().create_future()
+        self._futures.append(future)
+        try:
+            await future
+        finally:
+            if future.cancelled():  # unless unpark_all already dropped it
+                with contextlib.suppress(ValueError):
+                    self._futures.remove(future)
+
+    def unpark_all(self) -> None:
+        futures, self._futures = self._futures, []
+        for future in futures:
+            if not future.done():
+                future.set_result(None)
+
+
+def _cancel_requested() -> bool:
+    """Whether a cancellation was requested of the calling task. A call then yields once
+    (``await asyncio.sleep(0)``) before it does anything, so that the cancellation is raised
+    there (trio's ``checkpoint_if_cancelled``); otherwise it does not suspend at all."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+@final
+class AsyncioMetaOwner(OwnerBase):
+    """The single writer of one agent connection, on asyncio. Create it with
+    :func:`open_asyncio_owner`.
+
+    The API is :class:`~agent_meta.MetaOwner`'s (lifetimes, ``send_*`` and their ``*_nowait``
+    twins, :meth:`wait_flushed`, ``statistics()``); ``*_nowait`` calls raise
+    :class:`asyncio.QueueFull` where the trio owner raises ``trio.WouldBlock``. Worker threads
+    use :attr:`threadsafe`.
+    """
+
+    _room: _WaitingTasks
+    _progress: _WaitingTasks
+
+    def __init__(
+        self, transport: Transport, options: OwnerOptions, store: LifetimeStore | None
+    ) -> None:
+        super().__init__(options, store)
+        self._loop = asyncio.get_running_loop()
+        self._transport = transport
+        self._retry = tenacity_retry(options.retry, asyncio.sleep)
+        self._room = _WaitingTasks()  # producers wait here for capacity
+        self._progress = _WaitingTasks()  # wait_flushed waits here
+        self._idle_writer: asyncio.Future[None] | None = None  # the writer, parked, no work
+        stream = transport if type(transport) is AsyncioStreamTransport else None
+        self._direct = DirectWriter.for_stream(self._queue, stream, store)
+        self._threadsafe = ThreadsafeOwner(self, self._loop)
+
+    @property
+    def threadsafe(self) -> ThreadsafeOwner:
+        """This owner's calls for other threads (:class:`~agent_meta.ThreadsafeOwner`): each
+        returns a :class:`concurrent.futures.Future`; usable from any thread."""
+        return self._threadsafe
+
+    # -- waiting -------------------------------------------------------------------------
+    async def wait_flushed(self) -> None:
+        """Wait until everything queued before this call has been written (or dropped).
+
+        With a store, it also waits until every change accepted before the call is stored.
+        Cancelling the wait changes nothing. Raises if the owner stops first.
+        """
+        if _cancel_requested():
+            await asyncio.sleep(0)
+        target = self._queue.flush_target()
+        while not self._queue.is_flushed(target):
+            self._check_stopped()
+            await self._progress.park()
+
+    async def _submit(self, state: LifetimeState, edit: Edit) -> bool:
+        if _cancel_requested():
+            await asyncio.sleep(0)  # where that cancellation is raised, before any effect
+        outcome = self._try_submit(state, edit)
+        while outcome is Outcome.FULL:
+            await self._room.park()
+            outcome = self._try_submit(state, edit)  # computed afresh from the state now (R8)
+        return outcome is Outcome.ACCEPTED  # nothing awaited since the effect
+
+    async def _send_raw(self, frame: bytes, session_id: str | None) -> bool:
+        if _cancel_requested():
+            await asyncio.sleep(0)
+        outcome = self._try_raw(frame, session_id)
+        while outcome is Outcome.FULL:
+            await self._room.park()
+            outcome = self._try_raw(frame, session_id)
+        return outcome is Outcome.ACCEPTED
+
+    # -- driver hooks --------------------------------------------------------------------
+    def _wake_writer(self) -> None:
+        """Something was queued: write it now if the writer idles over a stream writer with
+        an empty buffer, else wake it."""
+        idle = self._idle_writer
+        if idle is None:
+            return  # busy: it takes the new work before it parks again
+        if not idle.done():  # done: cancelled, the owner is stopping; no direct write begins
+            direct = self._direct
+            if direct is not None and self._stopped is None and not direct.write_queued():
+                return
+            idle.set_result(None)
+        self._idle_writer = None
+        self._express = False
+
+    def _wake_waiters(self) -> None:
+        self._room.unpark_all()
+        self._progress.unpark_all()
+
+    def _would_block(self) -> NoReturn:
+        raise asyncio.QueueFull
+
+    def _waiting_producers(self) -> int:
+        return len(self._room)
+
+    def _direct_writes(self) -> int:
+        return 0 if self._direct is None else self._direct.frames
+
+    # -- the writer task -----------------------------------------------------------------
+    async def _park_writer(self) -> None:
+        """Park until :meth:`_wake_writer` (or a cancellation)."""
+        idle = self._loop.create_future()
+        self._idle_writer = idle
+        self._express = self._direct is not None  # calls now write their frames themselves
+        try:
+            await idle
+        finally:
+            if self._idle_writer is idle:
+                self._idle_writer = None
+                self._express = False
+
+    async def _write(self, out: Outgoing) -> None:
+        """Write one frame: retried while the transport proves it unsent, a loss reported (and
+        repaired), any other failure turned into :class:`~agent_meta.TransportBrokenError`."""
+        try:
+            try:
+                await self._transport.send_frame(out.unsent())
+            except FrameNotSentError:
+                if not self._options.retry.retries:
+                    raise  # no retries: reported as a loss below
+                if not await self._retry_unsent(out):
+                    return  # its lifetime ended during the backoff
+        except (FrameNotSentError, FrameLostError) as exc:
+            self._report_loss(out, exc)
+            return
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            raise broken_transport(exc) from exc
+        self._queue.written(out)
+
+    async def _finish(
+        self, drain_timeout: float, writer: asyncio.Task[None], server: asyncio.Task[None]
+    ) -> None:
+        """Leaving the block normally: run the thread calls already made, drain, stop."""
+        try:
+            async with asyncio.timeout(None if math.isinf(drain_timeout) else drain_timeout):
+                self._threadsafe._close()  # its server runs what it holds, then returns
+                await server
+                self._begin_closing()
+                await self.wait_flushed()
+        except TimeoutError:
+            pass  # what is still queued is not written
+        self._stop(OwnerClosedError("the owner was closed"))
+        writer.cancel()
+
+
+@asynccontextmanager
+async def open_asyncio_owner(
+    transport_or_writer: asyncio.StreamWriter | Transport,
+    options: OwnerOptions | None = None,
+    *,
+    store: LifetimeStore | None = None,
+) -> AsyncIterator[AsyncioMetaOwner]:
+    """Run an :class:`AsyncioMetaOwner` writing to ``transport_or_writer`` for the duration of
+    the block, on the running asyncio loop.
+
+    ``transport_or_writer`` is an :class:`asyncio.StreamWriter` (wrapped in an
+    :class:`~agent_meta.AsyncioStreamTransport`) or a :class:`~agent_meta.Transport` whose
+    ``send_frame`` is awaited on this loop; the owner never closes it. ``options`` and
+    ``store`` are those of :func:`~agent_meta.open_owner` (a store's ``write`` is awaited on
+    this loop; :class:`~agent_meta.SQLiteStore` runs on either runtime).
+
+    On normal exit the block runs the thread-safe calls already made, then waits (up to
+    ``options.drain_timeout`` seconds) for queued frames to be written (and stored), then
+    stops. If the transport breaks for good or the store fails, the owner stops, the block's
+    task is cancelled, and :class:`~agent_meta.TransportBrokenError` (or
+    :class:`~agent_meta.StoreError`) is raised from the block. Other errors leave it in an
+    :class:`ExceptionGroup`, as with the trio owner.
+    """
+    transport: Transport
+    if isinstance(transport_or_writer, asyncio.StreamWriter):
+        transport = AsyncioStreamTransport(transport_or_writer)
+    elif isinstance(transport_or_writer, Transport):
+        transport = transport_or_writer
+    else:
+        raise TypeError("expected an asyncio.StreamWriter or an agent_meta.Transport")
+    if options is None:
+        options = OwnerOptions()
+    elif not isinstance(options, OwnerOptions):
+        raise TypeError(f"options must be an OwnerOptions, not {type(options).__name__}")
+    owner = AsyncioMetaOwner(transport, options, store)
+    if store is not None:
+        owner._stored = await store.load_lifetimes()
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            writer = tasks.create_task(owner._writer_loop())
+            server = tasks.create_task(owner._threadsafe._serve())
+            await asyncio.sleep(0)  # both start: the writer parks, idle, as trio's start() does
+            yield owner
+            await owner._finish(options.drain_timeout, writer, server)
+    except BaseExceptionGroup as group:
+        broken = only_broken(group, asyncio.CancelledError)
+        if broken is None:
+            raise
+        raise broken from None
+    finally:
+        owner._closing = True
+        owner._stop(OwnerClosedError("the owner was closed"))
+        owner._threadsafe._abort()
