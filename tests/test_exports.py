@@ -2,7 +2,7 @@
 
 A name added to or removed from a public module's ``__all__`` must also be added to or removed
 from its list below (one line), so that every change of the public API is deliberate. The
-public modules are ``agent_meta``, ``agent_meta.testing`` and
+public modules are ``agent_meta``, ``agent_meta.testing``, ``agent_meta.sdk`` and
 ``agent_meta.apps.reference_agent``; every other module is private.
 """
 
@@ -131,11 +131,22 @@ TESTING_NAMES = [
     "SlowTransport",
 ]
 
+SDK_NAMES = [
+    "AdapterStatistics",
+    "MessageSource",
+    "SdkAdapter",
+    "adapter_of",
+    "create_asgi_app",
+    "open_stdio_adapter",
+    "open_stream_adapter",
+]
+
 REFERENCE_AGENT_NAMES = ["AGENT_NAME", "COMMANDS", "CommandError", "ReferenceAgent", "parse_line"]
 
 PUBLIC_MODULES = {
     "agent_meta": PUBLIC_NAMES,
     "agent_meta.testing": TESTING_NAMES,
+    "agent_meta.sdk": SDK_NAMES,
     "agent_meta.apps.reference_agent": REFERENCE_AGENT_NAMES,
 }
 """Every public module and its pinned names; every other module is private."""
