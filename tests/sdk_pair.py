@@ -1,0 +1,246 @@
+"""A real official-SDK agent behind the adapter, and a raw NDJSON client, over OS pipes.
+
+The agent side is exactly what an SDK agent runs: ``acp.run_agent(agent,
+input_stream=adapter, use_unstable_protocol=True)`` with the adapter of
+:func:`agent_meta.sdk.open_stream_adapter` over asyncio pipe streams. The client side writes
+lines and reads every line the agent writes, so tests see the wire itself. Both run on one
+asyncio loop in the test process; :func:`run` bounds every scenario (a hang guard only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+import acp
+from acp import schema
+
+from agent_meta.sdk import SdkAdapter, open_stream_adapter
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from agent_meta import OwnerOptions
+
+GUARD = 30.0
+"""Seconds a scenario may take; reached only when something hangs."""
+
+Message = dict[str, Any]
+
+
+async def pipe_reader(fd: int, opened: list[asyncio.BaseTransport]) -> asyncio.StreamReader:
+    """A reader on the read end ``fd``; its transport is added to ``opened`` (to close)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    opened.append(transport)
+    return reader
+
+
+async def pipe_writer(fd: int) -> asyncio.StreamWriter:
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(fd, "wb", buffering=0)
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), pipe
+    )
+    return asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+class RawClient:
+    """Writes JSON-RPC lines to the agent and keeps every line the agent wrote, parsed."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.lines: list[bytes] = []
+        self.messages: list[Message] = []
+        self.opened: list[asyncio.BaseTransport] = []
+        self._next_id = 100
+
+    async def send_line(self, line: bytes) -> None:
+        self._writer.write(line + b"\n")
+        await self._writer.drain()
+
+    async def send(self, message: Message) -> None:
+        await self.send_line(json.dumps({"jsonrpc": "2.0", **message}).encode())
+
+    async def call(self, method: str, params: Message) -> Message:
+        """Send a request and read until its response; answer the agent's own requests with
+        ``answer`` on the way (see :meth:`read_until`)."""
+        self._next_id += 1
+        request_id = self._next_id
+        await self.send({"id": request_id, "method": method, "params": params})
+        return await self.read_until(lambda m: m.get("id") == request_id and "method" not in m)
+
+    async def read_one(self) -> Message | None:
+        line = await self._reader.readline()
+        if not line:
+            return None
+        assert line.endswith(b"\n"), line
+        self.lines.append(line)
+        message: Message = json.loads(line)
+        self.messages.append(message)
+        return message
+
+    async def read_until(self, done: Callable[[Message], bool]) -> Message:
+        while True:
+            message = await self.read_one()
+            assert message is not None, "the agent's output ended"
+            if done(message):
+                return message
+
+    async def close_input(self) -> None:
+        self._writer.close()
+        with contextlib.suppress(ConnectionError):
+            await self._writer.wait_closed()
+
+    def info_updates(self, session_id: str) -> list[Message]:
+        """The ``session_info_update`` bodies received for a session, in order."""
+        found = []
+        for message in self.messages:
+            params = message.get("params")
+            if message.get("method") != "session/update" or not isinstance(params, dict):
+                continue
+            update = params.get("update", {})
+            if params.get("sessionId") == session_id and (
+                update.get("sessionUpdate") == "session_info_update"
+            ):
+                found.append(update)
+        return found
+
+
+def info(**fields: Any) -> schema.SessionInfoUpdate:
+    """A ``session_info_update`` built the way an SDK agent builds one."""
+    return schema.SessionInfoUpdate(session_update="session_info_update", **fields)
+
+
+def text_chunk(text: str) -> schema.AgentMessageChunk:
+    return schema.AgentMessageChunk(
+        session_update="agent_message_chunk",
+        content=schema.TextContentBlock(type="text", text=text),
+    )
+
+
+async def run(
+    make_agent: Callable[[SdkAdapter], Any],
+    scenario: Callable[[RawClient, SdkAdapter], Awaitable[None]],
+    options: OwnerOptions | None = None,
+    *,
+    max_line_bytes: int = 1 << 20,
+) -> tuple[RawClient, SdkAdapter]:
+    """Run ``scenario`` against an SDK agent (built by ``make_agent``) behind an adapter; when
+    it returns, close the client's output and wait for the agent to finish."""
+    async with asyncio.timeout(GUARD), _pair(options, max_line_bytes) as (client, adapter):
+        agent = make_agent(adapter)
+        served = asyncio.create_task(
+            acp.run_agent(agent, input_stream=adapter, use_unstable_protocol=True)
+        )
+        await scenario(client, adapter)
+        await client.close_input()
+        await served
+    while await client.read_one() is not None:  # what the owner wrote while draining
+        pass
+    for transport in client.opened:
+        transport.close()
+    return client, adapter
+
+
+@contextlib.asynccontextmanager
+async def _pair(
+    options: OwnerOptions | None, max_line_bytes: int
+) -> AsyncIterator[tuple[RawClient, SdkAdapter]]:
+    opened: list[asyncio.BaseTransport] = []
+    to_agent_r, to_agent_w = os.pipe()
+    to_client_r, to_client_w = os.pipe()
+    agent_reader = await pipe_reader(to_agent_r, opened)
+    agent_writer = await pipe_writer(to_client_w)
+    client = RawClient(await pipe_reader(to_client_r, opened), await pipe_writer(to_agent_w))
+    try:
+        async with open_stream_adapter(
+            agent_reader, agent_writer, options, max_line_bytes=max_line_bytes
+        ) as adapter:
+            yield client, adapter
+    finally:
+        agent_writer.close()
+        client.opened = opened  # closed once the client has read to the end (see run)
+
+
+class MiniAgent:
+    """An SDK agent in the style of real ones: everything through ``conn``, plus the adapter's
+    handles where the SDK cannot express a change. Prompts are commands:
+
+    - ``meta K V``: ``session_update`` with ``_meta: {K: V}`` (V is JSON);
+    - ``title T``: ``session_update`` with ``title``;
+    - ``clear``: the adapter's ``publish(meta=None)`` (the SDK drops ``field_meta=None``);
+    - ``ask``: ``session/request_permission``; the reply is echoed as a chunk;
+    - ``many N``: N concurrent ``session_update``s (``gather``);
+    - anything else: echoed as an agent message chunk.
+    """
+
+    def __init__(self, adapter: SdkAdapter) -> None:
+        self.adapter = adapter
+        self.conn: Any = None
+        self.history: dict[str, list[Any]] = {}
+        self.failures: list[BaseException] = []
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, **_: Any) -> schema.InitializeResponse:
+        capabilities = schema.AgentCapabilities(load_session=True)
+        return schema.InitializeResponse(protocol_version=1, agent_capabilities=capabilities)
+
+    async def new_session(self, cwd: str, **_: Any) -> schema.NewSessionResponse:
+        session_id = f"s{len(self.history) + 1}"
+        self.history[session_id] = []
+        return schema.NewSessionResponse(session_id=session_id)
+
+    async def load_session(self, cwd: str, session_id: str, **_: Any) -> None:
+        for update in self.history.get(session_id, []):
+            await self.conn.session_update(session_id, update)
+
+    async def resume_session(
+        self, cwd: str, session_id: str, **_: Any
+    ) -> schema.ResumeSessionResponse:
+        return schema.ResumeSessionResponse()
+
+    async def close_session(self, session_id: str, **_: Any) -> None:
+        return None
+
+    async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> schema.PromptResponse:
+        words = prompt[0].text.split(" ", 2)
+        update: Any = None
+        if words[0] == "meta":
+            update = info(field_meta={words[1]: json.loads(words[2])})
+        elif words[0] == "title":
+            update = info(title=words[1])
+        elif words[0] == "clear":
+            await self.adapter.lifetime(session_id).publish(meta=None)
+        elif words[0] == "ask":
+            await self._ask(session_id)
+        elif words[0] == "many":
+            updates = [info(field_meta={f"k{i}": i}) for i in range(int(words[1]))]
+            await asyncio.gather(*(self.conn.session_update(session_id, u) for u in updates))
+        else:
+            update = text_chunk(prompt[0].text)
+        if update is not None:
+            self.history.setdefault(session_id, []).append(update)
+            await self.conn.session_update(session_id, update)
+        return schema.PromptResponse(stop_reason="end_turn")
+
+    async def _ask(self, session_id: str) -> None:
+        options = [schema.PermissionOption(option_id="ok", name="OK", kind="allow_once")]
+        tool_call = schema.ToolCallUpdate(tool_call_id="t1", title="ask")
+        try:
+            answer = await self.conn.request_permission(
+                options=options, session_id=session_id, tool_call=tool_call
+            )
+        except Exception as exc:  # what the agent saw: the test looks at it
+            self.failures.append(exc)
+            return
+        chosen = getattr(answer.outcome, "option_id", None)
+        await self.conn.session_update(session_id, text_chunk(f"{answer.outcome.outcome} {chosen}"))

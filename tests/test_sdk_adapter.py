@@ -1,0 +1,260 @@
+"""The official-SDK adapter (``agent_meta.sdk``): a real SDK agent, a raw client, OS pipes.
+
+Every test runs the SDK's own connection code (``acp.run_agent``) with the adapter as its
+transport and looks at the bytes the client received. The SDK 0.12 speaks ACP v1, so the owner
+renders each session-info frame as the full known state (R10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from sdk_pair import MiniAgent, RawClient, info, run
+
+from agent_meta import OwnerOptions, TransportBrokenError, UnknownSessionError
+from agent_meta.sdk import SdkAdapter, open_stream_adapter
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
+
+
+async def start(client: RawClient) -> str:
+    """initialize, then session/new; the new session's id."""
+    await client.call("initialize", {"protocolVersion": 1})
+    created = await client.call("session/new", {"cwd": "/", "mcpServers": []})
+    session_id: str = created["result"]["sessionId"]
+    return session_id
+
+
+async def prompt(client: RawClient, session_id: str, text: str) -> Message:
+    params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+    return await client.call("session/prompt", params)
+
+
+Message = dict[str, Any]
+
+
+def go(scenario: Any, options: OwnerOptions | None = None) -> tuple[RawClient, SdkAdapter]:
+    return asyncio.run(run(MiniAgent, scenario, options))
+
+
+# -- absorption (R1, R10) ------------------------------------------------------------------------
+
+
+def test_sdk_session_info_updates_join_the_lifetime_and_render_as_full_objects() -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "meta a 1")
+        await prompt(client, sid, 'meta b {"x": null}')
+        await prompt(client, sid, "title T")
+        assert adapter.lifetime(sid).snapshot().meta == {"a": 1, "b": {"x": None}}
+
+    client, adapter = go(scenario)
+    assert client.info_updates("s1") == [
+        {"sessionUpdate": "session_info_update", "_meta": {"a": 1}},
+        {"sessionUpdate": "session_info_update", "_meta": {"a": 1, "b": {"x": None}}},
+        {"sessionUpdate": "session_info_update", "title": "T", "_meta": {"a": 1, "b": {"x": None}}},
+    ]
+    stats = adapter.statistics()
+    assert (stats.absorbed_updates, stats.passed_through_updates) == (3, 0)
+    assert adapter.owner.protocol_version == 1
+
+
+def test_a_clear_the_sdk_cannot_send_goes_through_the_handle() -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "meta a 1")
+        await prompt(client, sid, "clear")
+
+    client, _ = go(scenario)
+    # v1 has no clear: the full object after it is empty (a v1 client replaces what it holds).
+    assert client.info_updates("s1")[-1] == {"sessionUpdate": "session_info_update", "_meta": {}}
+
+
+def test_concurrent_sdk_updates_are_all_kept_and_every_line_is_whole() -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "many 200")
+
+    client, adapter = go(scenario)
+    last = client.info_updates("s1")[-1]
+    assert last["_meta"] == {f"k{i}": i for i in range(200)}
+    assert adapter.statistics().absorbed_updates == 200
+    assert all(line.count(b"\n") == 1 for line in client.lines)
+
+
+def test_an_update_for_a_session_without_a_lifetime_passes_through_and_is_counted() -> None:
+    class EarlyAgent(MiniAgent):
+        async def new_session(self, cwd: str, **_: Any) -> Any:
+            created = await super().new_session(cwd)
+            # Before the response: the adapter has not opened the lifetime yet.
+            await self.conn.session_update(created.session_id, info(title="early"))
+            return created
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        await start(client)
+
+    client, adapter = asyncio.run(run(EarlyAgent, scenario))
+    assert client.info_updates("s1") == [{"sessionUpdate": "session_info_update", "title": "early"}]
+    stats = adapter.statistics()
+    assert (stats.absorbed_updates, stats.passed_through_updates) == (0, 1)
+
+
+# -- resync (R4), lifetimes (R5), fencing (R6) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+def test_load_and_resume_resync_after_the_replay_and_before_the_response(method: str) -> None:
+    responses: list[int] = []
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "meta a 1")
+        await prompt(client, sid, "hello")
+        before = len(client.messages)
+        answer = await client.call(method, {"sessionId": sid, "cwd": "/", "mcpServers": []})
+        assert "result" in answer, answer
+        responses.append(before)
+
+    client, adapter = go(scenario)
+    after = client.messages[responses[0] :]
+    kinds = [
+        m["params"]["update"]["sessionUpdate"] if m.get("method") else "response" for m in after
+    ]
+    if method == "session/load":  # MiniAgent replays on load: the resync follows the replay
+        assert kinds == [
+            "session_info_update",
+            "agent_message_chunk",
+            "session_info_update",
+            "response",
+        ]
+    else:
+        assert kinds == ["session_info_update", "response"]
+    assert after[-2]["params"]["update"] == {
+        "sessionUpdate": "session_info_update",
+        "_meta": {"a": 1},
+    }
+    assert adapter.owner.statistics().resyncs == 1
+
+
+def test_close_ends_the_lifetime_before_its_response_and_fences_what_follows() -> None:
+    class LateAgent(MiniAgent):
+        async def close_session(self, session_id: str, **_: Any) -> None:
+            self.closed = session_id
+
+    agents: list[LateAgent] = []
+
+    def make(adapter: SdkAdapter) -> LateAgent:
+        agents.append(LateAgent(adapter))
+        return agents[-1]
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "meta a 1")
+        answer = await client.call("session/close", {"sessionId": sid})
+        assert answer["result"] == {}
+        assert not adapter.owner.has_lifetime(sid)
+        await prompt(client, sid, "meta late 1")  # the agent still publishes: fenced
+        await prompt(client, sid, "ask")  # a request would never be answered: refused
+
+    client, adapter = asyncio.run(run(make, scenario))
+    assert client.info_updates("s1") == [
+        {"sessionUpdate": "session_info_update", "_meta": {"a": 1}}
+    ]
+    assert [m.get("method") for m in client.messages].count("session/request_permission") == 0
+    assert [type(e) for e in agents[0].failures] == [UnknownSessionError]
+    assert adapter.owner.statistics().fenced == 2
+
+
+# -- requests to the client ---------------------------------------------------------------------
+
+
+def test_a_request_to_the_client_goes_through_the_fifo_and_its_answer_reaches_the_sdk() -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await client.send(
+            {"id": 7, "method": "session/prompt", "params": {
+                "sessionId": sid, "prompt": [{"type": "text", "text": "ask"}]}}
+        )  # fmt: skip
+        asked = await client.read_until(lambda m: m.get("method") == "session/request_permission")
+        outcome = {"outcome": {"outcome": "selected", "optionId": "ok"}}
+        await client.send({"id": asked["id"], "result": outcome})
+        await client.read_until(lambda m: m.get("id") == 7 and "result" in m)
+
+    client, _ = go(scenario)
+    chunks = [
+        m["params"]["update"]["content"]["text"]
+        for m in client.messages
+        if m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    ]
+    assert chunks == ["selected ok"]
+
+
+# -- inbound lines the SDK must not see (R12) ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "code", "answered_id"),
+    [
+        (b"not json", -32700, None),
+        (b"[1, 2]", -32600, None),
+        (b'"a string"', -32600, None),
+        (b'{"jsonrpc": "2.0", "id": 5, "method": 3}', -32600, 5),
+        (b'{"jsonrpc": "2.0", "id": 6, "method": "x", "result": 1}', -32600, 6),
+        (b"x" * 200, -32700, None),  # over the 100-byte line limit of this test
+    ],
+)
+def test_a_bad_line_is_answered_and_the_connection_goes_on(
+    line: bytes, code: int, answered_id: object
+) -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        await client.send_line(line)
+        error = await client.read_until(lambda m: "error" in m)
+        assert (error["id"], error["error"]["code"]) == (answered_id, code)
+        answer = await client.call("initialize", {"protocolVersion": 1})
+        assert answer["result"]["protocolVersion"] == 1
+        assert adapter.statistics().refused_lines == 1
+
+    asyncio.run(run(MiniAgent, scenario, max_line_bytes=100))
+
+
+def test_a_bad_notification_is_never_answered() -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        await client.send_line(b'{"jsonrpc": "2.0", "method": 3}')
+        answer = await client.call("initialize", {"protocolVersion": 1})
+        assert "result" in answer
+        assert adapter.statistics().refused_lines == 1
+
+    client, _ = go(scenario)
+    assert [m for m in client.messages if "error" in m] == []
+
+
+# -- a transport that fails -------------------------------------------------------------------
+
+
+def test_a_client_that_goes_away_stops_the_owner_with_a_clear_error() -> None:
+    async def scenario() -> None:
+        import os
+
+        from sdk_pair import pipe_reader, pipe_writer
+
+        opened: list[asyncio.BaseTransport] = []
+        to_agent_r, to_agent_w = os.pipe()
+        to_client_r, to_client_w = os.pipe()
+        os.close(to_client_r)  # nobody will ever read what the agent writes
+        reader = await pipe_reader(to_agent_r, opened)
+        writer = await pipe_writer(to_client_w)
+        try:
+            async with open_stream_adapter(reader, writer) as adapter:
+                lifetime = adapter.owner.open_lifetime("s1")
+                await lifetime.publish(meta={"a": 1})
+                await adapter.owner.wait_flushed()
+        finally:
+            os.close(to_agent_w)
+            writer.close()
+            opened[0].close()
+
+    with pytest.raises(TransportBrokenError):
+        asyncio.run(scenario())
