@@ -21,7 +21,7 @@ NODE_CLIENT = ROOT / "integration" / "node"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Unit, property and actor tests with branch coverage; extra arguments go to pytest."""
-    session.install("-e", ".[test,timeline]")
+    session.install("-e", ".[test,timeline,sdk]")
     session.run("coverage", "erase")
     session.run("coverage", "run", "-m", "pytest", "tests", *session.posargs)
     session.run("coverage", "report")
@@ -30,7 +30,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (lint, format), mypy --strict, the import-layer contracts, the complexity limits."""
-    session.install("-e", ".[lint,test,demo]")
+    session.install("-e", ".[lint,test,demo,sdk-http]")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
@@ -41,7 +41,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Build the documentation site; any mkdocs warning fails the build."""
-    session.install("-e", ".[docs]")
+    session.install("-e", ".[docs,sdk]")
     # NO_MKDOCS_2_WARNING silences mkdocs-material's end-of-life banner (not a build warning).
     session.run(
         "mkdocs",
@@ -55,8 +55,9 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
-    """Real clients (Python SDK, TypeScript SDK under Node) against the reference agent."""
-    session.install("-e", ".[test,demo]")
+    """Real clients (Python SDK, TypeScript SDK under Node) against the reference agent, and
+    the SDK adapter over stdio, WebSocket and streamable HTTP."""
+    session.install("-e", ".[test,demo,sdk-http]")
     if (NODE_CLIENT / "package-lock.json").exists():
         with session.chdir(NODE_CLIENT):
             session.run("npm", "ci", "--no-audit", "--no-fund", external=True)

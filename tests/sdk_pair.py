@@ -16,7 +16,6 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import acp
-from acp import schema
 
 from agent_meta.sdk import SdkAdapter, open_stream_adapter
 
@@ -113,18 +112,6 @@ class RawClient:
         return found
 
 
-def info(**fields: Any) -> schema.SessionInfoUpdate:
-    """A ``session_info_update`` built the way an SDK agent builds one."""
-    return schema.SessionInfoUpdate(session_update="session_info_update", **fields)
-
-
-def text_chunk(text: str) -> schema.AgentMessageChunk:
-    return schema.AgentMessageChunk(
-        session_update="agent_message_chunk",
-        content=schema.TextContentBlock(type="text", text=text),
-    )
-
-
 async def run(
     make_agent: Callable[[SdkAdapter], Any],
     scenario: Callable[[RawClient, SdkAdapter], Awaitable[None]],
@@ -167,80 +154,3 @@ async def _pair(
     finally:
         agent_writer.close()
         client.opened = opened  # closed once the client has read to the end (see run)
-
-
-class MiniAgent:
-    """An SDK agent in the style of real ones: everything through ``conn``, plus the adapter's
-    handles where the SDK cannot express a change. Prompts are commands:
-
-    - ``meta K V``: ``session_update`` with ``_meta: {K: V}`` (V is JSON);
-    - ``title T``: ``session_update`` with ``title``;
-    - ``clear``: the adapter's ``publish(meta=None)`` (the SDK drops ``field_meta=None``);
-    - ``ask``: ``session/request_permission``; the reply is echoed as a chunk;
-    - ``many N``: N concurrent ``session_update``s (``gather``);
-    - anything else: echoed as an agent message chunk.
-    """
-
-    def __init__(self, adapter: SdkAdapter) -> None:
-        self.adapter = adapter
-        self.conn: Any = None
-        self.history: dict[str, list[Any]] = {}
-        self.failures: list[BaseException] = []
-
-    def on_connect(self, conn: Any) -> None:
-        self.conn = conn
-
-    async def initialize(self, protocol_version: int, **_: Any) -> schema.InitializeResponse:
-        capabilities = schema.AgentCapabilities(load_session=True)
-        return schema.InitializeResponse(protocol_version=1, agent_capabilities=capabilities)
-
-    async def new_session(self, cwd: str, **_: Any) -> schema.NewSessionResponse:
-        session_id = f"s{len(self.history) + 1}"
-        self.history[session_id] = []
-        return schema.NewSessionResponse(session_id=session_id)
-
-    async def load_session(self, cwd: str, session_id: str, **_: Any) -> None:
-        for update in self.history.get(session_id, []):
-            await self.conn.session_update(session_id, update)
-
-    async def resume_session(
-        self, cwd: str, session_id: str, **_: Any
-    ) -> schema.ResumeSessionResponse:
-        return schema.ResumeSessionResponse()
-
-    async def close_session(self, session_id: str, **_: Any) -> None:
-        return None
-
-    async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> schema.PromptResponse:
-        words = prompt[0].text.split(" ", 2)
-        update: Any = None
-        if words[0] == "meta":
-            update = info(field_meta={words[1]: json.loads(words[2])})
-        elif words[0] == "title":
-            update = info(title=words[1])
-        elif words[0] == "clear":
-            await self.adapter.lifetime(session_id).publish(meta=None)
-        elif words[0] == "ask":
-            await self._ask(session_id)
-        elif words[0] == "many":
-            updates = [info(field_meta={f"k{i}": i}) for i in range(int(words[1]))]
-            await asyncio.gather(*(self.conn.session_update(session_id, u) for u in updates))
-        else:
-            update = text_chunk(prompt[0].text)
-        if update is not None:
-            self.history.setdefault(session_id, []).append(update)
-            await self.conn.session_update(session_id, update)
-        return schema.PromptResponse(stop_reason="end_turn")
-
-    async def _ask(self, session_id: str) -> None:
-        options = [schema.PermissionOption(option_id="ok", name="OK", kind="allow_once")]
-        tool_call = schema.ToolCallUpdate(tool_call_id="t1", title="ask")
-        try:
-            answer = await self.conn.request_permission(
-                options=options, session_id=session_id, tool_call=tool_call
-            )
-        except Exception as exc:  # what the agent saw: the test looks at it
-            self.failures.append(exc)
-            return
-        chosen = getattr(answer.outcome, "option_id", None)
-        await self.conn.session_update(session_id, text_chunk(f"{answer.outcome.outcome} {chosen}"))

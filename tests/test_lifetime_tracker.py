@@ -47,7 +47,7 @@ def every_lifetime(_: str) -> bool:
 
 def test_initialize_response_sets_the_protocol_version() -> None:
     tracker = LifetimeTracker()
-    assert tracker.inbound(request(0, "initialize", protocolVersion=1)) is None
+    assert tracker.inbound(request(0, "initialize", protocolVersion=1), no_lifetimes) is None
     plan = tracker.outbound(result(0, {"protocolVersion": 1}), no_lifetimes)
     assert plan == OutboundPlan(protocol_version=1)
 
@@ -55,14 +55,14 @@ def test_initialize_response_sets_the_protocol_version() -> None:
 @pytest.mark.parametrize("version", [None, "1", -1, 0, 3, True, 1.0])
 def test_an_initialize_response_without_a_usable_version_changes_nothing(version: object) -> None:
     tracker = LifetimeTracker()
-    tracker.inbound(request(0, "initialize", protocolVersion=1))
+    tracker.inbound(request(0, "initialize", protocolVersion=1), no_lifetimes)
     assert tracker.outbound(result(0, {"protocolVersion": version}), no_lifetimes) == OutboundPlan()
 
 
 @pytest.mark.parametrize("method", ["session/new", "session/fork"])
 def test_a_created_session_is_opened_before_its_response(method: str) -> None:
     tracker = LifetimeTracker()
-    assert tracker.inbound(request(1, method, cwd="/")) is None
+    assert tracker.inbound(request(1, method, cwd="/"), no_lifetimes) is None
     plan = tracker.outbound(result(1, {"sessionId": "s1"}), no_lifetimes)
     assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.OPEN)
 
@@ -70,14 +70,47 @@ def test_a_created_session_is_opened_before_its_response(method: str) -> None:
 @pytest.mark.parametrize("method", ["session/load", "session/resume"])
 def test_load_and_resume_open_at_the_request_and_resync_before_the_response(method: str) -> None:
     tracker = LifetimeTracker()
-    assert tracker.inbound(request("r", method, sessionId="s1", cwd="/")) == "s1"
+    assert tracker.inbound(request("r", method, sessionId="s1", cwd="/"), no_lifetimes) == "s1"
     plan = tracker.outbound(result("r", {}), every_lifetime)
     assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.RESYNC)
 
 
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+def test_a_replay_into_a_lifetime_that_held_its_state_passes_through(method: str) -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request("r", method, sessionId="s1", cwd="/"), every_lifetime)
+    replayed = tracker.outbound(info("s1", _meta={"old": 1}), every_lifetime)
+    assert replayed == OutboundPlan(session_id="s1")  # written as it is, not folded
+    assert tracker.statistics.replayed_updates == 1
+    assert tracker.outbound(result("r", {}), every_lifetime).step is LifetimeStep.RESYNC
+    live = tracker.outbound(info("s1", _meta={"new": 1}), every_lifetime)
+    assert live.update == InfoUpdate(meta={"new": 1})  # after the response: absorbed again
+
+
+def test_a_replay_into_a_lifetime_the_request_opened_builds_its_state() -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request("r", "session/load", sessionId="s1", cwd="/"), no_lifetimes)
+    replayed = tracker.outbound(info("s1", title="from history"), every_lifetime)
+    assert replayed.update == InfoUpdate(title="from history")
+    assert tracker.statistics.replayed_updates == 0
+
+
+def test_a_failed_load_ends_the_replay_too() -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request("r", "session/load", sessionId="s1", cwd="/"), every_lifetime)
+    assert tracker.outbound(error("r"), every_lifetime) == OutboundPlan()
+    assert tracker.outbound(info("s1", title="x"), every_lifetime).update is not None
+
+
+def test_only_the_replaying_session_passes_through() -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request("r", "session/resume", sessionId="s1", cwd="/"), every_lifetime)
+    assert tracker.outbound(info("s2", title="x"), every_lifetime).update is not None
+
+
 def test_close_ends_the_lifetime_before_its_response() -> None:
     tracker = LifetimeTracker()
-    assert tracker.inbound(request(3, "session/close", sessionId="s1")) is None
+    assert tracker.inbound(request(3, "session/close", sessionId="s1"), no_lifetimes) is None
     plan = tracker.outbound(result(3, {}), every_lifetime)
     assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.CLOSE)
 
@@ -94,7 +127,7 @@ def test_close_ends_the_lifetime_before_its_response() -> None:
 )
 def test_an_error_response_changes_no_lifetime(method: str, params: dict[str, object]) -> None:
     tracker = LifetimeTracker()
-    tracker.inbound(request(9, method, **params))
+    tracker.inbound(request(9, method, **params), no_lifetimes)
     assert tracker.outbound(error(9), every_lifetime) == OutboundPlan()
     # The request is answered: a second response with its id is not planned again.
     assert tracker.outbound(result(9, {"sessionId": "s1"}), every_lifetime) == OutboundPlan()
@@ -102,8 +135,8 @@ def test_an_error_response_changes_no_lifetime(method: str, params: dict[str, ob
 
 def test_ids_of_different_json_types_are_different_requests() -> None:
     tracker = LifetimeTracker()
-    tracker.inbound(request(1, "session/close", sessionId="int"))
-    tracker.inbound(request("1", "session/close", sessionId="str"))
+    tracker.inbound(request(1, "session/close", sessionId="int"), no_lifetimes)
+    tracker.inbound(request("1", "session/close", sessionId="str"), no_lifetimes)
     assert tracker.outbound(result("1", {}), every_lifetime).session_id == "str"
     assert tracker.outbound(result(1, {}), every_lifetime).session_id == "int"
 
@@ -111,21 +144,27 @@ def test_ids_of_different_json_types_are_different_requests() -> None:
 @pytest.mark.parametrize("request_id", [True, None, 1.5, [1], {"a": 1}])
 def test_requests_with_ids_the_agent_refuses_are_not_remembered(request_id: object) -> None:
     tracker = LifetimeTracker()
-    assert tracker.inbound(request(request_id, "session/load", sessionId="s1")) is None
+    assert (
+        tracker.inbound(request(request_id, "session/load", sessionId="s1"), no_lifetimes) is None
+    )
     assert tracker.outbound(result(request_id, {}), every_lifetime) == OutboundPlan()
 
 
 def test_untracked_methods_and_notifications_are_not_remembered() -> None:
     tracker = LifetimeTracker()
-    tracker.inbound(request(4, "session/prompt", sessionId="s1", prompt=[]))
-    tracker.inbound({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}})
+    tracker.inbound(request(4, "session/prompt", sessionId="s1", prompt=[]), no_lifetimes)
+    tracker.inbound(
+        {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}, no_lifetimes
+    )
     assert tracker.outbound(result(4, {"stopReason": "end_turn"}), every_lifetime) == OutboundPlan()
 
 
 def test_the_oldest_pending_request_is_forgotten_past_the_bound() -> None:
     tracker = LifetimeTracker()
     for request_id in range(PENDING_REQUESTS + 1):
-        tracker.inbound(request(request_id, "session/close", sessionId=f"s{request_id}"))
+        tracker.inbound(
+            request(request_id, "session/close", sessionId=f"s{request_id}"), no_lifetimes
+        )
     assert tracker.statistics.forgotten_requests == 1
     assert tracker.outbound(result(0, {}), every_lifetime) == OutboundPlan()
     newest = tracker.outbound(result(PENDING_REQUESTS, {}), every_lifetime)

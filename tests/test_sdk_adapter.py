@@ -11,10 +11,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from sdk_pair import MiniAgent, RawClient, info, run
+from sdk_pair import RawClient, run
 
 from agent_meta import OwnerOptions, TransportBrokenError, UnknownSessionError
 from agent_meta.sdk import SdkAdapter, open_stream_adapter
+from integration.sdk_mini_agent import MiniAgent, info
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
 
@@ -136,6 +137,22 @@ def test_load_and_resume_resync_after_the_replay_and_before_the_response(method:
         "_meta": {"a": 1},
     }
     assert adapter.owner.statistics().resyncs == 1
+
+
+def test_a_replay_does_not_bring_back_what_the_lifetime_removed() -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "meta a 1")
+        await prompt(client, sid, "clear")  # through the handle: not in the agent's history
+        await prompt(client, sid, "meta c 3")
+        await client.call("session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []})
+        assert adapter.lifetime(sid).snapshot().meta == {"c": 3}
+
+    client, adapter = go(scenario)
+    infos = client.info_updates("s1")
+    # The replay sends the history's patches as they were; the resync then restores the state.
+    assert [u["_meta"] for u in infos[-3:]] == [{"a": 1}, {"c": 3}, {"c": 3}]
+    assert adapter.statistics().replayed_updates == 2
 
 
 def test_close_ends_the_lifetime_before_its_response_and_fences_what_follows() -> None:

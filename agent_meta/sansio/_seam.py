@@ -8,8 +8,12 @@ without any agent code, what the session lifetimes need (R4, R5, R6, R10):
 - ``initialize``'s response sets the protocol version the owner renders for (R10), when it
   is one the owner can render;
 - ``session/load`` and ``session/resume`` open (or keep) the session's lifetime when the
-  request arrives, so the history the handler replays is absorbed into it; their successful
-  response is preceded by a resync (R4);
+  request arrives; their successful response is preceded by a resync (R4). While the handler
+  runs, the ``session_info_update``s it sends are replay. A lifetime that existed before the
+  request (open, or kept by the store) already holds the state, so replayed patches pass
+  through without touching it (re-applying old patches would bring back removed keys) and the
+  resync then puts the client right. A lifetime the request opened with nothing known is built
+  from the replay: those updates are absorbed;
 - ``session/new`` and ``session/fork`` open the lifetime their response names, before that
   response is written;
 - ``session/close``'s successful response ends the lifetime before it is written, so nothing
@@ -105,6 +109,9 @@ class TrackerStatistics:
     passed_through_updates: int = 0
     """``session_info_update`` messages written unchanged: no lifetime was open for their
     session, or they carried fields the owner does not know."""
+    replayed_updates: int = 0
+    """``session_info_update`` messages sent while a ``session/load`` or ``session/resume``
+    of a lifetime that already held its state was running: written unchanged, not folded."""
     forgotten_requests: int = 0
     """Remembered requests dropped unanswered to stay within :data:`PENDING_REQUESTS`."""
 
@@ -113,15 +120,22 @@ class TrackerStatistics:
 class LifetimeTracker:
     """Follows one agent connection's messages and plans the lifetime work around them."""
 
-    __slots__ = ("_pending", "statistics")
+    __slots__ = ("_pending", "_replays", "statistics")
 
     def __init__(self) -> None:
         self._pending: dict[int | str, tuple[str, str | None]] = {}
+        # Sessions whose load or resume is running: True when their lifetime already held the
+        # state (replayed updates pass through), False when the replay builds it.
+        self._replays: dict[str, bool] = {}
         self.statistics = TrackerStatistics()
 
-    def inbound(self, message: Mapping[str, object]) -> str | None:
+    def inbound(self, message: Mapping[str, object], existed: Callable[[str], bool]) -> str | None:
         """Note a message from the client; return the session whose lifetime must be open before
-        the agent handles it (``session/load`` and ``session/resume``), or ``None``."""
+        the agent handles it (``session/load`` and ``session/resume``), or ``None``.
+
+        ``existed`` says whether a session's lifetime exists before this message: open in the
+        owner, or kept by its store.
+        """
         method = message.get("method")
         if not isinstance(method, str) or method not in _TRACKED_METHODS:
             return None
@@ -130,9 +144,12 @@ class LifetimeTracker:
             return None  # a notification, or an id the agent will refuse
         session_id = _session_of(message.get("params"))
         self._remember(request_id, method, session_id)
-        if method in _REPLAYING_METHODS:
-            return session_id
-        return None
+        if method not in _REPLAYING_METHODS or session_id is None:
+            return None
+        self._replays[session_id] = existed(session_id)
+        if len(self._replays) > PENDING_REQUESTS:
+            del self._replays[next(iter(self._replays))]
+        return session_id
 
     def outbound(
         self, message: Mapping[str, object], has_lifetime: Callable[[str], bool]
@@ -146,9 +163,13 @@ class LifetimeTracker:
         if not isinstance(request_id, int | str) or isinstance(request_id, bool):
             return _WRITE_AS_IS
         request = self._pending.pop(request_id, None)
-        if request is None or "result" not in message or "error" in message:
+        if request is None:
             return _WRITE_AS_IS
         method, session_id = request
+        if method in _REPLAYING_METHODS and session_id is not None:
+            self._replays.pop(session_id, None)  # the replay is over, whatever the answer
+        if "result" not in message or "error" in message:
+            return _WRITE_AS_IS
         return _plan_response(method, session_id, message["result"])
 
     # -- internals -------------------------------------------------------------------------
@@ -175,6 +196,9 @@ class LifetimeTracker:
         info = _info_update(params, update)
         if info is None or not has_lifetime(session_id):
             self.statistics.passed_through_updates += 1
+            return OutboundPlan(session_id=session_id)
+        if self._replays.get(session_id):
+            self.statistics.replayed_updates += 1
             return OutboundPlan(session_id=session_id)
         self.statistics.absorbed_updates += 1
         return OutboundPlan(session_id=session_id, update=info)

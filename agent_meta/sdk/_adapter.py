@@ -62,6 +62,10 @@ class AdapterStatistics:
     """``session_info_update`` messages written unchanged because no lifetime was open for their
     session (say, sent while ``session/new`` was still running) or because they carried fields
     the owner does not know; they still go through the FIFO and are fenced after a close."""
+    replayed_updates: int
+    """``session_info_update`` messages a ``session/load`` or ``session/resume`` handler sent
+    for a lifetime that already held its state: written unchanged as replay, not folded (the
+    resync that follows restores the state on the client)."""
     refused_lines: int
     """Inbound lines answered with an error instead of reaching the SDK (not JSON, too long,
     not a JSON-RPC message)."""
@@ -102,7 +106,7 @@ class SdkAdapter:
         """The open lifetime of ``session_id``: the handle for what the SDK cannot say.
 
         Lifetimes open when the SDK answers ``session/new`` (or ``session/fork``), and when a
-        ``session/load`` or ``session/resume`` arrives. Raises
+        ``session/load`` or ``session/resume`` arrives (a stored one is restored). Raises
         :class:`~agent_meta.UnknownSessionError` when none is open.
         """
         return self._owner.lifetime(session_id)
@@ -114,6 +118,7 @@ class SdkAdapter:
             owner=self._owner.statistics(),
             absorbed_updates=tracked.absorbed_updates,
             passed_through_updates=tracked.passed_through_updates,
+            replayed_updates=tracked.replayed_updates,
             refused_lines=self.refused_lines,
         )
 
@@ -125,7 +130,7 @@ class SdkAdapter:
         message = await self._source.receive()
         if message is None:
             return None
-        session_id = self._tracker.inbound(message)
+        session_id = self._tracker.inbound(message, self._lifetime_exists)
         if session_id is not None and not self._owner.has_lifetime(session_id):
             self._owner.open_lifetime(session_id)
         return message
@@ -158,6 +163,9 @@ class SdkAdapter:
         await self._source.close()
 
     # -- internals -------------------------------------------------------------------------
+    def _lifetime_exists(self, session_id: str) -> bool:
+        return self._owner.has_lifetime(session_id) or self._owner.has_stored_lifetime(session_id)
+
     def _prepare(self, plan: OutboundPlan) -> None:
         """What must happen before the message is queued: the version, a lifetime step."""
         if plan.protocol_version is not None:
