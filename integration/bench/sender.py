@@ -15,7 +15,9 @@ per step, ``{"_meta": {"progress": {"step": i, "of": COUNT}}}`` for session ``be
   ``asyncio.StreamWriter`` on stdout;
 - ``owner-asyncio-coalesce``: the same with coalescing on;
 - ``raw-asyncio``: pre-encoded lines, ``write()`` then ``await drain()`` per frame on the same
-  kind of ``StreamWriter`` (the floor of any asyncio agent).
+  kind of ``StreamWriter`` (the floor of any asyncio agent);
+- ``sdk-adapter``: the official SDK's ``session_update``, as in ``sdk``, with agent_meta's
+  adapter as its transport (``coalesce=False``): what an SDK agent pays for adopting it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ KINDS = (
     "owner-asyncio",
     "owner-asyncio-coalesce",
     "raw-asyncio",
+    "sdk-adapter",
 )
 
 
@@ -161,6 +164,33 @@ async def run_sdk(count: int) -> dict[str, Any]:
     return {"t0": t0, "t1": t1, "frames": count}
 
 
+async def run_sdk_adapter(count: int) -> dict[str, Any]:
+    import agent_meta
+    from acp.agent.connection import AgentSideConnection
+    from acp.schema import SessionInfoUpdate
+    from acp.stdio import stdio_streams
+
+    from agent_meta.sdk import open_stream_adapter
+
+    reader, _ = await stdio_streams()
+    writer = await _asyncio_stdout()
+    options = agent_meta.OwnerOptions(coalesce=False, protocol_version=1)
+    async with open_stream_adapter(reader, writer, options) as adapter:
+        adapter.owner.open_lifetime(SESSION_ID)  # as session/new would
+        conn = AgentSideConnection(_IdleAgent(), adapter, listening=False)  # type: ignore[arg-type]
+        t0 = time.monotonic()
+        for step in range(count):
+            update = SessionInfoUpdate(
+                session_update="session_info_update", field_meta=patch(step, count)
+            )
+            await conn.session_update(SESSION_ID, update)
+        await adapter.owner.wait_flushed()
+        t1 = time.monotonic()
+        stats = adapter.statistics()
+    await _close(writer)
+    return {"t0": t0, "t1": t1, "frames": stats.owner.frames_written}
+
+
 class _IdleAgent:
     """The SDK wants an agent object; this benchmark never receives a request."""
 
@@ -175,6 +205,8 @@ def main() -> None:
     count: int = args.count
     if kind == "sdk":
         report = asyncio.run(run_sdk(count))
+    elif kind == "sdk-adapter":
+        report = asyncio.run(run_sdk_adapter(count))
     elif kind in ("owner-asyncio", "owner-asyncio-coalesce"):
         report = asyncio.run(run_owner_asyncio(count, kind == "owner-asyncio-coalesce"))
     elif kind == "raw-asyncio":

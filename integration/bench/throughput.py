@@ -1,7 +1,8 @@
 """Section 1: publish throughput to a real pipe read by a separate process.
 
 Both owners are measured: the trio one against raw trio writes (a/c) and the asyncio one
-against raw asyncio writes of the same bytes (d/e), each next to the official SDK (b).
+against raw asyncio writes of the same bytes (d/e), each next to the official SDK (b); and the
+SDK itself with agent_meta's adapter under it (f/b).
 
 Each run starts a :mod:`.reader` process and a :mod:`.sender` process whose stdout is the
 reader's stdin, so the agent side and the client side each have their own interpreter (and,
@@ -98,6 +99,7 @@ def rows(count: int, repeats: int) -> list[Row]:
         "raw-os": "(c') raw NDJSON, blocking os.write per frame",
         "owner-asyncio": "(d) agent_meta asyncio owner, coalesce=False",
         "raw-asyncio": "(e) raw NDJSON, asyncio write + drain per frame",
+        "sdk-adapter": "(f) official SDK session_update, agent_meta adapter under it",
     }
     out = [
         Row(section, label, f"{runs[kind].rate:,.0f} updates/s", "", verdict(runs[kind].exact))
@@ -111,6 +113,8 @@ def rows(count: int, repeats: int) -> list[Row]:
     ratio_e = runs["owner-asyncio"].rate / runs["raw-asyncio"].rate
     out.append(Row(section, "ratio d/e", f"{ratio_e:.2f}", ">= 0.5", verdict(ratio_e >= 0.5)))
     out.append(Row(section, "ratio d/b", f"{runs['owner-asyncio'].rate / sdk.rate:.2f}"))
+    ratio_f = runs["sdk-adapter"].rate / sdk.rate
+    out.append(Row(section, "ratio f/b", f"{ratio_f:.2f}", ">= 0.8", verdict(ratio_f >= 0.8)))
     for kind, label in (
         ("owner-coalesce", "(a) with coalescing on"),
         ("owner-asyncio-coalesce", "(d) with coalescing on"),
