@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from sdk_pair import RawClient, run
 
-from agent_meta import OwnerOptions, TransportBrokenError, UnknownSessionError
+from agent_meta import OwnerClosedError, OwnerOptions, TransportBrokenError, UnknownSessionError
 from agent_meta.sdk import SdkAdapter, open_stream_adapter
+from agent_meta.sdk._remote import RemoteConnection
 from integration.sdk_mini_agent import MiniAgent, info
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
@@ -275,3 +276,51 @@ def test_a_client_that_goes_away_stops_the_owner_with_a_clear_error() -> None:
 
     with pytest.raises(TransportBrokenError):
         asyncio.run(scenario())
+
+
+class FlakyInner:
+    """An SDK message transport (the server end of the SDK's in-memory pair) whose peer goes
+    away after ``delivered`` messages."""
+
+    def __init__(self, delivered: int) -> None:
+        self.sent: list[Message] = []
+        self.delivered = delivered
+        self.closed = False
+
+    async def send(self, message: Message) -> None:
+        if len(self.sent) == self.delivered:
+            raise ConnectionResetError("the peer went away")
+        self.sent.append(message)
+
+    async def receive(self) -> Message | None:
+        await asyncio.Event().wait()  # the client says nothing
+        return None
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def test_a_remote_transport_that_fails_stops_the_owner_and_keeps_what_it_delivered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    inner = FlakyInner(delivered=2)
+
+    async def scenario() -> None:
+        # v2, no coalescing: one frame per publication (v1 frames would absorb the next one).
+        remote = RemoteConnection(inner, OwnerOptions(coalesce=False, protocol_version=2))
+        adapter = await remote.adapter()
+        lifetime = adapter.owner.open_lifetime("s1")
+        assert await lifetime.publish(meta={"a": 1})
+        assert await lifetime.publish(meta={"b": 2})
+        await adapter.owner.wait_flushed()
+        await lifetime.publish(meta={"c": 3})  # accepted; its write fails
+        with pytest.raises(OwnerClosedError):
+            await adapter.owner.wait_flushed()
+        with pytest.raises(OwnerClosedError):
+            await adapter.send({"jsonrpc": "2.0", "id": 1, "result": {}})
+        await remote.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert [m["params"]["update"]["_meta"] for m in inner.sent] == [{"a": 1}, {"b": 2}]
+    assert inner.closed
+    assert "stopped with an error" in caplog.text

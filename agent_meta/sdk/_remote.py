@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import weakref
 from typing import TYPE_CHECKING, Any, final
 
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from ..sansio._options import OwnerOptions
 
 __all__ = ["MessageTransport", "RemoteConnection", "adapter_of", "create_asgi_app"]
+
+logger = logging.getLogger("agent_meta.sdk")
 
 _ADAPTERS: weakref.WeakKeyDictionary[Any, RemoteConnection] = weakref.WeakKeyDictionary()
 
@@ -104,8 +107,10 @@ class RemoteConnection:
         """Let the owner write what is queued, then close the SDK's end of the pair."""
         self._done.set()
         if self._task is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self._task
+            except Exception:  # the SDK ignores errors of close(): say it here
+                logger.exception("the owner of an SDK connection stopped with an error")
         await self._inner.close()
 
     async def _run(self) -> None:
