@@ -165,11 +165,11 @@ async def run_sdk(count: int) -> dict[str, Any]:
 
 
 async def run_sdk_adapter(count: int) -> dict[str, Any]:
-    import agent_meta
     from acp.agent.connection import AgentSideConnection
     from acp.schema import SessionInfoUpdate
     from acp.stdio import stdio_streams
 
+    import agent_meta
     from agent_meta.sdk import open_stream_adapter
 
     reader, _ = await stdio_streams()
