@@ -6,10 +6,12 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from peer import Peer, serve
 
-from agent_meta import OwnerOptions
+from agent_meta import OwnerOptions, serve_agent
 from agent_meta.apps.reference_agent import COMMANDS, ReferenceAgent
+from agent_meta.testing import ClientMirror
 from agent_meta.wire._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 
 INFO = {"name": "test", "version": "0"}
@@ -361,3 +363,57 @@ async def test_burst_stops_when_the_session_closes() -> None:
             for f in peer.frames[count:]
             if f.get("method") == "session/update"
         )
+
+
+async def test_a_v2_prompt_cancelled_while_its_answer_waits_for_room_still_succeeds() -> None:
+    """ACP v2 schema, ``session/prompt``: "Once it is inserted, the Agent MUST NOT answer with
+    an error." A ``$/cancel_request`` that arrives after the insertion, while the
+    ``{"messageId"}`` answer waits for queue room (the client is not reading), must end the
+    turn ``cancelled`` and still answer with the message id and echo the message. Today the
+    handler is cancelled inside ``respond()`` and the prompt is answered ``-32800``.
+
+    Deterministic: the output is a lockstep stream (a write waits for the reader) and the
+    owner's queue holds one frame, so two unread responses leave no room; every step waits
+    until all tasks are blocked.
+    """
+    to_agent, agent_in = trio.testing.memory_stream_one_way_pair()
+    agent_out, from_agent = trio.testing.lockstep_stream_one_way_pair()
+    peer = Peer(to_agent, from_agent, ClientMirror(protocol_version=2))
+    with trio.fail_after(10):  # a hang guard
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                async with agent_out:
+                    options = OwnerOptions(capacity=1)
+                    await serve_agent(ReferenceAgent(), agent_in, agent_out, options=options)
+
+            nursery.start_soon(run)
+            session_id = await _start(peer)
+            for list_id in ("l1", "l2"):  # one stuck in the writer, one filling the queue
+                await peer.send({"id": list_id, "method": "session/list", "params": {}})
+            await trio.testing.wait_all_tasks_blocked()
+            prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+            await peer.send({"id": "p", "method": "session/prompt", "params": prompt})
+            await trio.testing.wait_all_tasks_blocked()  # inserted; its answer waits for room
+            await peer.notify("$/cancel_request", {"requestId": "p"})
+            await trio.testing.wait_all_tasks_blocked()
+            frames: list[dict[str, Any]] = []
+            while not any(
+                _ends_turn(frame, session_id) or (frame.get("id") == "p" and "error" in frame)
+                for frame in frames
+            ):
+                frame = await peer.receive()
+                assert frame is not None
+                frames.append(frame)
+            await to_agent.aclose()
+    answers = [f for f in frames if "method" not in f and f.get("id") == "p"]
+    assert len(answers) == 1, answers
+    assert "result" in answers[0], f"an inserted prompt was answered {answers[0]}"
+    echoes = [_update(f) for f in frames if f.get("method") == "session/update"]
+    user = [u for u in echoes if u["sessionUpdate"] == "user_message"]
+    assert [u["messageId"] for u in user] == [answers[0]["result"]["messageId"]], echoes
+    assert echoes[-1] == {
+        "sessionUpdate": "state_update",
+        "state": "idle",
+        "stopReason": "cancelled",
+    }

@@ -690,3 +690,127 @@ async def test_a_signal_stops_the_agent_gracefully(tmp_path: Path, signum: int) 
     stored_meta = lifetimes[session_id].meta
     assert stored_meta is not None
     assert json.loads(stored_meta) == {"k": 1}
+
+
+# =========================================================================== review: insertion
+
+
+def notification(method: str, params: Any) -> Message:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def cancel_message(kind: str, session_id: str, prompt_id: int) -> Message:
+    """``session/cancel`` for the session, or ``$/cancel_request`` for the prompt request."""
+    if kind == "session/cancel":
+        return notification("session/cancel", {"sessionId": session_id})
+    return notification("$/cancel_request", {"requestId": prompt_id})
+
+
+async def turn_ended(agent: AgentProcess, session_id: str, answer: Message) -> None:
+    """Read until the turn a v2 prompt answered with a result has ended (its idle
+    ``state_update``); v1 and refused prompts end with their answer."""
+    if "result" not in answer or "messageId" not in answer["result"]:
+        return
+    start = agent.messages.index(answer)
+    while not any(
+        m.get("method") == "session/update"
+        and m["params"]["sessionId"] == session_id
+        and m["params"]["update"]["sessionUpdate"] == "state_update"
+        and m["params"]["update"]["state"] == "idle"
+        for m in agent.messages[start:]
+    ):
+        assert await agent.receive() is not None, "the output ended before the turn did"
+
+
+async def replayed_user_texts(agent: AgentProcess, version: int, session_id: str) -> list[str]:
+    """The user messages a full replay of the session carries (v2 resume from the start, v1
+    session/load), in order. Call it with no turn running."""
+    since = len(agent.messages)
+    answer = await agent.call(
+        "session/resume" if version == 2 else "session/load",
+        {"sessionId": session_id, "cwd": "/tmp"}
+        | ({"replayFrom": {"type": "start"}} if version == 2 else {}),
+    )
+    assert "result" in answer, answer
+    texts: list[str] = []
+    for message in agent.messages[since:]:
+        params: Any = message.get("params")
+        if message.get("method") != "session/update" or params["sessionId"] != session_id:
+            continue
+        update = params["update"]
+        if update["sessionUpdate"] == "user_message":
+            texts.extend(block["text"] for block in update["content"])
+        elif update["sessionUpdate"] == "user_message_chunk":
+            texts.append(update["content"]["text"])
+    return texts
+
+
+INSERT_ATTEMPTS = 4
+"""Prompts cancelled on the line after them, per test."""
+
+
+@pytest.mark.parametrize("cancel", ["session/cancel", "$/cancel_request"])
+@pytest.mark.parametrize("version", [2, 1])
+async def test_a_cancelled_prompt_is_inserted_whole_or_not_at_all(
+    tmp_path: Path, version: int, cancel: str
+) -> None:
+    """ACP v2 schema, ``session/prompt``: "An error response means the user message was not
+    inserted. Once it is inserted, the Agent MUST NOT answer with an error." Held on v1 too:
+    an error means nothing was inserted, a success that it was.
+
+    With ``--store``, a prompt and its cancellation on the next line: the cancellation lands
+    while the prompt is writing to the store. Every answer must match the history, in this
+    process (replay) and after a restart (the store). Today each prompt is answered -32800
+    while its user message stays in the agent's memory (replayed) but not in the store.
+    """
+    store = tmp_path / "store.sqlite"
+    answers: dict[str, Message] = {}
+    async with spawn("--store", str(store)) as agent:
+        await agent.initialize(version)
+        session_id = await agent.new_session()
+        for attempt in range(INSERT_ATTEMPTS):
+            text = f"probe {attempt}"
+            prompt_id = agent.next_id()
+            await agent.send(
+                request(prompt_id, "session/prompt", prompt_params(session_id, text)),
+                cancel_message(cancel, session_id, prompt_id),
+            )
+            answers[text] = await agent.response(prompt_id)
+            await turn_ended(agent, session_id, answers[text])
+        live = await replayed_user_texts(agent, version, session_id)
+        assert await agent.finish() == 0
+    async with spawn("--store", str(store)) as agent:
+        await agent.initialize(version)
+        restarted = await replayed_user_texts(agent, version, session_id)
+        assert await agent.finish() == 0
+    for text, answer in answers.items():
+        inserted = "result" in answer
+        if not inserted:
+            assert answer["error"]["code"] == -32800, answer
+        elif version == 1:
+            assert answer["result"]["stopReason"] in ("cancelled", "end_turn"), answer
+        assert (text in live) == inserted, (
+            f"prompt {text!r} was answered {answer} but the history "
+            f"{'lacks' if inserted else 'holds'} it: {live}"
+        )
+        assert (text in restarted) == inserted, (
+            f"prompt {text!r} was answered {answer} but after a restart the stored history "
+            f"{'lacks' if inserted else 'holds'} it: {restarted}"
+        )
+
+
+async def test_a_prompt_the_store_cannot_take_is_refused_and_not_kept(tmp_path: Path) -> None:
+    """A store write that fails (a lone surrogate: valid JSON, not UTF-8, so SQLite refuses
+    it) answers the prompt with an error, so the message must not be inserted: not replayed,
+    and the session goes on. Today it is answered -32603 and replayed anyway."""
+    store = tmp_path / "store.sqlite"
+    async with spawn("--store", str(store)) as agent:
+        await agent.initialize(2)
+        session_id = await agent.new_session()
+        answer = await agent.prompt(session_id, "bad \ud800")
+        assert "error" in answer, answer
+        good = await agent.prompt(session_id, "good")
+        assert "result" in good, good
+        await turn_ended(agent, session_id, good)
+        assert await replayed_user_texts(agent, 2, session_id) == ["good"]
+        assert await agent.finish() == 0

@@ -781,3 +781,34 @@ async def test_ask_unanswered_when_the_input_ends_does_not_hang() -> None:
         prompt_id = await prompt(peer, session_id, "/ask Will anyone answer?")
         await wait_for_permission_request(peer, session_id, prompt_id)
         assert await peer.finish() == 0
+
+
+# --------------------------------------------------------------------------- review: cancellation
+
+
+async def serve_cancelled_asks(peer: Peer, frame: Frame) -> None:
+    """Answer every ``$/cancel_request`` of the agent with the ``cancelled`` outcome."""
+    if is_message(frame, "$/cancel_request"):
+        await peer.respond(frame["params"]["requestId"], {"outcome": {"outcome": "cancelled"}})
+
+
+async def test_cancel_request_after_insertion_ends_a_v1_turn_cancelled() -> None:
+    """The insertion rule of ``session/prompt`` (sdk ``schema/v2/schema.json``: "An error
+    response means the user message was not inserted. Once it is inserted, the Agent MUST NOT
+    answer with an error"), kept on v1, where the prompt is answered at the end of its turn: a
+    ``$/cancel_request`` for a prompt whose ``/ask`` waits (its message is inserted) ends the
+    turn with ``stopReason: "cancelled"``. Today it is answered ``-32800``.
+    """
+    async with agent() as peer:
+        await initialize(peer, 1)
+        session_id = await new_session(peer)
+        prompt_id = await prompt(peer, session_id, "/ask Cancel me?")
+        await wait_for_permission_request(peer, session_id, prompt_id, v2=False)
+        await peer.notify("$/cancel_request", {"requestId": prompt_id})
+        answer = await peer.until(
+            "the prompt's answer",
+            lambda f: is_response(f, prompt_id),
+            serve=lambda f: serve_cancelled_asks(peer, f),
+        )
+        assert answer.get("result") == {"stopReason": "cancelled"}, answer
+        assert await peer.finish() == 0

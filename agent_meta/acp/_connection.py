@@ -18,7 +18,8 @@ and waits for it (the final updates and the idle ``state_update`` go out before 
 response); after the close response nothing more of the session is written (R6, enforced by the
 owner for every frame whose ``params.sessionId`` names it).
 
-Cancellation and shutdown: ``$/cancel_request`` cancels that request's handler (``-32800``).
+Cancellation and shutdown: ``$/cancel_request`` cancels that request's handler (``-32800``),
+or calls the callback the handler chose with :meth:`RequestContext.on_cancel_request`.
 At the end of the input stream the connection stops reading, fails the agent's unanswered
 requests (:class:`ConnectionClosedError`), lets the handlers in flight finish, cancels the
 background tasks, waits until everything queued is written, and returns.
@@ -119,6 +120,7 @@ class _Work:
     method: str
     session_id: str | None
     done: trio.Event = dataclasses.field(default_factory=trio.Event)
+    ctx: RequestContext | None = None  # a request's context (None: a background task)
 
 
 class _Batch:
@@ -373,7 +375,7 @@ class AgentConnection:
             task_status.started()
             await self._respond(ctx, batch, {"error": refusal.to_error()})
             return
-        work = _Work(trio.CancelScope(), method, ctx.session_id)
+        work = _Work(trio.CancelScope(), method, ctx.session_id, ctx=ctx)
         self._in_flight[request_id] = work
         task_status.started()
         try:
@@ -536,11 +538,19 @@ class AgentConnection:
             logger.exception("notification handler for %r failed", method)
 
     def _cancel_request(self, params: JsonObject) -> None:
+        """``$/cancel_request``: cancel the request's handler, or call the callback it chose
+        (:meth:`RequestContext.on_cancel_request`)."""
         request_id = params.get("requestId")
-        if type(request_id) is int or type(request_id) is str:
-            work = self._in_flight.get(request_id)
-            if work is not None:
-                work.scope.cancel()
+        if type(request_id) is not int and type(request_id) is not str:
+            return
+        work = self._in_flight.get(request_id)
+        if work is None or work.ctx is None:
+            return  # unknown: ignored
+        callback = work.ctx._on_cancel
+        if callback is None:
+            work.scope.cancel()
+        else:
+            callback()
 
     async def _send_error(self, request_id: RequestId | None, error: JsonRpcError) -> None:
         try:

@@ -75,7 +75,7 @@ class LineSplitter:
         """The end of the stream was fed and every line before it taken."""
         return self._eof and not self._buffer
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes | bytearray) -> None:
         """Add bytes read from the stream; ``b""`` marks its end."""
         if not chunk:
             self._eof = True

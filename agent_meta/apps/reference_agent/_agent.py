@@ -74,6 +74,17 @@ class _Session:
         return f"{role}-{self.counter}"
 
 
+@dataclasses.dataclass(slots=True)
+class _Turn:
+    """One prompt's turn: its cancel scope and how far it got."""
+
+    scope: trio.CancelScope
+    blocks: list[JsonObject]
+    message: Message | None = None  # the user message, once inserted
+    echoed: bool = False
+    replies: list[str] = dataclasses.field(default_factory=list)  # sent to the client
+
+
 class _Foreground:
     """Reports a session's foreground state to the client (v2 ``state_update``)."""
 
@@ -135,15 +146,20 @@ class ReferenceAgent(BaseAgent):
             )
 
     async def _add_message(self, session: _Session, message: Message) -> None:
-        session.history.append(message)
+        """Insert ``message`` into the history as one step: stored first, then kept in memory.
+
+        A cancellation before it starts inserts nothing. Once the store write has begun it is
+        shielded from cancellation, so the message ends up in both places, or (the write
+        failed, and that raises) in neither: an error answer to a prompt then always means that
+        its message was not inserted (ACP v2, ``session/prompt``).
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
         if self._history is not None:
-            await self._history.add_message(
-                session.session_id,
-                len(session.history),
-                message.role,
-                message.message_id,
-                message.text,
-            )
+            with trio.CancelScope(shield=True):
+                await self._history.add_message(
+                    session.session_id, message.role, message.message_id, message.text
+                )
+        session.history.append(message)
 
     # ----------------------------------------------------------------------- setup
 
@@ -324,8 +340,10 @@ class ReferenceAgent(BaseAgent):
     async def prompt(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         """One turn. v2 answers as soon as the user message is inserted, then reports
         ``running``, the replies, and ``idle`` with the stop reason; v1 answers with the stop
-        reason at the end. A cancellation before insertion answers ``-32800``; after it, the
-        turn ends with ``stopReason: "cancelled"``."""
+        reason at the end. A cancellation (``session/cancel``, ``$/cancel_request``) before
+        insertion answers ``-32800`` and inserts nothing; after it, the turn ends with
+        ``stopReason: "cancelled"`` and the request succeeds (ACP v2: "Once it is inserted,
+        the Agent MUST NOT answer with an error"; v1 keeps the same rule)."""
         session = self._session(params)
         blocks = require_object_list(params, "prompt")
         if not ctx.owner.has_lifetime(session.session_id):
@@ -336,25 +354,27 @@ class ReferenceAgent(BaseAgent):
             )
         lifetime = ctx.owner.lifetime(session.session_id)
         text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-        v2 = ctx.protocol_version >= 2
         self._check_replayable(ctx, session, text, blocks)
-        # Registered before the first checkpoint: a session/cancel or session/close read right
-        # after this request is guaranteed to see it.
-        scope = trio.CancelScope()
-        session.prompts.add(scope)
+        # Registered before the first checkpoint: a session/cancel, $/cancel_request or
+        # session/close read right after this request is guaranteed to see it. Both stop the
+        # turn, never the request: whether that is an error depends on the insertion.
+        turn = _Turn(trio.CancelScope(), blocks)
+        ctx.on_cancel_request(turn.scope.cancel)
+        session.prompts.add(turn.scope)
         try:
-            user_id, replies = await self._turn(ctx, session, lifetime, scope, text, blocks)
+            await self._turn(ctx, session, lifetime, turn, text)
         finally:
-            session.prompts.discard(scope)
-        if user_id is None:
+            session.prompts.discard(turn.scope)
+        if turn.message is None:
             raise JsonRpcError(REQUEST_CANCELLED, "the prompt was cancelled before it started")
-        stop_reason = "cancelled" if scope.cancelled_caught else "end_turn"
-        if replies:
+        await self._acknowledge(ctx, session, turn)  # if a cancellation cut it short
+        stop_reason = "cancelled" if turn.scope.cancelled_caught else "end_turn"
+        if turn.replies:
             agent_id = session.next_id("agent")
-            await self._add_message(session, Message("agent", agent_id, "\n".join(replies)))
-        if v2:
+            await self._add_message(session, Message("agent", agent_id, "\n".join(turn.replies)))
+        if ctx.protocol_version >= 2:
             await _Foreground(ctx, session).report("idle", stop_reason)
-            return {"messageId": user_id}
+            return {"messageId": turn.message.message_id}
         session.state = "idle"
         return {"stopReason": stop_reason}
 
@@ -383,39 +403,46 @@ class ReferenceAgent(BaseAgent):
         ctx: RequestContext,
         session: _Session,
         lifetime: SessionLifetime,
-        scope: trio.CancelScope,
+        turn: _Turn,
         text: str,
-        blocks: list[JsonObject],
-    ) -> tuple[str | None, list[str]]:
-        """Insert the user message, then run its lines; the user message id (``None`` if
-        cancelled before insertion) and the replies."""
-        user_id: str | None = None
-        replies: list[str] = []
+    ) -> None:
+        """Insert the user message, acknowledge it (v2), then run its lines, until done or
+        cancelled (``turn.scope``)."""
         sid = session.session_id
         foreground = _Foreground(ctx, session)
-        with scope:
-            message_id = session.next_id("user")
+        with turn.scope:
+            message = Message("user", session.next_id("user"), text)
             session.updated_at = _now()
             # The id counter is stored before the message: a cancellation between the two
             # leaves a gap in the ids, never an id a restarted agent would hand out again.
             await self._save_session(session)
-            await self._add_message(session, Message("user", message_id, text))
-            user_id = message_id
+            await self._add_message(session, message)
+            turn.message = message
+            await self._acknowledge(ctx, session, turn)
             if ctx.protocol_version >= 2:
-                await ctx.respond({"messageId": user_id})  # v2: answered once inserted
-                echo = user_update(session.history[-1], True, blocks)
-                await ctx.connection.session_update(sid, echo)
                 await foreground.report("running")
             for line in text.splitlines():
                 if not line.strip():
                     continue
                 reply = await run_line(ctx, lifetime, foreground, line)
-                replies.append(reply)
                 chunk: JsonObject = {
                     "sessionUpdate": "agent_message_chunk",
                     "content": {"type": "text", "text": reply + "\n"},
                 }
                 if ctx.protocol_version >= 2:
-                    chunk["messageId"] = f"agent-of-{user_id}"
+                    chunk["messageId"] = f"agent-of-{message.message_id}"
                 await ctx.connection.session_update(sid, chunk)
-        return user_id, replies
+                turn.replies.append(reply)
+
+    async def _acknowledge(self, ctx: RequestContext, session: _Session, turn: _Turn) -> None:
+        """v2: answer the prompt with the inserted message's id and echo the message, each
+        once (a cancellation may have stopped the turn before either was queued)."""
+        message = turn.message
+        if ctx.protocol_version < 2 or message is None:
+            return
+        if not ctx.responded:
+            await ctx.respond({"messageId": message.message_id})  # v2: answered once inserted
+        if not turn.echoed:
+            echo = user_update(message, True, turn.blocks)
+            await ctx.connection.session_update(session.session_id, echo)
+            turn.echoed = True

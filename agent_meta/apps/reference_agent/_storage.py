@@ -80,12 +80,15 @@ class HistoryStore:
 
         await self._store.run(save, what="saving a session")
 
-    async def add_message(
-        self, session_id: str, seq: int, role: str, message_id: str, text: str
-    ) -> None:
-        row = (session_id, seq, role, message_id, text)
+    async def add_message(self, session_id: str, role: str, message_id: str, text: str) -> None:
+        """Append a message to the session's stored history (after its last one)."""
+        row = (session_id, session_id, role, message_id, text)
 
         def add(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT OR REPLACE INTO reference_messages VALUES (?, ?, ?, ?, ?)", row)
+            conn.execute(
+                "INSERT INTO reference_messages VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1"
+                " FROM reference_messages WHERE session_id = ?), ?, ?, ?)",
+                row,
+            )
 
         await self._store.run(add, what="saving a message")
