@@ -231,6 +231,41 @@ async def test_cancel_request_answers_request_cancelled() -> None:
         assert _code((await peer.until_response(41))[-1]) == REQUEST_CANCELLED
 
 
+class EarlyAnswerAgent(BaseAgent):
+    """``_work`` answers at once with ``ctx.respond()``, then works on until released."""
+
+    def __init__(self) -> None:
+        self.release = trio.Event()
+        self.cancelled = False
+        self.finished = False
+
+    async def ext_method(self, ctx: RequestContext, method: str, params: JsonObject) -> JsonObject:
+        await ctx.respond({"accepted": True})
+        try:
+            await self.release.wait()
+        except trio.Cancelled:
+            self.cancelled = True
+            raise
+        self.finished = True
+        return {}
+
+
+async def test_cancel_request_for_an_answered_request_is_ignored() -> None:
+    """ACP v2 schema, ``CancelRequestNotification``: "Receivers MUST ignore this notification
+    for an unknown or already-answered request ID". A handler that answered with
+    ``ctx.respond()`` and works on must not be cancelled by a later ``$/cancel_request``."""
+    agent = EarlyAnswerAgent()
+    async with serve(agent) as peer:
+        await peer.request("initialize", INIT_V2)
+        assert (await peer.request("_work", {}))["result"] == {"accepted": True}
+        await peer.notify("$/cancel_request", {"requestId": peer._ids})
+        await trio.testing.wait_all_tasks_blocked()
+        assert not agent.cancelled, "an answered request was cancelled"
+        agent.release.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert agent.finished
+
+
 async def test_a_duplicate_request_id_in_flight_is_rejected() -> None:
     agent = ToyAgent()
     async with serve(agent) as peer:

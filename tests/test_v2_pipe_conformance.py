@@ -812,3 +812,36 @@ async def test_cancel_request_after_insertion_ends_a_v1_turn_cancelled() -> None
         )
         assert answer.get("result") == {"stopReason": "cancelled"}, answer
         assert await peer.finish() == 0
+
+
+async def test_cancel_request_for_an_answered_prompt_is_ignored() -> None:
+    """sdk ``schema/v2/schema.json`` (``CancelRequestNotification``): "Receivers MUST ignore
+    this notification for an unknown or already-answered request ID". A v2 prompt is answered
+    (``{"messageId"}``) once inserted, so a later ``$/cancel_request`` for its id must leave
+    the turn running (``session/cancel`` is how a client stops it). Today it cancels the turn:
+    the agent withdraws its permission request and ends the turn ``cancelled``.
+    """
+    async with agent() as peer:
+        await initialize(peer, 2)
+        session_id = await new_session(peer)
+        prompt_id = await prompt(peer, session_id, "/ask Keep going?\nafter")
+        ask = await wait_for_permission_request(peer, session_id, prompt_id)
+        if not any(is_response(f, prompt_id) for f in peer.frames):
+            await peer.response(prompt_id, "the v2 prompt response while /ask waits")
+        start = peer.mark()
+        await peer.notify("$/cancel_request", {"requestId": prompt_id})
+        await peer.respond(ask["id"], selected("allow"))
+        idle = await peer.until(
+            "the idle state_update ending the turn",
+            lambda f: is_idle(f, session_id),
+            fail_if=lambda f: (
+                "the agent withdrew its permission request"
+                if is_message(f, "$/cancel_request")
+                else None
+            ),
+        )
+        assert stop_reason(idle, session_id) == "end_turn", idle
+        text = reply_text(peer.frames[start:], session_id)
+        assert "answer: allow" in text, text
+        assert "after" in text, text
+        assert await peer.finish() == 0

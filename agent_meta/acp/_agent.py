@@ -78,7 +78,8 @@ class RequestContext:
 
         ACP v2 answers ``session/prompt`` as soon as the prompt is accepted; the turn then goes
         on and ends with the idle ``state_update``. Once responded, the handler's return value
-        is ignored, and a later failure or cancellation sends no second response. Cancelled
+        is ignored, a later failure or cancellation sends no second response, and a
+        ``$/cancel_request`` for the request is ignored (ACP: "already-answered"). Cancelled
         before the response is queued, it sent nothing (the connection then answers as usual).
         Raises ``RuntimeError`` if the request was answered already.
         """

@@ -19,7 +19,8 @@ response); after the close response nothing more of the session is written (R6, 
 owner for every frame whose ``params.sessionId`` names it).
 
 Cancellation and shutdown: ``$/cancel_request`` cancels that request's handler (``-32800``),
-or calls the callback the handler chose with :meth:`RequestContext.on_cancel_request`.
+or calls the callback the handler chose with :meth:`RequestContext.on_cancel_request`; for a
+request that is answered already (``ctx.respond()``) it is ignored.
 At the end of the input stream the connection stops reading, fails the agent's unanswered
 requests (:class:`ConnectionClosedError`), lets the handlers in flight finish, cancels the
 background tasks, waits until everything queued is written, and returns.
@@ -539,13 +540,15 @@ class AgentConnection:
 
     def _cancel_request(self, params: JsonObject) -> None:
         """``$/cancel_request``: cancel the request's handler, or call the callback it chose
-        (:meth:`RequestContext.on_cancel_request`)."""
+        (:meth:`RequestContext.on_cancel_request`). ACP v2: "Receivers MUST ignore this
+        notification for an unknown or already-answered request ID", so a request answered
+        with ``ctx.respond()`` whose handler works on (a v2 prompt's turn) is left alone."""
         request_id = params.get("requestId")
         if type(request_id) is not int and type(request_id) is not str:
             return
         work = self._in_flight.get(request_id)
-        if work is None or work.ctx is None:
-            return  # unknown: ignored
+        if work is None or work.ctx is None or work.ctx.responded:
+            return  # unknown or already answered: ignored
         callback = work.ctx._on_cancel
         if callback is None:
             work.scope.cancel()
