@@ -168,7 +168,7 @@ async def test_bad_inbound_input_over_a_real_pipe() -> None:
 
             await agent.send_raw(b'{"jsonrpc": "2.0", "id": 4, "method": \n')
             assert _error_code(await agent.response(None)) == PARSE_ERROR
-            await agent.send_raw(b'{"jsonrpc": "2.0", "id": 5}\n')
+            await agent.send_raw(b'{"jsonrpc": "2.0", "id": 5, "method": 7}\n')
             assert _error_code(await agent.response(5)) == INVALID_REQUEST
             await agent.request(6, "session/frobnicate", {})
             assert _error_code(await agent.response(6)) == METHOD_NOT_FOUND

@@ -9,7 +9,7 @@ import trio
 import trio.testing
 from peer import serve
 
-from agent_meta import AgentConnection, BaseAgent, RequestContext, serve_agent
+from agent_meta import AgentConnection, BaseAgent, ClientRequestError, RequestContext, serve_agent
 from agent_meta.wire._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -264,6 +264,74 @@ async def test_cancel_request_for_an_answered_request_is_ignored() -> None:
         agent.release.set()
         await trio.testing.wait_all_tasks_blocked()
         assert agent.finished
+
+
+class AskingAgent(BaseAgent):
+    """``_ask`` sends ``_client/question`` to the client and reports how it was answered."""
+
+    async def ext_method(self, ctx: RequestContext, method: str, params: JsonObject) -> JsonObject:
+        try:
+            result = await ctx.connection.request("_client/question", {})
+        except ClientRequestError as exc:
+            return {"code": exc.code, "message": exc.message}
+        return {"result": result}
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ({"result": "allow"}, {"result": "allow"}),
+        ({"result": [1, None]}, {"result": [1, None]}),
+        ({"result": None}, {"result": None}),
+        ({"result": {}, "extra": 1}, INVALID_REQUEST),
+        ({"result": {}, "error": {"code": 1, "message": "m"}}, INVALID_REQUEST),
+        ({"jsonrpc": "1.0", "result": {}}, INVALID_REQUEST),
+        ({"error": {"code": "1", "message": "m"}}, INVALID_REQUEST),
+    ],
+    ids=["string", "array", "null", "extra-member", "result-and-error", "jsonrpc-1.0", "bad-error"],
+)
+async def test_a_client_answer_is_never_answered_and_always_settles_the_request(
+    answer: dict[str, Any], expected: dict[str, Any] | int
+) -> None:
+    """JSON-RPC never answers a response. A response with any JSON ``result`` is valid and is
+    delivered to the waiting request as it is; a malformed one fails that request with
+    :class:`ClientRequestError` (``-32600``). Today a result that is not an object, or a
+    malformed answer, is answered with an error response carrying the agent's own request id
+    (which the client reads as the answer to its own request of that id), and the agent's
+    request waits forever."""
+    async with serve(AskingAgent()) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.send({"id": "q", "method": "_ask", "params": {}})
+        question = await peer.receive()
+        assert question is not None
+        assert question["method"] == "_client/question", question
+        await peer.send({"id": question["id"], **answer})
+        frames: list[dict[str, Any]] = []
+        while not frames or "method" in frames[-1]:  # up to the first response the agent sends
+            frame = await peer.receive()
+            assert frame is not None
+            frames.append(frame)
+        assert frames[-1]["id"] == "q", f"the agent answered the client's answer: {frames[-1]}"
+        result = frames[-1]["result"]
+        if isinstance(expected, int):
+            assert result["code"] == expected, result
+            assert "malformed" in result["message"], result
+        else:
+            assert result == expected
+
+
+async def test_a_malformed_answer_to_no_request_is_dropped() -> None:
+    """A response-shaped message that is not valid and answers nothing the agent asked is
+    logged and dropped, never answered."""
+    async with serve(ToyAgent()) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.send({"id": 77, "result": {}, "extra": 1})
+        await peer.send({"id": "x", "error": {"code": 1}})
+        await peer.send({"id": 78})
+        await peer.send({"id": 99, "method": "session/new", "params": {"name": "a"}})
+        frames = await peer.until_response(99)
+        assert [f for f in frames if "method" not in f] == [frames[-1]], frames
+        assert frames[-1]["result"] == {"sessionId": "a"}
 
 
 async def test_a_duplicate_request_id_in_flight_is_rejected() -> None:

@@ -32,6 +32,7 @@ import sys
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import trio
 
 from agent_meta import SQLiteStore
@@ -844,4 +845,35 @@ async def test_cancel_request_for_an_answered_prompt_is_ignored() -> None:
         text = reply_text(peer.frames[start:], session_id)
         assert "answer: allow" in text, text
         assert "after" in text, text
+        assert await peer.finish() == 0
+
+
+@pytest.mark.parametrize("version", [2, 1])
+async def test_an_answer_that_is_not_an_outcome_ends_the_ask(version: int) -> None:
+    """JSON-RPC 2.0 section 5: a response's ``result`` may be any JSON value, and a response
+    is never answered. ``{"result": "allow"}`` to the agent's ``session/request_permission`` is
+    a valid response but not a ``RequestPermissionResponse``: ``/ask`` must not take it for an
+    approval, must reply that it got no valid answer, and the turn must end. Today the agent
+    answers the client's answer with ``-32600`` under its own request id (which the client
+    reads as the answer to *its* request of that id) and ``/ask`` waits forever.
+    """
+    async with agent() as peer:
+        await initialize(peer, version)
+        session_id = await new_session(peer)
+        prompt_id = await prompt(peer, session_id, "/ask Allow?")
+        ask = await wait_for_permission_request(peer, session_id, prompt_id, v2=version == 2)
+        start = peer.mark()
+        await peer.respond(ask["id"], "allow")
+        await peer.until(
+            "the end of the turn",
+            lambda f: is_idle(f, session_id) if version == 2 else is_response(f, prompt_id),
+            fail_if=lambda f: (
+                f"the agent answered the client's answer: {f}"
+                if isinstance(f, dict) and "method" not in f and f.get("id") == ask["id"]
+                else None
+            ),
+        )
+        text = reply_text(peer.frames[start:], session_id)
+        assert "not answered" in text, text
+        assert "answer: allow" not in text, text
         assert await peer.finish() == 0

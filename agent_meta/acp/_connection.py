@@ -329,13 +329,19 @@ class AgentConnection:
     async def _dispatch_line(self, line: bytes, nursery: trio.Nursery) -> None:
         try:
             decoded = decode_line(line)
+        except InvalidMessageError as exc:
+            if exc.is_response:  # JSON-RPC never answers a response
+                self._outbound.malformed(exc.request_id, str(exc))
+                return
+            await self._send_error(exc.request_id, JsonRpcError(exc.code, str(exc)))
+            return
         except MessageDecodeError as exc:
             await self._send_error(exc.request_id, JsonRpcError(exc.code, str(exc)))
             return
         if not isinstance(decoded, list):
             await self._dispatch(decoded, nursery, None)
             return
-        expected = sum(isinstance(e, JsonRpcRequest | InvalidMessageError) for e in decoded)
+        expected = sum(_answered(entry) for entry in decoded)
         batch = _Batch(expected) if expected else None
         for entry in decoded:
             await self._dispatch_entry(entry, nursery, batch)
@@ -344,6 +350,9 @@ class AgentConnection:
         self, entry: BatchEntry, nursery: trio.Nursery, batch: _Batch | None
     ) -> None:
         if isinstance(entry, InvalidMessageError):
+            if entry.is_response:
+                self._outbound.malformed(entry.request_id, str(entry))
+                return
             assert batch is not None
             error = JsonRpcError(INVALID_REQUEST, str(entry)).to_error()
             await self._add_to_batch(batch, {"id": None, "error": error}, None)
@@ -566,6 +575,14 @@ class AgentConnection:
             await self.owner.send_response(request_id, error=bare.to_error())
 
 
+def _answered(entry: BatchEntry) -> bool:
+    """Whether a batch entry gets a response: a request, or an invalid entry that is not
+    shaped like a response."""
+    if isinstance(entry, InvalidMessageError):
+        return not entry.is_response
+    return isinstance(entry, JsonRpcRequest)
+
+
 def _as_json_rpc_error(exc: Exception, method: str) -> JsonRpcError:
     """The error response a handler's exception earns (the owner stopping is not one)."""
     if isinstance(exc, JsonRpcError):
@@ -604,7 +621,8 @@ async def serve_agent(
     protocol version in ``options`` is replaced by the negotiated one). Malformed input is
     answered with the JSON-RPC error it deserves and the connection goes on: ``-32700`` for a
     line that is not JSON or is longer than ``max_line_bytes``, ``-32600`` for JSON that is not
-    a JSON-RPC message. Started with ``nursery.start``, it reports the
+    a JSON-RPC message, except a malformed response: a response is never answered (it fails
+    the agent's request it names, or is dropped). Started with ``nursery.start``, it reports the
     :class:`AgentConnection` once it serves. Raises :class:`~agent_meta.TransportBrokenError` /
     :class:`~agent_meta.OwnerClosedError` when the output breaks.
     """

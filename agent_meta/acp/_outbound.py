@@ -3,7 +3,8 @@
 ACP lets each side pick the ids of its own requests (the same id may be in use in both
 directions), so the connection numbers its requests itself and matches every inbound response
 to a waiting caller by id. A response nobody waits for (answered after a cancellation, or
-never asked) is logged and dropped.
+never asked) is logged and dropped. A response is never answered: a malformed one fails the
+request it names (:class:`ClientRequestError`, ``-32600``), or is logged and dropped.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..core._errors import AgentMetaError
+from ..wire._jsonrpc import INVALID_REQUEST
 from ..wire._models import MISSING, JsonRpcErrorResponse
 
 if TYPE_CHECKING:
@@ -27,10 +29,12 @@ logger = logging.getLogger("agent_meta.connection")
 
 
 class ClientRequestError(AgentMetaError):
-    """The client answered the agent's request with a JSON-RPC error.
+    """The client answered the agent's request with a JSON-RPC error, or with a malformed
+    response.
 
     ``code``, ``message`` and ``data`` are the client's error object (``data`` is ``None`` when
-    it sent none); ``method`` and ``request_id`` name the request.
+    it sent none); for a malformed response, ``code`` is ``-32600`` and ``message`` says what
+    is wrong with it. ``method`` and ``request_id`` name the request.
     """
 
     def __init__(
@@ -116,6 +120,18 @@ class OutboundRequests:
             )
         else:
             pending.settle(result=message.result)
+
+    def malformed(self, request_id: int | str | None, reason: str) -> None:
+        """A response-shaped message that is not a valid response: it fails the request it
+        names, if one waits, else it is logged and dropped. It is never answered."""
+        pending = self._pending.pop(request_id, None) if type(request_id) is int else None
+        if pending is None:
+            logger.warning("ignoring a malformed response (id %r): %s", request_id, reason[:300])
+            return
+        message = f"the client's answer is malformed: {reason[:300]}"
+        pending.settle(
+            error=ClientRequestError(pending.method, pending.request_id, INVALID_REQUEST, message)
+        )
 
     def for_session(self, session_id: str) -> list[PendingRequest]:
         """The requests in flight that belong to ``session_id``."""
