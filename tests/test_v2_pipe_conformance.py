@@ -877,3 +877,46 @@ async def test_an_answer_that_is_not_an_outcome_ends_the_ask(version: int) -> No
         assert "not answered" in text, text
         assert "answer: allow" not in text, text
         assert await peer.finish() == 0
+
+
+# --------------------------------------------------------------------------- review: foreground
+
+
+async def test_the_foreground_state_covers_every_turn_of_the_session() -> None:
+    """sdk ``schema/v2/schema.json`` (``StateUpdate``): "The agent SHOULD report
+    ``requires_action`` when the foreground workflow as a whole cannot progress without user
+    action" and "MUST report ``idle`` when no foreground activity remains"; resume reports
+    "foreground state after resuming". Two prompts on one session: the second one ends while
+    the first waits for permission, so the session is neither idle nor merely running: no
+    ``idle`` until the first turn ends, and a resume reports ``requires_action``. Today the
+    second turn reports ``running`` and then ``idle`` (``end_turn``) while the first still
+    waits, and the resume reports ``idle``.
+    """
+    session_id = ""
+
+    def not_idle(frame: Frame) -> str | None:
+        return "an idle state_update while /ask still waits" if is_idle(frame, session_id) else None
+
+    async with agent() as peer:
+        await initialize(peer, 2)
+        session_id = await new_session(peer)
+        first = await prompt(peer, session_id, "/ask Go on?")
+        ask = await wait_for_permission_request(peer, session_id, first)
+        start = peer.mark()
+        await prompt(peer, session_id, "hello")
+        await peer.until(
+            "the second turn's reply",
+            lambda f: "hello" in reply_text([f], session_id),
+            fail_if=not_idle,
+        )
+        resume_id = await peer.request("session/resume", {"sessionId": session_id, "cwd": CWD})
+        await peer.until(
+            "the resume response", lambda f: is_response(f, resume_id), fail_if=not_idle
+        )
+        during = states(peer.frames[start:], session_id)
+        assert during, "resume sent no state_update"
+        assert all(s.get("state") == "requires_action" for s in during), during
+        await peer.respond(ask["id"], selected("allow"))
+        idle = await peer.until("the end of the first turn", lambda f: is_idle(f, session_id))
+        assert stop_reason(idle, session_id) == "end_turn", idle
+        assert await peer.finish() == 0

@@ -66,12 +66,23 @@ class _Session:
     last_info: JsonObject = dataclasses.field(default_factory=dict)
     prompts: set[trio.CancelScope] = dataclasses.field(default_factory=set)
     counter: int = 0
-    state: str = "idle"  # the v2 foreground state: idle, running, requires_action
+    turns: dict[_Foreground, str] = dataclasses.field(default_factory=dict)  # state per turn
+    reported: str = "idle"  # the foreground state last reported to the client
     closed: bool = False  # its lifetime was closed on this connection (reopening starts fresh)
 
     def next_id(self, role: str) -> str:
         self.counter += 1
         return f"{role}-{self.counter}"
+
+    @property
+    def state(self) -> str:
+        """The v2 foreground state of the session as a whole, from all its turns:
+        ``requires_action`` if any waits for the client, else ``running`` if any runs, else
+        ``idle``."""
+        states = set(self.turns.values())
+        if "requires_action" in states:
+            return "requires_action"
+        return "running" if states else "idle"
 
 
 @dataclasses.dataclass(slots=True)
@@ -80,26 +91,39 @@ class _Turn:
 
     scope: trio.CancelScope
     blocks: list[JsonObject]
+    foreground: _Foreground
     message: Message | None = None  # the user message, once inserted
     echoed: bool = False
     replies: list[str] = dataclasses.field(default_factory=list)  # sent to the client
 
 
 class _Foreground:
-    """Reports a session's foreground state to the client (v2 ``state_update``)."""
+    """One turn's foreground state, reported to the client as the session's (v2
+    ``state_update``): the session's state is derived from all its turns, and only its changes
+    are reported, except that the end of a turn that leaves the session idle always reports
+    ``idle`` with the turn's stop reason (that is how a v2 client learns the turn ended)."""
 
     def __init__(self, ctx: RequestContext, session: _Session) -> None:
         self._ctx = ctx
         self._session = session
 
     async def report(self, state: str, stop_reason: str | None = None) -> None:
-        self._session.state = state
+        session = self._session
+        if state == "idle":
+            session.turns.pop(self, None)  # this turn is over
+        else:
+            session.turns[self] = state
+        current = session.state
+        ended = stop_reason is not None and current == "idle"
+        if current == session.reported and not ended:
+            return
+        session.reported = current
         if self._ctx.protocol_version < 2:
             return
-        update: JsonObject = {"sessionUpdate": "state_update", "state": state}
-        if stop_reason is not None:
+        update: JsonObject = {"sessionUpdate": "state_update", "state": current}
+        if ended:
             update["stopReason"] = stop_reason
-        await self._ctx.connection.session_update(self._session.session_id, update)
+        await self._ctx.connection.session_update(session.session_id, update)
 
 
 def _now() -> str:
@@ -301,7 +325,8 @@ class ReferenceAgent(BaseAgent):
                 for update in replay_updates(message, v2, sid, owner.max_frame_bytes):
                     await ctx.connection.session_update(sid, update)
         if ctx.protocol_version >= 2:  # the foreground state, even without replay (v2 schema)
-            state: JsonObject = {"sessionUpdate": "state_update", "state": session.state}
+            session.reported = session.state
+            state: JsonObject = {"sessionUpdate": "state_update", "state": session.reported}
             await ctx.connection.session_update(sid, state)
         lifetime.resync()
 
@@ -358,7 +383,7 @@ class ReferenceAgent(BaseAgent):
         # Registered before the first checkpoint: a session/cancel, $/cancel_request or
         # session/close read right after this request is guaranteed to see it. Both stop the
         # turn, never the request: whether that is an error depends on the insertion.
-        turn = _Turn(trio.CancelScope(), blocks)
+        turn = _Turn(trio.CancelScope(), blocks, _Foreground(ctx, session))
         ctx.on_cancel_request(turn.scope.cancel)
         session.prompts.add(turn.scope)
         try:
@@ -372,10 +397,9 @@ class ReferenceAgent(BaseAgent):
         if turn.replies:
             agent_id = session.next_id("agent")
             await self._add_message(session, Message("agent", agent_id, "\n".join(turn.replies)))
+        await turn.foreground.report("idle", stop_reason)
         if ctx.protocol_version >= 2:
-            await _Foreground(ctx, session).report("idle", stop_reason)
             return {"messageId": turn.message.message_id}
-        session.state = "idle"
         return {"stopReason": stop_reason}
 
     def _check_replayable(
@@ -409,7 +433,7 @@ class ReferenceAgent(BaseAgent):
         """Insert the user message, acknowledge it (v2), then run its lines, until done or
         cancelled (``turn.scope``)."""
         sid = session.session_id
-        foreground = _Foreground(ctx, session)
+        foreground = turn.foreground
         with turn.scope:
             message = Message("user", session.next_id("user"), text)
             session.updated_at = _now()
@@ -419,8 +443,7 @@ class ReferenceAgent(BaseAgent):
             await self._add_message(session, message)
             turn.message = message
             await self._acknowledge(ctx, session, turn)
-            if ctx.protocol_version >= 2:
-                await foreground.report("running")
+            await foreground.report("running")
             for line in text.splitlines():
                 if not line.strip():
                     continue
