@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
 import trio.testing
 from peer import Peer, serve
 
-from agent_meta import OwnerOptions, serve_agent
+from agent_meta import OwnerOptions, SQLiteStore, serve_agent
 from agent_meta.apps.reference_agent import COMMANDS, ReferenceAgent
 from agent_meta.testing import ClientMirror
 from agent_meta.wire._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
+
+if TYPE_CHECKING:
+    import sqlite3
+    from pathlib import Path
 
 INFO = {"name": "test", "version": "0"}
 
@@ -417,3 +421,47 @@ async def test_a_v2_prompt_cancelled_while_its_answer_waits_for_room_still_succe
         "state": "idle",
         "stopReason": "cancelled",
     }
+
+
+_V1_TABLES = """
+CREATE TABLE reference_sessions (
+    session_id TEXT PRIMARY KEY NOT NULL, cwd TEXT NOT NULL, updated_at TEXT NOT NULL,
+    last_info TEXT NOT NULL, counter INTEGER NOT NULL
+);
+CREATE TABLE reference_messages (
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL,
+    message_id TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (session_id, seq)
+);
+INSERT INTO reference_sessions VALUES ('old', '/work', '2026-01-01T00:00:00Z', '{}', 1);
+INSERT INTO reference_messages VALUES ('old', 1, 'user', 'user-1', 'kept');
+"""
+
+
+async def test_a_store_from_before_the_closed_flag_is_migrated(tmp_path: Path) -> None:
+    """The reference agent's tables gained a ``closed`` column (version 2 of its tables): a
+    file written by the earlier version is migrated when loaded (sessions open, history kept),
+    and the flag is then kept: a session closed before a restart reopens with ``title: null``."""
+    path = tmp_path / "old.sqlite"
+    async with await SQLiteStore.open(path) as store:
+
+        def create(conn: sqlite3.Connection) -> None:
+            for statement in _V1_TABLES.split(";"):
+                conn.execute(statement)
+
+        await store.run(create)
+    for step in ("close", "reopen"):
+        async with (
+            await SQLiteStore.open(path) as store,
+            serve(await ReferenceAgent.with_store(store)) as peer,
+        ):
+            init = {"protocolVersion": 2, "info": INFO}
+            assert (await peer.request("initialize", init))["result"]["protocolVersion"] == 2
+            params = {"sessionId": "old", "cwd": "/work", "replayFrom": {"type": "start"}}
+            frames, response = await peer.call("session/resume", params)
+            assert "result" in response, response
+            assert "kept" in str(frames)
+            if step == "close":
+                await _prompt(peer, "old", "/title Before")
+                assert "result" in await peer.request("session/close", {"sessionId": "old"})
+            else:
+                assert {"title": None} in _info_updates(frames), frames

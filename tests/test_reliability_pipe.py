@@ -814,3 +814,51 @@ async def test_a_prompt_the_store_cannot_take_is_refused_and_not_kept(tmp_path: 
         await turn_ended(agent, session_id, good)
         assert await replayed_user_texts(agent, 2, session_id) == ["good"]
         assert await agent.finish() == 0
+
+
+# =========================================================================== review: closed
+
+
+@pytest.mark.parametrize(
+    ("version", "method"),
+    [(2, "session/resume"), (1, "session/resume"), (1, "session/load")],
+)
+async def test_a_session_closed_before_a_restart_reopens_without_its_title(
+    tmp_path: Path, version: int, method: str
+) -> None:
+    """Point 6 across a restart (``--store``): /title Old title, session/close, restart, then
+    resume (or v1 load). As in one process, the reopened lifetime must state the title it
+    knows (v2: ``title: null``), so what the client holds is what session/list reports.
+    Today whether the session was closed lives in memory only: after the restart the resync
+    omits the title and the client keeps "Old title"."""
+    store = tmp_path / "store.sqlite"
+    async with spawn("--store", str(store)) as first:
+        await first.initialize(version)
+        session_id = await first.new_session()
+        await turn_ended(first, session_id, await first.prompt(session_id, "/title Old title"))
+        assert "result" in await first.call("session/close", {"sessionId": session_id})
+        assert await first.finish() == 0
+    async with spawn("--store", str(store)) as second:
+        await second.initialize(version)
+        resumed = await second.call(method, {"sessionId": session_id, "cwd": "/tmp"})
+        assert "result" in resumed, resumed
+        resync = [
+            m["params"]["update"]
+            for m in second.messages
+            if m.get("method") == "session/update"
+            and m["params"]["update"]["sessionUpdate"] == "session_info_update"
+        ]
+        listed = {
+            s["sessionId"]: s for s in (await second.call("session/list"))["result"]["sessions"]
+        }
+        assert await second.finish() == 0
+    mirror = ClientMirror(protocol_version=version)
+    for message in [*first.messages, *second.messages]:  # one client across the restart
+        mirror.feed(message)
+    shown = mirror.info(session_id).title
+    reported = listed[session_id].get("title")
+    assert shown == reported, (
+        f"after a restart and {method} the client shows title {shown!r} but session/list "
+        f"reports {reported!r}; resync frames: {resync}"
+    )
+    assert any("title" in update for update in resync), resync

@@ -153,8 +153,9 @@ class ReferenceAgent(BaseAgent):
         """
         history = HistoryStore(store)
         agent = cls(history, list_page_size=list_page_size)
-        for session_id, cwd, updated_at, last_info, counter, messages in await history.load():
-            session = _Session(session_id, cwd, updated_at, last_info=last_info, counter=counter)
+        for session_id, cwd, updated_at, info, counter, closed, messages in await history.load():
+            session = _Session(session_id, cwd, updated_at, last_info=info, counter=counter)
+            session.closed = closed  # reopening it seeds title: null, as in one process
             session.history = [Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
             agent._sessions[session_id] = session
         return agent
@@ -167,6 +168,7 @@ class ReferenceAgent(BaseAgent):
                 session.updated_at,
                 session.last_info,
                 session.counter,
+                session.closed,
             )
 
     async def _add_message(self, session: _Session, message: Message) -> None:
@@ -317,6 +319,8 @@ class ReferenceAgent(BaseAgent):
             # and the agent knows it, so the resync says so (title: null on v2).
             lifetime = owner.open_lifetime(sid, seed=SessionInfoPatch(title=None))
             session.closed = False
+            with trio.CancelScope(shield=True):  # a short write; the store must agree
+                await self._save_session(session)
         else:
             lifetime = owner.open_lifetime(sid)  # a restarted agent: from the store, if kept
         if replay:
@@ -340,9 +344,9 @@ class ReferenceAgent(BaseAgent):
         if session is None or not ctx.owner.has_lifetime(session.session_id):
             return {}
         session.last_info = self._info(ctx, session)
+        session.closed = True  # kept in the store too: a restarted agent reopens it alike
         await self._save_session(session)
         ctx.owner.close_lifetime(session.session_id)
-        session.closed = True
         return {}
 
     async def cancel(self, connection: AgentConnection, params: JsonObject) -> None:
