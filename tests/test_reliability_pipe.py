@@ -862,3 +862,47 @@ async def test_a_session_closed_before_a_restart_reopens_without_its_title(
         f"reports {reported!r}; resync frames: {resync}"
     )
     assert any("title" in update for update in resync), resync
+
+
+# =========================================================================== review: signals
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("version", [2, 1])
+async def test_a_signal_during_ask_ends_the_turn_cancelled(version: int, signum: int) -> None:
+    """Point 7: a graceful stop cancels the work in flight "as session/cancel would", so a
+    turn waiting on ``/ask`` withdraws its permission request (``$/cancel_request``, as after
+    ``session/cancel``) and ends with ``stopReason: "cancelled"`` (v2: the idle
+    ``state_update``; v1: the prompt's answer). Today the stop first fails the pending
+    permission request (the connection is closing): ``/ask`` replies "not answered: the
+    connection closed", nothing is withdrawn, and the turn, its last line done, ends
+    ``end_turn`` whenever it gets there before the cancellation (about every other run)."""
+    async with spawn() as agent:
+        await agent.initialize(version)
+        session_id = await agent.new_session()
+        prompt_id = agent.next_id()
+        text = "/ask Stop?"
+        await agent.send(request(prompt_id, "session/prompt", prompt_params(session_id, text)))
+        while not any(m.get("method") == "session/request_permission" for m in agent.messages):
+            assert await agent.receive() is not None, "the agent never asked"
+        ask = next(m for m in agent.messages if m.get("method") == "session/request_permission")
+        agent.process.send_signal(signum)
+        partial = await agent.read_to_end()
+        status = await agent.process.wait()
+    assert status == 0, status
+    assert not partial, partial
+    ends = [
+        update.get("stopReason")
+        for m in agent.messages
+        if m.get("method") == "session/update"
+        and (update := m["params"]["update"])["sessionUpdate"] == "state_update"
+        and update["state"] == "idle"
+    ]
+    if version == 2:
+        assert ends == ["cancelled"], ends
+    else:
+        answer = agent.messages[agent.response_index(prompt_id) or 0]
+        assert answer.get("result") == {"stopReason": "cancelled"}, answer
+    withdrawn = [m["params"] for m in agent.messages if m.get("method") == "$/cancel_request"]
+    assert withdrawn == [{"requestId": ask["id"]}], (withdrawn, agent.replies(session_id, 0))
+    assert agent.replies(session_id, 0) == [], agent.replies(session_id, 0)

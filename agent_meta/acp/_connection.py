@@ -293,19 +293,21 @@ class AgentConnection:
             logger.exception("the cancel handler failed for session %r", session_id)
 
     def shutdown(self, grace: float = _SHUTDOWN_GRACE, drain: float = _SHUTDOWN_DRAIN) -> None:
-        """Stop gracefully: read nothing more, fail the agent's unanswered requests, stop the
-        work in flight as ``session/cancel`` would (after ``grace`` seconds, cancel what is
-        left), and write what was accepted; whatever is still running ``grace + drain``
-        seconds from now is cancelled. :func:`serve_agent` then returns as at the end of the
-        input. Idempotent."""
+        """Stop gracefully: read nothing more, stop the work in flight as ``session/cancel``
+        would (so a turn waiting for the client ends ``cancelled`` and withdraws its request
+        with ``$/cancel_request``), then fail the agent's requests still unanswered; after
+        ``grace`` seconds, cancel what is left, and write what was accepted; whatever is still
+        running ``grace + drain`` seconds from now is cancelled. :func:`serve_agent` then
+        returns as at the end of the input. Idempotent."""
         if self._shutting_down:
             return
         self._shutting_down = True
         self._reading.cancel()
-        self._outbound.close("the agent is shutting down")
         self._stop_scope.deadline = trio.current_time() + grace + drain
         if self._requests is not None:
             self._requests.start_soon(self._wind_down, grace)
+        else:
+            self._outbound.close("the agent is shutting down")
 
     async def _wind_down(self, grace: float) -> None:
         sessions = {w.session_id for w in [*self._in_flight.values(), *self._tasks]}
@@ -315,6 +317,8 @@ class AgentConnection:
         for work in [*self._in_flight.values(), *self._tasks]:
             if work.method != _FOREGROUND:
                 work.scope.cancel()
+        # Only now: a request the cancellations reached was withdrawn, not failed.
+        self._outbound.close("the agent is shutting down")
         with trio.move_on_after(grace):
             for work in list(self._in_flight.values()):
                 await work.done.wait()
@@ -322,7 +326,8 @@ class AgentConnection:
             work.scope.cancel()
 
     def _input_ended(self) -> None:
-        self._outbound.close("the client's input ended")
+        if not self._shutting_down:  # a graceful stop closes them once it has cancelled
+            self._outbound.close("the client's input ended")
 
     # ----------------------------------------------------------------------- dispatch
 

@@ -56,7 +56,7 @@ class ConnectionClosedError(AgentMetaError):
 class PendingRequest:
     """One request of the agent that waits for the client's answer."""
 
-    __slots__ = ("_done", "error", "method", "request_id", "result", "session_id")
+    __slots__ = ("_done", "answered", "error", "method", "request_id", "result", "session_id")
 
     def __init__(self, request_id: int, method: str, session_id: str | None) -> None:
         self.request_id = request_id
@@ -64,16 +64,18 @@ class PendingRequest:
         self.session_id = session_id
         self.result: Any = None
         self.error: AgentMetaError | None = None
+        self.answered = False
+        """True once the client answered (a request failed because the connection is going
+        away is not answered: cancelling it still tells the client)."""
         self._done = trio.Event()
 
-    @property
-    def answered(self) -> bool:
-        return self._done.is_set()
-
-    def settle(self, *, result: Any = None, error: AgentMetaError | None = None) -> None:
+    def settle(
+        self, *, result: Any = None, error: AgentMetaError | None = None, answered: bool = True
+    ) -> None:
         if not self._done.is_set():
             self.result = result
             self.error = error
+            self.answered = answered
             self._done.set()
 
     async def wait(self) -> JsonValue:
@@ -146,6 +148,7 @@ class OutboundRequests:
             pending.settle(
                 error=ConnectionClosedError(
                     f"{pending.method} (request {pending.request_id}) got no answer: {reason}"
-                )
+                ),
+                answered=False,
             )
         self._pending.clear()
