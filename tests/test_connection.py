@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -9,7 +10,15 @@ import trio
 import trio.testing
 from peer import serve
 
-from agent_meta import AgentConnection, BaseAgent, ClientRequestError, RequestContext, serve_agent
+from agent_meta import (
+    AgentConnection,
+    BaseAgent,
+    ClientRequestError,
+    OwnerOptions,
+    RequestContext,
+    TransportBrokenError,
+    serve_agent,
+)
 from agent_meta.wire._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -417,3 +426,40 @@ async def test_a_batch_of_notifications_gets_no_answer() -> None:
         assert response["result"] == {"sessionId": "n"}
         assert not any(line.startswith(b"[") for line in peer.lines)
         assert [f["id"] for f in peer.frames if "method" not in f] == [1001, 1002]
+
+
+@pytest.mark.parametrize("drain_timeout", [10.0, math.inf])
+async def test_a_graceful_stop_is_bounded_and_reports_unwritten_frames(
+    autojump_clock: trio.testing.MockClock, drain_timeout: float
+) -> None:
+    """``AgentConnection.shutdown(grace, drain)``: whatever is still running ``grace + drain``
+    seconds later is cancelled and :func:`serve_agent` returns: one bound, whatever
+    ``OwnerOptions.drain_timeout`` says. With a client that stopped reading, frames stay
+    unwritten, and :func:`serve_agent` says so (``TransportBrokenError``; the CLI exits 1).
+    Today the owner's own drain comes on top (10 s more, or forever with the default), and
+    :func:`serve_agent` returns as if everything was written. Virtual time (autojump)."""
+    to_agent, agent_in = trio.testing.memory_stream_one_way_pair()
+    agent_out, _from_agent = trio.testing.lockstep_stream_one_way_pair()  # never read
+    ended: dict[str, Any] = {}
+
+    async def run(*, task_status: trio.TaskStatus[AgentConnection]) -> None:
+        options = OwnerOptions(drain_timeout=drain_timeout)
+        try:
+            await serve_agent(
+                ToyAgent(), agent_in, agent_out, options=options, task_status=task_status
+            )
+        except TransportBrokenError as exc:
+            ended["error"] = exc
+        ended["at"] = trio.current_time()
+
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            connection: AgentConnection = await nursery.start(run)
+            await to_agent.send_all(b'{"jsonrpc": "2.0", "id": 1, "method": "initialize"}\n')
+            await trio.testing.wait_all_tasks_blocked()  # its answer is stuck on the output
+            start = trio.current_time()
+            connection.shutdown(grace=5, drain=10)
+    elapsed = ended["at"] - start
+    assert elapsed <= 15, f"the stop took {elapsed} s, longer than grace + drain"
+    assert elapsed == pytest.approx(min(15, drain_timeout))  # the drain ends at either bound
+    assert "stopped reading" in str(ended.get("error")), ended

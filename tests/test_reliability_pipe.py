@@ -182,12 +182,14 @@ class AgentProcess:
 
 
 @asynccontextmanager
-async def spawn(*args: str) -> AsyncIterator[AgentProcess]:
-    """The reference agent with these arguments; killed if still running at the end."""
+async def spawn(*args: str, stderr: bool = False) -> AsyncIterator[AgentProcess]:
+    """The reference agent with these arguments; killed if still running at the end. With
+    ``stderr``, its stderr is a pipe (``process.stderr``) rather than the test's."""
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "agent_meta", "agent", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if stderr else None,
     )
     try:
         with trio.fail_after(BOUND):
@@ -197,7 +199,7 @@ async def spawn(*args: str) -> AsyncIterator[AgentProcess]:
             process.kill()
         with trio.CancelScope(shield=True):
             await process.wait()
-            for stream in (process.stdin, process.stdout):
+            for stream in (process.stdin, process.stdout, process.stderr):
                 if stream is not None:
                     await stream.aclose()
 
@@ -906,3 +908,39 @@ async def test_a_signal_during_ask_ends_the_turn_cancelled(version: int, signum:
     withdrawn = [m["params"] for m in agent.messages if m.get("method") == "$/cancel_request"]
     assert withdrawn == [{"requestId": ask["id"]}], (withdrawn, agent.replies(session_id, 0))
     assert agent.replies(session_id, 0) == [], agent.replies(session_id, 0)
+
+
+STOP_BOUND = 15.0
+"""The documented bound of a graceful stop: 5 s for the work to stop, 10 s to write."""
+
+
+async def test_a_signal_with_a_client_that_stopped_reading_exits_1_within_the_bound() -> None:
+    """Point 7, the bound (docs/agent.md, ``AgentConnection.shutdown``): on SIGTERM the agent
+    exits within 15 s whatever the client does. When the client has stopped reading, what it
+    accepted cannot all be written: it exits with status 1 and says so on stderr (the last
+    line it wrote may be cut: a stalled pipe gives no way to finish it). Today the CLI's own
+    10 s drain comes on top of the 15 s: it exits 0 after 25 s, the cut line unexplained.
+
+    The prompt's output is stuck on a client that never reads again (PAD proves the agent read
+    the prompt); the test then only waits for the process, bounded.
+    """
+    body = "\n".join(f"line {n:05d} " + "x" * 100 for n in range(3000))
+    async with spawn(stderr=True) as agent:
+        await agent.initialize(2)
+        session_id = await agent.new_session()
+        await agent.send(
+            request(agent.next_id(), "session/prompt", prompt_params(session_id, body))
+        )
+        await agent.pad()
+        agent.process.send_signal(signal.SIGTERM)
+        start = trio.current_time()
+        with trio.fail_after(STOP_BOUND + 5):
+            status = await agent.process.wait()
+        elapsed = trio.current_time() - start
+        assert agent.process.stderr is not None
+        errors = b""
+        while chunk := await agent.process.stderr.receive_some():
+            errors += chunk
+    assert elapsed <= STOP_BOUND + 2, f"the agent took {elapsed:.1f} s to stop"
+    assert status == 1, f"status {status} although frames were left unwritten"
+    assert b"stopped reading" in errors, errors.decode(errors="replace")

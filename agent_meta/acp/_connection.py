@@ -23,11 +23,14 @@ or calls the callback the handler chose with :meth:`RequestContext.on_cancel_req
 request that is answered already (``ctx.respond()``) it is ignored.
 At the end of the input stream the connection stops reading, fails the agent's unanswered
 requests (:class:`ConnectionClosedError`), lets the handlers in flight finish, cancels the
-background tasks, waits until everything queued is written, and returns.
+background tasks, waits until everything queued is written (at most ``OwnerOptions.drain_timeout``
+seconds), and returns.
 :meth:`AgentConnection.shutdown` (``serve_stdio`` calls it on SIGTERM or SIGINT) stops reading at
-once and winds the work down within a bounded time. Cancelling :func:`serve_agent` itself
-cancels all of that at once; the owner then begins no new frame, but a frame it was in the middle
-of writing to a client that had stopped reading stays incomplete.
+once and winds the work down within a bounded time, its last writes included. Frames left
+unwritten at either bound (a client that stopped reading) make :func:`serve_agent` raise
+:class:`~agent_meta.TransportBrokenError`; the frame it was in the middle of writing then stays
+incomplete (a stalled pipe gives no way to finish it). Cancelling :func:`serve_agent` itself
+cancels all of that at once, with the same effect on a frame being written.
 """
 
 from __future__ import annotations
@@ -143,6 +146,7 @@ class AgentConnection:
         *,
         protocol_versions: Collection[int],
         background: trio.Nursery,
+        stop_scope: trio.CancelScope | None = None,
     ) -> None:
         self.owner = owner
         self.agent = agent
@@ -155,7 +159,7 @@ class AgentConnection:
         self._tasks: list[_Work] = []  # background tasks
         self._outbound = OutboundRequests()
         self._reading = trio.CancelScope()
-        self._stop_scope = trio.CancelScope()
+        self._stop_scope = stop_scope or trio.CancelScope()  # shutdown() sets its deadline
         self._shutting_down = False
 
     @property
@@ -296,9 +300,12 @@ class AgentConnection:
         """Stop gracefully: read nothing more, stop the work in flight as ``session/cancel``
         would (so a turn waiting for the client ends ``cancelled`` and withdraws its request
         with ``$/cancel_request``), then fail the agent's requests still unanswered; after
-        ``grace`` seconds, cancel what is left, and write what was accepted; whatever is still
-        running ``grace + drain`` seconds from now is cancelled. :func:`serve_agent` then
-        returns as at the end of the input. Idempotent."""
+        ``grace`` seconds, cancel what is left, and write what was accepted. The whole stop is
+        bounded: ``grace + drain`` seconds from now, whatever is still running or unwritten is
+        cancelled (the owner's ``drain_timeout`` may end the writing earlier, never later), and
+        :func:`serve_agent` returns as at the end of the input, or raises
+        :class:`~agent_meta.TransportBrokenError` if frames were left unwritten (a client that
+        stopped reading). Idempotent."""
         if self._shutting_down:
             return
         self._shutting_down = True
@@ -629,7 +636,10 @@ async def serve_agent(
     a JSON-RPC message, except a malformed response: a response is never answered (it fails
     the agent's request it names, or is dropped). Started with ``nursery.start``, it reports the
     :class:`AgentConnection` once it serves. Raises :class:`~agent_meta.TransportBrokenError` /
-    :class:`~agent_meta.OwnerClosedError` when the output breaks.
+    :class:`~agent_meta.OwnerClosedError` when the output breaks, and
+    :class:`~agent_meta.TransportBrokenError` when frames accepted before the end could not
+    all be written within ``options.drain_timeout`` or the bound of
+    :meth:`AgentConnection.shutdown` (the client stopped reading).
     """
     versions = tuple(sorted(set(protocol_versions)))
     if not versions or not set(versions) <= set(SUPPORTED_PROTOCOL_VERSIONS):
@@ -637,21 +647,35 @@ async def serve_agent(
     reader = NdjsonLineReader(receive_stream, max_line_bytes=max_line_bytes)
     highest: Literal[1, 2] = 2 if versions[-1] == 2 else 1
     options = dataclasses.replace(options or OwnerOptions(), protocol_version=highest)
-    async with open_owner(send_stream, options, store=store) as owner:
-        async with trio.open_nursery() as background:
-            connection = AgentConnection(
-                owner, agent, protocol_versions=versions, background=background
-            )
-            with connection._stop_scope:
+    stop = trio.CancelScope()  # a graceful stop's bound, the owner's last writes included
+    flushed = False
+    with stop:
+        async with open_owner(send_stream, options, store=store) as owner:
+            async with trio.open_nursery() as background:
+                connection = AgentConnection(
+                    owner, agent, protocol_versions=versions, background=background, stop_scope=stop
+                )
                 async with trio.open_nursery() as requests:
                     connection._requests = requests
                     task_status.started(connection)
                     with connection._reading:
                         await _read_loop(connection, reader, requests)
                     connection._input_ended()
-            background.cancel_scope.cancel()
-        with trio.move_on_at(connection._stop_scope.deadline):  # a graceful stop's bound
-            await owner.wait_flushed()
+                background.cancel_scope.cancel()
+            with trio.move_on_after(options.drain_timeout):
+                await owner.wait_flushed()
+                flushed = True
+            if not flushed:  # the owner would only wait again: stop it now
+                raise _unwritten(f"within the drain timeout of {options.drain_timeout} s")
+    if not flushed:
+        raise _unwritten("within the bound of the graceful stop")
+
+
+def _unwritten(when: str) -> TransportBrokenError:
+    return TransportBrokenError(
+        f"the output stalled: frames accepted before the end were not all written {when} (has"
+        " the client stopped reading? the last line written may be cut short)"
+    )
 
 
 async def _read_loop(
