@@ -14,6 +14,7 @@ import trio
 from agent_meta import __version__
 from agent_meta.acp._lines import DEFAULT_MAX_LINE_BYTES
 from agent_meta.apps._cli import build_parser, main
+from agent_meta.apps.reference_agent import COMMANDS
 from agent_meta.wire._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -47,6 +48,8 @@ def test_agent_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> No
     out = capsys.readouterr().out
     for word in ("--protocol", "--failure-path", "--max-line", "/meta set", "/burst"):
         assert word in out
+    for name, _description, _hint in COMMANDS:  # every command the agent advertises
+        assert f"/{name}" in out, f"agent --help does not list /{name}"
 
 
 @pytest.mark.parametrize(

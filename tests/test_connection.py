@@ -19,6 +19,7 @@ from agent_meta import (
     TransportBrokenError,
     serve_agent,
 )
+from agent_meta.apps.reference_agent import ReferenceAgent
 from agent_meta.wire._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -134,6 +135,53 @@ async def test_initialize_rejects_a_bad_version_and_methods_before_it() -> None:
         assert _code(await peer.request("initialize", {"protocolVersion": "2"})) == INVALID_PARAMS
         assert _code(await peer.request("initialize", {})) == INVALID_PARAMS
         assert (await peer.request("initialize", INIT_V2))["result"]["protocolVersion"] == 2
+
+
+@pytest.mark.parametrize("requested", [65536, 2**70])
+async def test_a_version_beyond_uint16_is_invalid_params(requested: int) -> None:
+    """ACP's ``ProtocolVersion`` is a ``uint16`` (v2 schema): a larger number is not a
+    version at all, so ``-32602``, not a negotiation to the highest one. 65535 is valid."""
+    async with serve(ToyAgent()) as peer:
+        refused = await peer.request("initialize", {"protocolVersion": requested})
+        assert _code(refused) == INVALID_PARAMS, refused
+        accepted = await peer.request("initialize", {"protocolVersion": 65535})
+        assert accepted["result"]["protocolVersion"] == 2
+
+
+@pytest.mark.parametrize(("requested", "served"), [(1, True), (2, False), (7, False)])
+async def test_a_null_initialize_id_is_judged_by_the_version_it_asks_for(
+    requested: int, served: bool
+) -> None:
+    """v1's ``RequestId`` allows ``null``, v2's does not. Before ``initialize`` has
+    negotiated, the version the request asks for decides: an ``initialize`` that negotiates
+    v1 with ``id: null`` is served. Today it is refused "in ACP v2" whatever it asks for."""
+    async with serve(ToyAgent()) as peer:
+        await peer.send(
+            {"id": None, "method": "initialize", "params": {"protocolVersion": requested}}
+        )
+        answer = (await peer.until_response(None))[-1]
+        if served:
+            assert answer["result"]["protocolVersion"] == 1, answer
+        else:
+            assert _code(answer) == INVALID_REQUEST, answer
+
+
+@pytest.mark.parametrize("session_id", [["x"], {"a": 1}, 5, None, True])
+async def test_session_cancel_with_a_bad_session_id_is_ignored_quietly(
+    session_id: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``session/cancel`` is a notification (never answered) whose ``sessionId`` is a
+    string: anything else is ignored without reaching the agent and without a traceback.
+    Today the reference agent's cancel handler raises ``TypeError`` (an unhashable id) and a
+    traceback is logged."""
+    agent = ReferenceAgent()
+    async with serve(agent) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.notify("session/cancel", {"sessionId": session_id})
+        response = await peer.request("session/list", {})
+        assert response["result"] == {"sessions": []}
+    failures = [r for r in caplog.records if r.exc_info is not None or r.levelname == "ERROR"]
+    assert failures == [], [r.getMessage() for r in failures]
 
 
 async def test_the_version_cannot_change_once_a_session_is_open() -> None:

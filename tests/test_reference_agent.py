@@ -465,3 +465,34 @@ async def test_a_store_from_before_the_closed_flag_is_migrated(tmp_path: Path) -
                 assert "result" in await peer.request("session/close", {"sessionId": "old"})
             else:
                 assert {"title": None} in _info_updates(frames), frames
+
+
+@pytest.mark.parametrize("version", [2, 1])
+async def test_a_replay_repeats_the_live_agent_message(version: int) -> None:
+    """A replayed agent message is the message the client saw live: on v2 the same
+    ``messageId`` (a v2 client dedupes by it) and, on both versions, the same text (the live
+    chunks end each reply with a newline). Today the live chunks say ``agent-of-user-1`` and the
+    replay ``agent-2``, and the replayed text lacks the trailing newlines."""
+    async with serve(ReferenceAgent(), mirror_version=version) as peer:
+        session_id = await _start(peer, version)
+        frames, _response = await _prompt(peer, session_id, "hello\n/meta set k 1\nworld")
+        live = [_update(f) for f in frames if f.get("method") == "session/update"]
+        chunks = [u for u in live if u["sessionUpdate"] == "agent_message_chunk"]
+        if version == 2:
+            params = {"sessionId": session_id, "cwd": "/work", "replayFrom": {"type": "start"}}
+            replay, _ = await peer.call("session/resume", params)
+        else:
+            replay, _ = await peer.call("session/load", {"sessionId": session_id, "cwd": "/work"})
+    replayed = [
+        u
+        for u in (_update(f) for f in replay if f.get("method") == "session/update")
+        if u["sessionUpdate"] in ("agent_message", "agent_message_chunk")
+    ]
+    texts = [
+        block["text"]
+        for u in replayed
+        for block in (u["content"] if isinstance(u["content"], list) else [u["content"]])
+    ]
+    assert "".join(texts) == "".join(c["content"]["text"] for c in chunks)
+    if version == 2:
+        assert {u["messageId"] for u in replayed} == {c["messageId"] for c in chunks}

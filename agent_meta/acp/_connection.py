@@ -425,7 +425,7 @@ class AgentConnection:
 
     def _refusal(self, message: JsonRpcRequest) -> JsonRpcError | None:
         """Why a decoded request is refused before any handler runs, if it is."""
-        if message.id is None and (self._protocol_version >= 2 or not self._initialized):
+        if message.id is None and self._speaks_v2(message):
             # ACP v2's RequestId "MUST NOT be null"; v1 allows it.
             return JsonRpcError(INVALID_REQUEST, "a request id must not be null in ACP v2")
         if message.id in self._in_flight:
@@ -433,6 +433,19 @@ class AgentConnection:
         if isinstance(message.params, list):
             return JsonRpcError(INVALID_PARAMS, "invalid params: ACP params are an object")
         return None
+
+    def _speaks_v2(self, message: JsonRpcRequest) -> bool:
+        """Whether ``message`` falls under ACP v2's rules: the negotiated version once
+        initialized; before that, the version an ``initialize`` would negotiate (any other
+        request then fails as sent before ``initialize``)."""
+        if self._initialized:
+            return self._protocol_version >= 2
+        if message.method != "initialize" or not isinstance(message.params, dict):
+            return False
+        try:
+            return negotiate_version(message.params.get("protocolVersion"), self._versions) >= 2
+        except JsonRpcError:
+            return False  # the initialize fails anyway, with the error its version earns
 
     async def _respond_result(
         self, ctx: RequestContext, batch: _Batch | None, result: object
@@ -551,6 +564,9 @@ class AgentConnection:
             if method == "$/cancel_request":
                 self._cancel_request(params)
             elif method == "session/cancel":
+                if not isinstance(params.get("sessionId"), str):
+                    logger.info("ignoring session/cancel: its sessionId is not a string")
+                    return
                 await self.agent.cancel(self, params)
             else:
                 await self.agent.ext_notification(self, method, params)

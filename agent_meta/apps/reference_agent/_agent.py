@@ -350,7 +350,8 @@ class ReferenceAgent(BaseAgent):
         return {}
 
     async def cancel(self, connection: AgentConnection, params: JsonObject) -> None:
-        session = self._sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        session_id = params.get("sessionId")
+        session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is not None:
             for scope in session.prompts:
                 scope.cancel()
