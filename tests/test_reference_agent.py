@@ -231,9 +231,9 @@ async def test_v2_resume_replays_then_clears_then_restores_then_responds() -> No
         updates = [_update(f) for f in frames]
         assert [(u["sessionUpdate"], u.get("messageId")) for u in updates[:4]] == [
             ("user_message", "user-1"),
-            ("agent_message", "agent-2"),
-            ("user_message", "user-3"),
-            ("agent_message", "agent-4"),
+            ("agent_message", "agent-of-user-1"),  # the id its live chunks carried
+            ("user_message", "user-2"),
+            ("agent_message", "agent-of-user-2"),
         ]
         assert updates[0]["content"] == [{"type": "text", "text": "hi"}]
         assert updates[4] == {"sessionUpdate": "state_update", "state": "idle"}

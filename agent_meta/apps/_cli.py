@@ -52,8 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Run the reference ACP agent on stdin/stdout (NDJSON JSON-RPC). Prompt lines are "
             "commands: /meta set KEY JSON, /meta rm KEY, /meta patch JSON_OBJECT, /meta clear, "
             "/title [TEXT], /domain set KEY PATH JSON, /domain rm KEY PATH, "
-            "/fail ID REVISION [TITLE], /resolve ID REVISION, /burst N KEY; other lines are "
-            "echoed. Logs go to stderr."
+            "/fail ID REVISION [TITLE], /resolve ID REVISION, /burst N KEY, /ask TEXT, "
+            "/trace TRACEPARENT KEY JSON; other lines are echoed. Logs go to stderr."
         ),
     )
     agent.add_argument(

@@ -126,6 +126,11 @@ class _Foreground:
         await self._ctx.connection.session_update(session.session_id, update)
 
 
+def _reply_id(message: Message) -> str:
+    """The ``messageId`` of the agent's reply to a user message, live and on replay."""
+    return f"agent-of-{message.message_id}"
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -399,9 +404,10 @@ class ReferenceAgent(BaseAgent):
             raise JsonRpcError(REQUEST_CANCELLED, "the prompt was cancelled before it started")
         await self._acknowledge(ctx, session, turn)  # if a cancellation cut it short
         stop_reason = "cancelled" if turn.scope.cancelled_caught else "end_turn"
-        if turn.replies:
-            agent_id = session.next_id("agent")
-            await self._add_message(session, Message("agent", agent_id, "\n".join(turn.replies)))
+        if turn.replies:  # as the client saw it live: its message id, and its chunks' text
+            text = "".join(reply + "\n" for reply in turn.replies)
+            reply = Message("agent", _reply_id(turn.message), text)
+            await self._add_message(session, reply)
         await turn.foreground.report("idle", stop_reason)
         if ctx.protocol_version >= 2:
             return {"messageId": turn.message.message_id}
@@ -458,7 +464,7 @@ class ReferenceAgent(BaseAgent):
                     "content": {"type": "text", "text": reply + "\n"},
                 }
                 if ctx.protocol_version >= 2:
-                    chunk["messageId"] = f"agent-of-{message.message_id}"
+                    chunk["messageId"] = _reply_id(message)
                 await ctx.connection.session_update(sid, chunk)
                 turn.replies.append(reply)
 
