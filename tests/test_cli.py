@@ -14,6 +14,7 @@ import trio
 from agent_meta import __version__
 from agent_meta.acp._lines import DEFAULT_MAX_LINE_BYTES
 from agent_meta.apps._cli import build_parser, main
+from agent_meta.apps.reference_agent import COMMANDS
 from agent_meta.wire._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -47,6 +48,8 @@ def test_agent_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> No
     out = capsys.readouterr().out
     for word in ("--protocol", "--failure-path", "--max-line", "/meta set", "/burst"):
         assert word in out
+    for name, _description, _hint in COMMANDS:  # every command the agent advertises
+        assert f"/{name}" in out, f"agent --help does not list /{name}"
 
 
 @pytest.mark.parametrize(
@@ -124,6 +127,17 @@ class AgentProcess:
         self.received.append(frame)
         return frame
 
+    async def turn_end(self, session_id: str) -> None:
+        """Read frames until a v2 turn of ``session_id`` ends (its idle ``state_update``): a
+        v2 prompt is answered once its message is inserted, before its lines run."""
+        while True:
+            frame = await self.receive()
+            assert frame is not None, f"agent output ended inside a turn of {session_id}"
+            params = frame.get("params") or {}
+            update = params.get("update") or {}
+            if params.get("sessionId") == session_id and update.get("state") == "idle":
+                return
+
     async def response(self, request_id: int | None) -> dict[str, Any]:
         """Read frames until the response with this id (``None``: an error with id null)."""
         while True:
@@ -165,10 +179,11 @@ async def test_bad_inbound_input_over_a_real_pipe() -> None:
                 {"sessionId": a, "prompt": [{"type": "text", "text": "/meta set k 1"}]},
             )
             await agent.response(3)
+            await agent.turn_end(a)
 
             await agent.send_raw(b'{"jsonrpc": "2.0", "id": 4, "method": \n')
             assert _error_code(await agent.response(None)) == PARSE_ERROR
-            await agent.send_raw(b'{"jsonrpc": "2.0", "id": 5}\n')
+            await agent.send_raw(b'{"jsonrpc": "2.0", "id": 5, "method": 7}\n')
             assert _error_code(await agent.response(5)) == INVALID_REQUEST
             await agent.request(6, "session/frobnicate", {})
             assert _error_code(await agent.response(6)) == METHOD_NOT_FOUND
@@ -193,6 +208,7 @@ async def test_bad_inbound_input_over_a_real_pipe() -> None:
                 {"sessionId": b, "prompt": [{"type": "text", "text": "/meta set other 2"}]},
             )
             assert "result" in await agent.response(10)
+            await agent.turn_end(b)  # its /meta is published by then
             await agent.request(11, "session/list", {})
             listed = {s["sessionId"]: s for s in (await agent.response(11))["result"]["sessions"]}
             assert listed[a]["_meta"] == {"k": 1}

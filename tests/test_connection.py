@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -9,7 +10,16 @@ import trio
 import trio.testing
 from peer import serve
 
-from agent_meta import AgentConnection, BaseAgent, RequestContext, serve_agent
+from agent_meta import (
+    AgentConnection,
+    BaseAgent,
+    ClientRequestError,
+    OwnerOptions,
+    RequestContext,
+    TransportBrokenError,
+    serve_agent,
+)
+from agent_meta.apps.reference_agent import ReferenceAgent
 from agent_meta.wire._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -127,6 +137,53 @@ async def test_initialize_rejects_a_bad_version_and_methods_before_it() -> None:
         assert (await peer.request("initialize", INIT_V2))["result"]["protocolVersion"] == 2
 
 
+@pytest.mark.parametrize("requested", [65536, 2**70])
+async def test_a_version_beyond_uint16_is_invalid_params(requested: int) -> None:
+    """ACP's ``ProtocolVersion`` is a ``uint16`` (v2 schema): a larger number is not a
+    version at all, so ``-32602``, not a negotiation to the highest one. 65535 is valid."""
+    async with serve(ToyAgent()) as peer:
+        refused = await peer.request("initialize", {"protocolVersion": requested})
+        assert _code(refused) == INVALID_PARAMS, refused
+        accepted = await peer.request("initialize", {"protocolVersion": 65535})
+        assert accepted["result"]["protocolVersion"] == 2
+
+
+@pytest.mark.parametrize(("requested", "served"), [(1, True), (2, False), (7, False)])
+async def test_a_null_initialize_id_is_judged_by_the_version_it_asks_for(
+    requested: int, served: bool
+) -> None:
+    """v1's ``RequestId`` allows ``null``, v2's does not. Before ``initialize`` has
+    negotiated, the version the request asks for decides: an ``initialize`` that negotiates
+    v1 with ``id: null`` is served. Today it is refused "in ACP v2" whatever it asks for."""
+    async with serve(ToyAgent()) as peer:
+        await peer.send(
+            {"id": None, "method": "initialize", "params": {"protocolVersion": requested}}
+        )
+        answer = (await peer.until_response(None))[-1]
+        if served:
+            assert answer["result"]["protocolVersion"] == 1, answer
+        else:
+            assert _code(answer) == INVALID_REQUEST, answer
+
+
+@pytest.mark.parametrize("session_id", [["x"], {"a": 1}, 5, None, True])
+async def test_session_cancel_with_a_bad_session_id_is_ignored_quietly(
+    session_id: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``session/cancel`` is a notification (never answered) whose ``sessionId`` is a
+    string: anything else is ignored without reaching the agent and without a traceback.
+    Today the reference agent's cancel handler raises ``TypeError`` (an unhashable id) and a
+    traceback is logged."""
+    agent = ReferenceAgent()
+    async with serve(agent) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.notify("session/cancel", {"sessionId": session_id})
+        response = await peer.request("session/list", {})
+        assert response["result"] == {"sessions": []}
+    failures = [r for r in caplog.records if r.exc_info is not None or r.levelname == "ERROR"]
+    assert failures == [], [r.getMessage() for r in failures]
+
+
 async def test_the_version_cannot_change_once_a_session_is_open() -> None:
     async with serve(ToyAgent()) as peer:
         await peer.request("initialize", INIT_V2)
@@ -231,6 +288,109 @@ async def test_cancel_request_answers_request_cancelled() -> None:
         assert _code((await peer.until_response(41))[-1]) == REQUEST_CANCELLED
 
 
+class EarlyAnswerAgent(BaseAgent):
+    """``_work`` answers at once with ``ctx.respond()``, then works on until released."""
+
+    def __init__(self) -> None:
+        self.release = trio.Event()
+        self.cancelled = False
+        self.finished = False
+
+    async def ext_method(self, ctx: RequestContext, method: str, params: JsonObject) -> JsonObject:
+        await ctx.respond({"accepted": True})
+        try:
+            await self.release.wait()
+        except trio.Cancelled:
+            self.cancelled = True
+            raise
+        self.finished = True
+        return {}
+
+
+async def test_cancel_request_for_an_answered_request_is_ignored() -> None:
+    """ACP v2 schema, ``CancelRequestNotification``: "Receivers MUST ignore this notification
+    for an unknown or already-answered request ID". A handler that answered with
+    ``ctx.respond()`` and works on must not be cancelled by a later ``$/cancel_request``."""
+    agent = EarlyAnswerAgent()
+    async with serve(agent) as peer:
+        await peer.request("initialize", INIT_V2)
+        assert (await peer.request("_work", {}))["result"] == {"accepted": True}
+        await peer.notify("$/cancel_request", {"requestId": peer._ids})
+        await trio.testing.wait_all_tasks_blocked()
+        assert not agent.cancelled, "an answered request was cancelled"
+        agent.release.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert agent.finished
+
+
+class AskingAgent(BaseAgent):
+    """``_ask`` sends ``_client/question`` to the client and reports how it was answered."""
+
+    async def ext_method(self, ctx: RequestContext, method: str, params: JsonObject) -> JsonObject:
+        try:
+            result = await ctx.connection.request("_client/question", {})
+        except ClientRequestError as exc:
+            return {"code": exc.code, "message": exc.message}
+        return {"result": result}
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ({"result": "allow"}, {"result": "allow"}),
+        ({"result": [1, None]}, {"result": [1, None]}),
+        ({"result": None}, {"result": None}),
+        ({"result": {}, "extra": 1}, INVALID_REQUEST),
+        ({"result": {}, "error": {"code": 1, "message": "m"}}, INVALID_REQUEST),
+        ({"jsonrpc": "1.0", "result": {}}, INVALID_REQUEST),
+        ({"error": {"code": "1", "message": "m"}}, INVALID_REQUEST),
+    ],
+    ids=["string", "array", "null", "extra-member", "result-and-error", "jsonrpc-1.0", "bad-error"],
+)
+async def test_a_client_answer_is_never_answered_and_always_settles_the_request(
+    answer: dict[str, Any], expected: dict[str, Any] | int
+) -> None:
+    """JSON-RPC never answers a response. A response with any JSON ``result`` is valid and is
+    delivered to the waiting request as it is; a malformed one fails that request with
+    :class:`ClientRequestError` (``-32600``). Today a result that is not an object, or a
+    malformed answer, is answered with an error response carrying the agent's own request id
+    (which the client reads as the answer to its own request of that id), and the agent's
+    request waits forever."""
+    async with serve(AskingAgent()) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.send({"id": "q", "method": "_ask", "params": {}})
+        question = await peer.receive()
+        assert question is not None
+        assert question["method"] == "_client/question", question
+        await peer.send({"id": question["id"], **answer})
+        frames: list[dict[str, Any]] = []
+        while not frames or "method" in frames[-1]:  # up to the first response the agent sends
+            frame = await peer.receive()
+            assert frame is not None
+            frames.append(frame)
+        assert frames[-1]["id"] == "q", f"the agent answered the client's answer: {frames[-1]}"
+        result = frames[-1]["result"]
+        if isinstance(expected, int):
+            assert result["code"] == expected, result
+            assert "malformed" in result["message"], result
+        else:
+            assert result == expected
+
+
+async def test_a_malformed_answer_to_no_request_is_dropped() -> None:
+    """A response-shaped message that is not valid and answers nothing the agent asked is
+    logged and dropped, never answered."""
+    async with serve(ToyAgent()) as peer:
+        await peer.request("initialize", INIT_V2)
+        await peer.send({"id": 77, "result": {}, "extra": 1})
+        await peer.send({"id": "x", "error": {"code": 1}})
+        await peer.send({"id": 78})
+        await peer.send({"id": 99, "method": "session/new", "params": {"name": "a"}})
+        frames = await peer.until_response(99)
+        assert [f for f in frames if "method" not in f] == [frames[-1]], frames
+        assert frames[-1]["result"] == {"sessionId": "a"}
+
+
 async def test_a_duplicate_request_id_in_flight_is_rejected() -> None:
     agent = ToyAgent()
     async with serve(agent) as peer:
@@ -314,3 +474,40 @@ async def test_a_batch_of_notifications_gets_no_answer() -> None:
         assert response["result"] == {"sessionId": "n"}
         assert not any(line.startswith(b"[") for line in peer.lines)
         assert [f["id"] for f in peer.frames if "method" not in f] == [1001, 1002]
+
+
+@pytest.mark.parametrize("drain_timeout", [10.0, math.inf])
+async def test_a_graceful_stop_is_bounded_and_reports_unwritten_frames(
+    autojump_clock: trio.testing.MockClock, drain_timeout: float
+) -> None:
+    """``AgentConnection.shutdown(grace, drain)``: whatever is still running ``grace + drain``
+    seconds later is cancelled and :func:`serve_agent` returns: one bound, whatever
+    ``OwnerOptions.drain_timeout`` says. With a client that stopped reading, frames stay
+    unwritten, and :func:`serve_agent` says so (``TransportBrokenError``; the CLI exits 1).
+    Today the owner's own drain comes on top (10 s more, or forever with the default), and
+    :func:`serve_agent` returns as if everything was written. Virtual time (autojump)."""
+    to_agent, agent_in = trio.testing.memory_stream_one_way_pair()
+    agent_out, _from_agent = trio.testing.lockstep_stream_one_way_pair()  # never read
+    ended: dict[str, Any] = {}
+
+    async def run(*, task_status: trio.TaskStatus[AgentConnection]) -> None:
+        options = OwnerOptions(drain_timeout=drain_timeout)
+        try:
+            await serve_agent(
+                ToyAgent(), agent_in, agent_out, options=options, task_status=task_status
+            )
+        except TransportBrokenError as exc:
+            ended["error"] = exc
+        ended["at"] = trio.current_time()
+
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            connection: AgentConnection = await nursery.start(run)
+            await to_agent.send_all(b'{"jsonrpc": "2.0", "id": 1, "method": "initialize"}\n')
+            await trio.testing.wait_all_tasks_blocked()  # its answer is stuck on the output
+            start = trio.current_time()
+            connection.shutdown(grace=5, drain=10)
+    elapsed = ended["at"] - start
+    assert elapsed <= 15, f"the stop took {elapsed} s, longer than grace + drain"
+    assert elapsed == pytest.approx(min(15, drain_timeout))  # the drain ends at either bound
+    assert "stopped reading" in str(ended.get("error")), ended

@@ -355,10 +355,12 @@ def _expected_reply(line: bytes) -> tuple[str, Any]:
     try:
         decoded = decode_line(text)
     except MessageDecodeError as exc:
+        if isinstance(exc, InvalidMessageError) and exc.is_response:
+            return ("none", None)  # a response is never answered, a malformed one neither
         return ("error", (exc.code, exc.request_id))
     if isinstance(decoded, list):  # a batch: one answer per request or invalid entry
         ids = [e.id for e in decoded if isinstance(e, JsonRpcRequest)]
-        ids += [None for e in decoded if isinstance(e, InvalidMessageError)]
+        ids += [None for e in decoded if isinstance(e, InvalidMessageError) and not e.is_response]
         return ("batch", ids) if ids else ("none", None)
     if isinstance(decoded, JsonRpcRequest):
         return ("response", decoded.id)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
+import trio.testing
 from peer import Peer, serve
 
-from agent_meta import OwnerOptions
+from agent_meta import OwnerOptions, SQLiteStore, serve_agent
 from agent_meta.apps.reference_agent import COMMANDS, ReferenceAgent
+from agent_meta.testing import ClientMirror
 from agent_meta.wire._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
+
+if TYPE_CHECKING:
+    import sqlite3
+    from pathlib import Path
 
 INFO = {"name": "test", "version": "0"}
 
@@ -225,9 +231,9 @@ async def test_v2_resume_replays_then_clears_then_restores_then_responds() -> No
         updates = [_update(f) for f in frames]
         assert [(u["sessionUpdate"], u.get("messageId")) for u in updates[:4]] == [
             ("user_message", "user-1"),
-            ("agent_message", "agent-2"),
-            ("user_message", "user-3"),
-            ("agent_message", "agent-4"),
+            ("agent_message", "agent-of-user-1"),  # the id its live chunks carried
+            ("user_message", "user-2"),
+            ("agent_message", "agent-of-user-2"),
         ]
         assert updates[0]["content"] == [{"type": "text", "text": "hi"}]
         assert updates[4] == {"sessionUpdate": "state_update", "state": "idle"}
@@ -361,3 +367,132 @@ async def test_burst_stops_when_the_session_closes() -> None:
             for f in peer.frames[count:]
             if f.get("method") == "session/update"
         )
+
+
+async def test_a_v2_prompt_cancelled_while_its_answer_waits_for_room_still_succeeds() -> None:
+    """ACP v2 schema, ``session/prompt``: "Once it is inserted, the Agent MUST NOT answer with
+    an error." A ``$/cancel_request`` that arrives after the insertion, while the
+    ``{"messageId"}`` answer waits for queue room (the client is not reading), must end the
+    turn ``cancelled`` and still answer with the message id and echo the message. Today the
+    handler is cancelled inside ``respond()`` and the prompt is answered ``-32800``.
+
+    Deterministic: the output is a lockstep stream (a write waits for the reader) and the
+    owner's queue holds one frame, so two unread responses leave no room; every step waits
+    until all tasks are blocked.
+    """
+    to_agent, agent_in = trio.testing.memory_stream_one_way_pair()
+    agent_out, from_agent = trio.testing.lockstep_stream_one_way_pair()
+    peer = Peer(to_agent, from_agent, ClientMirror(protocol_version=2))
+    with trio.fail_after(10):  # a hang guard
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                async with agent_out:
+                    options = OwnerOptions(capacity=1)
+                    await serve_agent(ReferenceAgent(), agent_in, agent_out, options=options)
+
+            nursery.start_soon(run)
+            session_id = await _start(peer)
+            for list_id in ("l1", "l2"):  # one stuck in the writer, one filling the queue
+                await peer.send({"id": list_id, "method": "session/list", "params": {}})
+            await trio.testing.wait_all_tasks_blocked()
+            prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
+            await peer.send({"id": "p", "method": "session/prompt", "params": prompt})
+            await trio.testing.wait_all_tasks_blocked()  # inserted; its answer waits for room
+            await peer.notify("$/cancel_request", {"requestId": "p"})
+            await trio.testing.wait_all_tasks_blocked()
+            frames: list[dict[str, Any]] = []
+            while not any(
+                _ends_turn(frame, session_id) or (frame.get("id") == "p" and "error" in frame)
+                for frame in frames
+            ):
+                frame = await peer.receive()
+                assert frame is not None
+                frames.append(frame)
+            await to_agent.aclose()
+    answers = [f for f in frames if "method" not in f and f.get("id") == "p"]
+    assert len(answers) == 1, answers
+    assert "result" in answers[0], f"an inserted prompt was answered {answers[0]}"
+    echoes = [_update(f) for f in frames if f.get("method") == "session/update"]
+    user = [u for u in echoes if u["sessionUpdate"] == "user_message"]
+    assert [u["messageId"] for u in user] == [answers[0]["result"]["messageId"]], echoes
+    assert echoes[-1] == {
+        "sessionUpdate": "state_update",
+        "state": "idle",
+        "stopReason": "cancelled",
+    }
+
+
+_V1_TABLES = """
+CREATE TABLE reference_sessions (
+    session_id TEXT PRIMARY KEY NOT NULL, cwd TEXT NOT NULL, updated_at TEXT NOT NULL,
+    last_info TEXT NOT NULL, counter INTEGER NOT NULL
+);
+CREATE TABLE reference_messages (
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL,
+    message_id TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (session_id, seq)
+);
+INSERT INTO reference_sessions VALUES ('old', '/work', '2026-01-01T00:00:00Z', '{}', 1);
+INSERT INTO reference_messages VALUES ('old', 1, 'user', 'user-1', 'kept');
+"""
+
+
+async def test_a_store_from_before_the_closed_flag_is_migrated(tmp_path: Path) -> None:
+    """The reference agent's tables gained a ``closed`` column (version 2 of its tables): a
+    file written by the earlier version is migrated when loaded (sessions open, history kept),
+    and the flag is then kept: a session closed before a restart reopens with ``title: null``."""
+    path = tmp_path / "old.sqlite"
+    async with await SQLiteStore.open(path) as store:
+
+        def create(conn: sqlite3.Connection) -> None:
+            for statement in _V1_TABLES.split(";"):
+                conn.execute(statement)
+
+        await store.run(create)
+    for step in ("close", "reopen"):
+        async with (
+            await SQLiteStore.open(path) as store,
+            serve(await ReferenceAgent.with_store(store)) as peer,
+        ):
+            init = {"protocolVersion": 2, "info": INFO}
+            assert (await peer.request("initialize", init))["result"]["protocolVersion"] == 2
+            params = {"sessionId": "old", "cwd": "/work", "replayFrom": {"type": "start"}}
+            frames, response = await peer.call("session/resume", params)
+            assert "result" in response, response
+            assert "kept" in str(frames)
+            if step == "close":
+                await _prompt(peer, "old", "/title Before")
+                assert "result" in await peer.request("session/close", {"sessionId": "old"})
+            else:
+                assert {"title": None} in _info_updates(frames), frames
+
+
+@pytest.mark.parametrize("version", [2, 1])
+async def test_a_replay_repeats_the_live_agent_message(version: int) -> None:
+    """A replayed agent message is the message the client saw live: on v2 the same
+    ``messageId`` (a v2 client dedupes by it) and, on both versions, the same text (the live
+    chunks end each reply with a newline). Today the live chunks say ``agent-of-user-1`` and the
+    replay ``agent-2``, and the replayed text lacks the trailing newlines."""
+    async with serve(ReferenceAgent(), mirror_version=version) as peer:
+        session_id = await _start(peer, version)
+        frames, _response = await _prompt(peer, session_id, "hello\n/meta set k 1\nworld")
+        live = [_update(f) for f in frames if f.get("method") == "session/update"]
+        chunks = [u for u in live if u["sessionUpdate"] == "agent_message_chunk"]
+        if version == 2:
+            params = {"sessionId": session_id, "cwd": "/work", "replayFrom": {"type": "start"}}
+            replay, _ = await peer.call("session/resume", params)
+        else:
+            replay, _ = await peer.call("session/load", {"sessionId": session_id, "cwd": "/work"})
+    replayed = [
+        u
+        for u in (_update(f) for f in replay if f.get("method") == "session/update")
+        if u["sessionUpdate"] in ("agent_message", "agent_message_chunk")
+    ]
+    texts = [
+        block["text"]
+        for u in replayed
+        for block in (u["content"] if isinstance(u["content"], list) else [u["content"]])
+    ]
+    assert "".join(texts) == "".join(c["content"]["text"] for c in chunks)
+    if version == 2:
+        assert {u["messageId"] for u in replayed} == {c["messageId"] for c in chunks}

@@ -182,12 +182,14 @@ class AgentProcess:
 
 
 @asynccontextmanager
-async def spawn(*args: str) -> AsyncIterator[AgentProcess]:
-    """The reference agent with these arguments; killed if still running at the end."""
+async def spawn(*args: str, stderr: bool = False) -> AsyncIterator[AgentProcess]:
+    """The reference agent with these arguments; killed if still running at the end. With
+    ``stderr``, its stderr is a pipe (``process.stderr``) rather than the test's."""
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "agent_meta", "agent", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if stderr else None,
     )
     try:
         with trio.fail_after(BOUND):
@@ -197,7 +199,7 @@ async def spawn(*args: str) -> AsyncIterator[AgentProcess]:
             process.kill()
         with trio.CancelScope(shield=True):
             await process.wait()
-            for stream in (process.stdin, process.stdout):
+            for stream in (process.stdin, process.stdout, process.stderr):
                 if stream is not None:
                     await stream.aclose()
 
@@ -704,3 +706,255 @@ async def test_a_signal_stops_the_agent_gracefully(tmp_path: Path, signum: int) 
     stored_meta = lifetimes[session_id].meta
     assert stored_meta is not None
     assert json.loads(stored_meta) == {"k": 1}
+
+
+# =========================================================================== review: insertion
+
+
+def notification(method: str, params: Any) -> Message:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def cancel_message(kind: str, session_id: str, prompt_id: int) -> Message:
+    """``session/cancel`` for the session, or ``$/cancel_request`` for the prompt request."""
+    if kind == "session/cancel":
+        return notification("session/cancel", {"sessionId": session_id})
+    return notification("$/cancel_request", {"requestId": prompt_id})
+
+
+async def turn_ended(agent: AgentProcess, session_id: str, answer: Message) -> None:
+    """Read until the turn a v2 prompt answered with a result has ended (its idle
+    ``state_update``); v1 and refused prompts end with their answer."""
+    if "result" not in answer or "messageId" not in answer["result"]:
+        return
+    start = agent.messages.index(answer)
+    while not any(
+        m.get("method") == "session/update"
+        and m["params"]["sessionId"] == session_id
+        and m["params"]["update"]["sessionUpdate"] == "state_update"
+        and m["params"]["update"]["state"] == "idle"
+        for m in agent.messages[start:]
+    ):
+        assert await agent.receive() is not None, "the output ended before the turn did"
+
+
+async def replayed_user_texts(agent: AgentProcess, version: int, session_id: str) -> list[str]:
+    """The user messages a full replay of the session carries (v2 resume from the start, v1
+    session/load), in order. Call it with no turn running."""
+    since = len(agent.messages)
+    answer = await agent.call(
+        "session/resume" if version == 2 else "session/load",
+        {"sessionId": session_id, "cwd": "/tmp"}
+        | ({"replayFrom": {"type": "start"}} if version == 2 else {}),
+    )
+    assert "result" in answer, answer
+    texts: list[str] = []
+    for message in agent.messages[since:]:
+        params: Any = message.get("params")
+        if message.get("method") != "session/update" or params["sessionId"] != session_id:
+            continue
+        update = params["update"]
+        if update["sessionUpdate"] == "user_message":
+            texts.extend(block["text"] for block in update["content"])
+        elif update["sessionUpdate"] == "user_message_chunk":
+            texts.append(update["content"]["text"])
+    return texts
+
+
+INSERT_ATTEMPTS = 4
+"""Prompts cancelled on the line after them, per test."""
+
+
+@pytest.mark.parametrize("cancel", ["session/cancel", "$/cancel_request"])
+@pytest.mark.parametrize("version", [2, 1])
+async def test_a_cancelled_prompt_is_inserted_whole_or_not_at_all(
+    tmp_path: Path, version: int, cancel: str
+) -> None:
+    """ACP v2 schema, ``session/prompt``: "An error response means the user message was not
+    inserted. Once it is inserted, the Agent MUST NOT answer with an error." Held on v1 too:
+    an error means nothing was inserted, a success that it was.
+
+    With ``--store``, a prompt and its cancellation on the next line: the cancellation lands
+    while the prompt is writing to the store. Every answer must match the history, in this
+    process (replay) and after a restart (the store). Today each prompt is answered -32800
+    while its user message stays in the agent's memory (replayed) but not in the store.
+    """
+    store = tmp_path / "store.sqlite"
+    answers: dict[str, Message] = {}
+    async with spawn("--store", str(store)) as agent:
+        await agent.initialize(version)
+        session_id = await agent.new_session()
+        for attempt in range(INSERT_ATTEMPTS):
+            text = f"probe {attempt}"
+            prompt_id = agent.next_id()
+            await agent.send(
+                request(prompt_id, "session/prompt", prompt_params(session_id, text)),
+                cancel_message(cancel, session_id, prompt_id),
+            )
+            answers[text] = await agent.response(prompt_id)
+            await turn_ended(agent, session_id, answers[text])
+        live = await replayed_user_texts(agent, version, session_id)
+        assert await agent.finish() == 0
+    async with spawn("--store", str(store)) as agent:
+        await agent.initialize(version)
+        restarted = await replayed_user_texts(agent, version, session_id)
+        assert await agent.finish() == 0
+    for text, answer in answers.items():
+        inserted = "result" in answer
+        if not inserted:
+            assert answer["error"]["code"] == -32800, answer
+        elif version == 1:
+            assert answer["result"]["stopReason"] in ("cancelled", "end_turn"), answer
+        assert (text in live) == inserted, (
+            f"prompt {text!r} was answered {answer} but the history "
+            f"{'lacks' if inserted else 'holds'} it: {live}"
+        )
+        assert (text in restarted) == inserted, (
+            f"prompt {text!r} was answered {answer} but after a restart the stored history "
+            f"{'lacks' if inserted else 'holds'} it: {restarted}"
+        )
+
+
+async def test_a_prompt_the_store_cannot_take_is_refused_and_not_kept(tmp_path: Path) -> None:
+    """A store write that fails (a lone surrogate: valid JSON, not UTF-8, so SQLite refuses
+    it) answers the prompt with an error, so the message must not be inserted: not replayed,
+    and the session goes on. Today it is answered -32603 and replayed anyway."""
+    store = tmp_path / "store.sqlite"
+    async with spawn("--store", str(store)) as agent:
+        await agent.initialize(2)
+        session_id = await agent.new_session()
+        answer = await agent.prompt(session_id, "bad \ud800")
+        assert "error" in answer, answer
+        good = await agent.prompt(session_id, "good")
+        assert "result" in good, good
+        await turn_ended(agent, session_id, good)
+        assert await replayed_user_texts(agent, 2, session_id) == ["good"]
+        assert await agent.finish() == 0
+
+
+# =========================================================================== review: closed
+
+
+@pytest.mark.parametrize(
+    ("version", "method"),
+    [(2, "session/resume"), (1, "session/resume"), (1, "session/load")],
+)
+async def test_a_session_closed_before_a_restart_reopens_without_its_title(
+    tmp_path: Path, version: int, method: str
+) -> None:
+    """Point 6 across a restart (``--store``): /title Old title, session/close, restart, then
+    resume (or v1 load). As in one process, the reopened lifetime must state the title it
+    knows (v2: ``title: null``), so what the client holds is what session/list reports.
+    Today whether the session was closed lives in memory only: after the restart the resync
+    omits the title and the client keeps "Old title"."""
+    store = tmp_path / "store.sqlite"
+    async with spawn("--store", str(store)) as first:
+        await first.initialize(version)
+        session_id = await first.new_session()
+        await turn_ended(first, session_id, await first.prompt(session_id, "/title Old title"))
+        assert "result" in await first.call("session/close", {"sessionId": session_id})
+        assert await first.finish() == 0
+    async with spawn("--store", str(store)) as second:
+        await second.initialize(version)
+        resumed = await second.call(method, {"sessionId": session_id, "cwd": "/tmp"})
+        assert "result" in resumed, resumed
+        resync = [
+            m["params"]["update"]
+            for m in second.messages
+            if m.get("method") == "session/update"
+            and m["params"]["update"]["sessionUpdate"] == "session_info_update"
+        ]
+        listed = {
+            s["sessionId"]: s for s in (await second.call("session/list"))["result"]["sessions"]
+        }
+        assert await second.finish() == 0
+    mirror = ClientMirror(protocol_version=version)
+    for message in [*first.messages, *second.messages]:  # one client across the restart
+        mirror.feed(message)
+    shown = mirror.info(session_id).title
+    reported = listed[session_id].get("title")
+    assert shown == reported, (
+        f"after a restart and {method} the client shows title {shown!r} but session/list "
+        f"reports {reported!r}; resync frames: {resync}"
+    )
+    assert any("title" in update for update in resync), resync
+
+
+# =========================================================================== review: signals
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("version", [2, 1])
+async def test_a_signal_during_ask_ends_the_turn_cancelled(version: int, signum: int) -> None:
+    """Point 7: a graceful stop cancels the work in flight "as session/cancel would", so a
+    turn waiting on ``/ask`` withdraws its permission request (``$/cancel_request``, as after
+    ``session/cancel``) and ends with ``stopReason: "cancelled"`` (v2: the idle
+    ``state_update``; v1: the prompt's answer). Today the stop first fails the pending
+    permission request (the connection is closing): ``/ask`` replies "not answered: the
+    connection closed", nothing is withdrawn, and the turn, its last line done, ends
+    ``end_turn`` whenever it gets there before the cancellation (about every other run)."""
+    async with spawn() as agent:
+        await agent.initialize(version)
+        session_id = await agent.new_session()
+        prompt_id = agent.next_id()
+        text = "/ask Stop?"
+        await agent.send(request(prompt_id, "session/prompt", prompt_params(session_id, text)))
+        while not any(m.get("method") == "session/request_permission" for m in agent.messages):
+            assert await agent.receive() is not None, "the agent never asked"
+        ask = next(m for m in agent.messages if m.get("method") == "session/request_permission")
+        agent.process.send_signal(signum)
+        partial = await agent.read_to_end()
+        status = await agent.process.wait()
+    assert status == 0, status
+    assert not partial, partial
+    ends = [
+        update.get("stopReason")
+        for m in agent.messages
+        if m.get("method") == "session/update"
+        and (update := m["params"]["update"])["sessionUpdate"] == "state_update"
+        and update["state"] == "idle"
+    ]
+    if version == 2:
+        assert ends == ["cancelled"], ends
+    else:
+        answer = agent.messages[agent.response_index(prompt_id) or 0]
+        assert answer.get("result") == {"stopReason": "cancelled"}, answer
+    withdrawn = [m["params"] for m in agent.messages if m.get("method") == "$/cancel_request"]
+    assert withdrawn == [{"requestId": ask["id"]}], (withdrawn, agent.replies(session_id, 0))
+    assert agent.replies(session_id, 0) == [], agent.replies(session_id, 0)
+
+
+STOP_BOUND = 15.0
+"""The documented bound of a graceful stop: 5 s for the work to stop, 10 s to write."""
+
+
+async def test_a_signal_with_a_client_that_stopped_reading_exits_1_within_the_bound() -> None:
+    """Point 7, the bound (docs/agent.md, ``AgentConnection.shutdown``): on SIGTERM the agent
+    exits within 15 s whatever the client does. When the client has stopped reading, what it
+    accepted cannot all be written: it exits with status 1 and says so on stderr (the last
+    line it wrote may be cut: a stalled pipe gives no way to finish it). Today the CLI's own
+    10 s drain comes on top of the 15 s: it exits 0 after 25 s, the cut line unexplained.
+
+    The prompt's output is stuck on a client that never reads again (PAD proves the agent read
+    the prompt); the test then only waits for the process, bounded.
+    """
+    body = "\n".join(f"line {n:05d} " + "x" * 100 for n in range(3000))
+    async with spawn(stderr=True) as agent:
+        await agent.initialize(2)
+        session_id = await agent.new_session()
+        await agent.send(
+            request(agent.next_id(), "session/prompt", prompt_params(session_id, body))
+        )
+        await agent.pad()
+        agent.process.send_signal(signal.SIGTERM)
+        start = trio.current_time()
+        with trio.fail_after(STOP_BOUND + 5):
+            status = await agent.process.wait()
+        elapsed = trio.current_time() - start
+        assert agent.process.stderr is not None
+        errors = b""
+        while chunk := await agent.process.stderr.receive_some():
+            errors += chunk
+    assert elapsed <= STOP_BOUND + 2, f"the agent took {elapsed:.1f} s to stop"
+    assert status == 1, f"status {status} although frames were left unwritten"
+    assert b"stopped reading" in errors, errors.decode(errors="replace")

@@ -32,6 +32,7 @@ import sys
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import trio
 
 from agent_meta import SQLiteStore
@@ -780,4 +781,142 @@ async def test_ask_unanswered_when_the_input_ends_does_not_hang() -> None:
         session_id = await new_session(peer)
         prompt_id = await prompt(peer, session_id, "/ask Will anyone answer?")
         await wait_for_permission_request(peer, session_id, prompt_id)
+        assert await peer.finish() == 0
+
+
+# --------------------------------------------------------------------------- review: cancellation
+
+
+async def serve_cancelled_asks(peer: Peer, frame: Frame) -> None:
+    """Answer every ``$/cancel_request`` of the agent with the ``cancelled`` outcome."""
+    if is_message(frame, "$/cancel_request"):
+        await peer.respond(frame["params"]["requestId"], {"outcome": {"outcome": "cancelled"}})
+
+
+async def test_cancel_request_after_insertion_ends_a_v1_turn_cancelled() -> None:
+    """The insertion rule of ``session/prompt`` (sdk ``schema/v2/schema.json``: "An error
+    response means the user message was not inserted. Once it is inserted, the Agent MUST NOT
+    answer with an error"), kept on v1, where the prompt is answered at the end of its turn: a
+    ``$/cancel_request`` for a prompt whose ``/ask`` waits (its message is inserted) ends the
+    turn with ``stopReason: "cancelled"``. Today it is answered ``-32800``.
+    """
+    async with agent() as peer:
+        await initialize(peer, 1)
+        session_id = await new_session(peer)
+        prompt_id = await prompt(peer, session_id, "/ask Cancel me?")
+        await wait_for_permission_request(peer, session_id, prompt_id, v2=False)
+        await peer.notify("$/cancel_request", {"requestId": prompt_id})
+        answer = await peer.until(
+            "the prompt's answer",
+            lambda f: is_response(f, prompt_id),
+            serve=lambda f: serve_cancelled_asks(peer, f),
+        )
+        assert answer.get("result") == {"stopReason": "cancelled"}, answer
+        assert await peer.finish() == 0
+
+
+async def test_cancel_request_for_an_answered_prompt_is_ignored() -> None:
+    """sdk ``schema/v2/schema.json`` (``CancelRequestNotification``): "Receivers MUST ignore
+    this notification for an unknown or already-answered request ID". A v2 prompt is answered
+    (``{"messageId"}``) once inserted, so a later ``$/cancel_request`` for its id must leave
+    the turn running (``session/cancel`` is how a client stops it). Today it cancels the turn:
+    the agent withdraws its permission request and ends the turn ``cancelled``.
+    """
+    async with agent() as peer:
+        await initialize(peer, 2)
+        session_id = await new_session(peer)
+        prompt_id = await prompt(peer, session_id, "/ask Keep going?\nafter")
+        ask = await wait_for_permission_request(peer, session_id, prompt_id)
+        if not any(is_response(f, prompt_id) for f in peer.frames):
+            await peer.response(prompt_id, "the v2 prompt response while /ask waits")
+        start = peer.mark()
+        await peer.notify("$/cancel_request", {"requestId": prompt_id})
+        await peer.respond(ask["id"], selected("allow"))
+        idle = await peer.until(
+            "the idle state_update ending the turn",
+            lambda f: is_idle(f, session_id),
+            fail_if=lambda f: (
+                "the agent withdrew its permission request"
+                if is_message(f, "$/cancel_request")
+                else None
+            ),
+        )
+        assert stop_reason(idle, session_id) == "end_turn", idle
+        text = reply_text(peer.frames[start:], session_id)
+        assert "answer: allow" in text, text
+        assert "after" in text, text
+        assert await peer.finish() == 0
+
+
+@pytest.mark.parametrize("version", [2, 1])
+async def test_an_answer_that_is_not_an_outcome_ends_the_ask(version: int) -> None:
+    """JSON-RPC 2.0 section 5: a response's ``result`` may be any JSON value, and a response
+    is never answered. ``{"result": "allow"}`` to the agent's ``session/request_permission`` is
+    a valid response but not a ``RequestPermissionResponse``: ``/ask`` must not take it for an
+    approval, must reply that it got no valid answer, and the turn must end. Today the agent
+    answers the client's answer with ``-32600`` under its own request id (which the client
+    reads as the answer to *its* request of that id) and ``/ask`` waits forever.
+    """
+    async with agent() as peer:
+        await initialize(peer, version)
+        session_id = await new_session(peer)
+        prompt_id = await prompt(peer, session_id, "/ask Allow?")
+        ask = await wait_for_permission_request(peer, session_id, prompt_id, v2=version == 2)
+        start = peer.mark()
+        await peer.respond(ask["id"], "allow")
+        await peer.until(
+            "the end of the turn",
+            lambda f: is_idle(f, session_id) if version == 2 else is_response(f, prompt_id),
+            fail_if=lambda f: (
+                f"the agent answered the client's answer: {f}"
+                if isinstance(f, dict) and "method" not in f and f.get("id") == ask["id"]
+                else None
+            ),
+        )
+        text = reply_text(peer.frames[start:], session_id)
+        assert "not answered" in text, text
+        assert "answer: allow" not in text, text
+        assert await peer.finish() == 0
+
+
+# --------------------------------------------------------------------------- review: foreground
+
+
+async def test_the_foreground_state_covers_every_turn_of_the_session() -> None:
+    """sdk ``schema/v2/schema.json`` (``StateUpdate``): "The agent SHOULD report
+    ``requires_action`` when the foreground workflow as a whole cannot progress without user
+    action" and "MUST report ``idle`` when no foreground activity remains"; resume reports
+    "foreground state after resuming". Two prompts on one session: the second one ends while
+    the first waits for permission, so the session is neither idle nor merely running: no
+    ``idle`` until the first turn ends, and a resume reports ``requires_action``. Today the
+    second turn reports ``running`` and then ``idle`` (``end_turn``) while the first still
+    waits, and the resume reports ``idle``.
+    """
+    session_id = ""
+
+    def not_idle(frame: Frame) -> str | None:
+        return "an idle state_update while /ask still waits" if is_idle(frame, session_id) else None
+
+    async with agent() as peer:
+        await initialize(peer, 2)
+        session_id = await new_session(peer)
+        first = await prompt(peer, session_id, "/ask Go on?")
+        ask = await wait_for_permission_request(peer, session_id, first)
+        start = peer.mark()
+        await prompt(peer, session_id, "hello")
+        await peer.until(
+            "the second turn's reply",
+            lambda f: "hello" in reply_text([f], session_id),
+            fail_if=not_idle,
+        )
+        resume_id = await peer.request("session/resume", {"sessionId": session_id, "cwd": CWD})
+        await peer.until(
+            "the resume response", lambda f: is_response(f, resume_id), fail_if=not_idle
+        )
+        during = states(peer.frames[start:], session_id)
+        assert during, "resume sent no state_update"
+        assert all(s.get("state") == "requires_action" for s in during), during
+        await peer.respond(ask["id"], selected("allow"))
+        idle = await peer.until("the end of the first turn", lambda f: is_idle(f, session_id))
+        assert stop_reason(idle, session_id) == "end_turn", idle
         assert await peer.finish() == 0

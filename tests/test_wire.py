@@ -503,7 +503,6 @@ def test_not_json_is_a_parse_error(line: bytes | str) -> None:
         ('{"jsonrpc":"2.0","id":7,"method":"m","extra":1}', 7),
         ('{"jsonrpc":"2.0","method":"m","params":"x"}', None),
         ('{"jsonrpc":"2.0","id":8,"result":{},"error":{"code":1,"message":"m"}}', 8),
-        ('{"jsonrpc":"2.0","id":8,"result":[1]}', 8),
         ('{"jsonrpc":"2.0","id":null,"result":{}}', None),
         ('{"jsonrpc":"2.0","id":9,"error":{"code":"1","message":"m"}}', 9),
         ('{"jsonrpc":"2.0","id":9,"error":{"code":1}}', 9),
@@ -517,6 +516,39 @@ def test_json_but_not_json_rpc_is_an_invalid_request(line: str, request_id: Any)
     assert caught.value.request_id == request_id
     assert isinstance(caught.value, MessageDecodeError)
     assert isinstance(caught.value, AgentMetaError)
+
+
+@pytest.mark.parametrize(
+    ("line", "is_response"),
+    [
+        ('{"jsonrpc":"2.0","id":8,"result":{},"error":{"code":1,"message":"m"}}', True),
+        ('{"jsonrpc":"2.0","id":8,"result":{},"extra":1}', True),
+        ('{"jsonrpc":"1.0","id":8,"result":{}}', True),
+        ('{"jsonrpc":"2.0","id":9,"error":{"code":1}}', True),
+        ('{"jsonrpc":"2.0","id":5}', True),
+        ('{"result":{}}', True),
+        ("{}", False),
+        ('{"jsonrpc":"2.0","id":7,"method":"m","extra":1}', False),
+        ('{"jsonrpc":"2.0","method":"m","params":"x"}', False),
+    ],
+)
+def test_an_invalid_message_says_whether_it_is_shaped_like_a_response(
+    line: str, is_response: bool
+) -> None:
+    """JSON-RPC never answers a response: the receiver needs to know which invalid messages
+    are responses (no ``method``; an ``id``, a ``result`` or an ``error``)."""
+    with pytest.raises(InvalidMessageError) as caught:
+        decode_message(line)
+    assert caught.value.is_response is is_response
+
+
+@pytest.mark.parametrize("result", ["allow", [1], 0, None, True, {"a": [None]}])
+def test_a_success_response_result_is_any_json_value(result: Any) -> None:
+    """JSON-RPC 2.0 section 5: ``result`` is required on success and its value is defined by
+    the method: any JSON value is a valid response."""
+    line = json.dumps({"jsonrpc": "2.0", "id": 3, "result": result})
+    assert decode_message(line) == JsonRpcSuccessResponse(id=3, result=result)
+    assert json.loads(encode_frame(JsonRpcSuccessResponse(id=3, result=result)))["result"] == result
 
 
 def test_invalid_request_keeps_the_validation_error_as_cause() -> None:
@@ -580,12 +612,18 @@ def test_an_overflowing_number_keeps_the_readable_id() -> None:
 
 
 def test_decode_line_splits_batches_entry_by_entry() -> None:
-    entries = decode_line('[{"jsonrpc":"2.0","id":1,"method":"a"}, 42, {"jsonrpc":"2.0","id":2}]')
+    entries = decode_line(
+        '[{"jsonrpc":"2.0","id":1,"method":"a"}, 42, {"jsonrpc":"2.0","id":2,"method":5},'
+        ' {"jsonrpc":"2.0","id":3}]'
+    )
     assert isinstance(entries, list)
     assert entries[0] == JsonRpcRequest(id=1, method="a")
     assert isinstance(entries[1], InvalidMessageError)
     assert isinstance(entries[2], InvalidMessageError)
     assert entries[2].request_id is None  # inside a batch, an invalid entry is answered id: null
+    assert isinstance(entries[3], InvalidMessageError)
+    assert entries[3].is_response  # never answered: it keeps the id of what it answers
+    assert entries[3].request_id == 3
     with pytest.raises(InvalidMessageError):
         decode_line("[]")
     assert decode_line('{"jsonrpc":"2.0","method":"n"}') == JsonRpcNotification(method="n")

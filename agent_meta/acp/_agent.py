@@ -37,6 +37,7 @@ class RequestContext:
         self._after: list[Callable[[], Awaitable[None]]] = []
         self._respond: Callable[[JsonObject], Awaitable[None]] | None = None
         self._answer = "open"  # "answering" while respond() runs, "answered" once it is queued
+        self._on_cancel: Callable[[], object] | None = None
 
     @property
     def responded(self) -> bool:
@@ -59,12 +60,26 @@ class RequestContext:
         after ``session/new``). Skipped when the handler fails."""
         self._after.append(callback)
 
+    def on_cancel_request(self, callback: Callable[[], object]) -> None:
+        """Handle ``$/cancel_request`` for this request yourself: the connection calls
+        ``callback`` instead of cancelling the handler.
+
+        For a request whose cancellation must not always end in an error: ACP's
+        ``session/prompt`` may answer ``-32800`` only while its user message is not inserted;
+        once it is, a cancelled turn ends with ``stopReason: "cancelled"``. Register it before
+        the handler's first checkpoint, so a cancellation read right after the request sees it.
+        A request that is answered already is never cancelled (``$/cancel_request`` is then
+        ignored, as ACP says), whatever the callback.
+        """
+        self._on_cancel = callback
+
     async def respond(self, result: JsonObject) -> None:
         """Send the response now, before the handler returns, and go on working.
 
         ACP v2 answers ``session/prompt`` as soon as the prompt is accepted; the turn then goes
         on and ends with the idle ``state_update``. Once responded, the handler's return value
-        is ignored, and a later failure or cancellation sends no second response. Cancelled
+        is ignored, a later failure or cancellation sends no second response, and a
+        ``$/cancel_request`` for the request is ignored (ACP: "already-answered"). Cancelled
         before the response is queued, it sent nothing (the connection then answers as usual).
         Raises ``RuntimeError`` if the request was answered already.
         """

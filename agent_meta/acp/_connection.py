@@ -18,14 +18,19 @@ and waits for it (the final updates and the idle ``state_update`` go out before 
 response); after the close response nothing more of the session is written (R6, enforced by the
 owner for every frame whose ``params.sessionId`` names it).
 
-Cancellation and shutdown: ``$/cancel_request`` cancels that request's handler (``-32800``).
+Cancellation and shutdown: ``$/cancel_request`` cancels that request's handler (``-32800``),
+or calls the callback the handler chose with :meth:`RequestContext.on_cancel_request`; for a
+request that is answered already (``ctx.respond()``) it is ignored.
 At the end of the input stream the connection stops reading, fails the agent's unanswered
 requests (:class:`ConnectionClosedError`), lets the handlers in flight finish, cancels the
-background tasks, waits until everything queued is written, and returns.
+background tasks, waits until everything queued is written (at most ``OwnerOptions.drain_timeout``
+seconds), and returns.
 :meth:`AgentConnection.shutdown` (``serve_stdio`` calls it on SIGTERM or SIGINT) stops reading at
-once and winds the work down within a bounded time. Cancelling :func:`serve_agent` itself
-cancels all of that at once; the owner then begins no new frame, but a frame it was in the middle
-of writing to a client that had stopped reading stays incomplete.
+once and winds the work down within a bounded time, its last writes included. Frames left
+unwritten at either bound (a client that stopped reading) make :func:`serve_agent` raise
+:class:`~agent_meta.TransportBrokenError`; the frame it was in the middle of writing then stays
+incomplete (a stalled pipe gives no way to finish it). Cancelling :func:`serve_agent` itself
+cancels all of that at once, with the same effect on a frame being written.
 """
 
 from __future__ import annotations
@@ -119,6 +124,7 @@ class _Work:
     method: str
     session_id: str | None
     done: trio.Event = dataclasses.field(default_factory=trio.Event)
+    ctx: RequestContext | None = None  # a request's context (None: a background task)
 
 
 class _Batch:
@@ -140,6 +146,7 @@ class AgentConnection:
         *,
         protocol_versions: Collection[int],
         background: trio.Nursery,
+        stop_scope: trio.CancelScope | None = None,
     ) -> None:
         self.owner = owner
         self.agent = agent
@@ -152,7 +159,7 @@ class AgentConnection:
         self._tasks: list[_Work] = []  # background tasks
         self._outbound = OutboundRequests()
         self._reading = trio.CancelScope()
-        self._stop_scope = trio.CancelScope()
+        self._stop_scope = stop_scope or trio.CancelScope()  # shutdown() sets its deadline
         self._shutting_down = False
 
     @property
@@ -290,19 +297,24 @@ class AgentConnection:
             logger.exception("the cancel handler failed for session %r", session_id)
 
     def shutdown(self, grace: float = _SHUTDOWN_GRACE, drain: float = _SHUTDOWN_DRAIN) -> None:
-        """Stop gracefully: read nothing more, fail the agent's unanswered requests, stop the
-        work in flight as ``session/cancel`` would (after ``grace`` seconds, cancel what is
-        left), and write what was accepted; whatever is still running ``grace + drain``
-        seconds from now is cancelled. :func:`serve_agent` then returns as at the end of the
-        input. Idempotent."""
+        """Stop gracefully: read nothing more, stop the work in flight as ``session/cancel``
+        would (so a turn waiting for the client ends ``cancelled`` and withdraws its request
+        with ``$/cancel_request``), then fail the agent's requests still unanswered; after
+        ``grace`` seconds, cancel what is left, and write what was accepted. The whole stop is
+        bounded: ``grace + drain`` seconds from now, whatever is still running or unwritten is
+        cancelled (the owner's ``drain_timeout`` may end the writing earlier, never later), and
+        :func:`serve_agent` returns as at the end of the input, or raises
+        :class:`~agent_meta.TransportBrokenError` if frames were left unwritten (a client that
+        stopped reading). Idempotent."""
         if self._shutting_down:
             return
         self._shutting_down = True
         self._reading.cancel()
-        self._outbound.close("the agent is shutting down")
         self._stop_scope.deadline = trio.current_time() + grace + drain
         if self._requests is not None:
             self._requests.start_soon(self._wind_down, grace)
+        else:
+            self._outbound.close("the agent is shutting down")
 
     async def _wind_down(self, grace: float) -> None:
         sessions = {w.session_id for w in [*self._in_flight.values(), *self._tasks]}
@@ -312,6 +324,8 @@ class AgentConnection:
         for work in [*self._in_flight.values(), *self._tasks]:
             if work.method != _FOREGROUND:
                 work.scope.cancel()
+        # Only now: a request the cancellations reached was withdrawn, not failed.
+        self._outbound.close("the agent is shutting down")
         with trio.move_on_after(grace):
             for work in list(self._in_flight.values()):
                 await work.done.wait()
@@ -319,20 +333,27 @@ class AgentConnection:
             work.scope.cancel()
 
     def _input_ended(self) -> None:
-        self._outbound.close("the client's input ended")
+        if not self._shutting_down:  # a graceful stop closes them once it has cancelled
+            self._outbound.close("the client's input ended")
 
     # ----------------------------------------------------------------------- dispatch
 
     async def _dispatch_line(self, line: bytes, nursery: trio.Nursery) -> None:
         try:
             decoded = decode_line(line)
+        except InvalidMessageError as exc:
+            if exc.is_response:  # JSON-RPC never answers a response
+                self._outbound.malformed(exc.request_id, str(exc))
+                return
+            await self._send_error(exc.request_id, JsonRpcError(exc.code, str(exc)))
+            return
         except MessageDecodeError as exc:
             await self._send_error(exc.request_id, JsonRpcError(exc.code, str(exc)))
             return
         if not isinstance(decoded, list):
             await self._dispatch(decoded, nursery, None)
             return
-        expected = sum(isinstance(e, JsonRpcRequest | InvalidMessageError) for e in decoded)
+        expected = sum(_answered(entry) for entry in decoded)
         batch = _Batch(expected) if expected else None
         for entry in decoded:
             await self._dispatch_entry(entry, nursery, batch)
@@ -341,6 +362,9 @@ class AgentConnection:
         self, entry: BatchEntry, nursery: trio.Nursery, batch: _Batch | None
     ) -> None:
         if isinstance(entry, InvalidMessageError):
+            if entry.is_response:
+                self._outbound.malformed(entry.request_id, str(entry))
+                return
             assert batch is not None
             error = JsonRpcError(INVALID_REQUEST, str(entry)).to_error()
             await self._add_to_batch(batch, {"id": None, "error": error}, None)
@@ -373,7 +397,7 @@ class AgentConnection:
             task_status.started()
             await self._respond(ctx, batch, {"error": refusal.to_error()})
             return
-        work = _Work(trio.CancelScope(), method, ctx.session_id)
+        work = _Work(trio.CancelScope(), method, ctx.session_id, ctx=ctx)
         self._in_flight[request_id] = work
         task_status.started()
         try:
@@ -401,7 +425,7 @@ class AgentConnection:
 
     def _refusal(self, message: JsonRpcRequest) -> JsonRpcError | None:
         """Why a decoded request is refused before any handler runs, if it is."""
-        if message.id is None and (self._protocol_version >= 2 or not self._initialized):
+        if message.id is None and self._speaks_v2(message):
             # ACP v2's RequestId "MUST NOT be null"; v1 allows it.
             return JsonRpcError(INVALID_REQUEST, "a request id must not be null in ACP v2")
         if message.id in self._in_flight:
@@ -409,6 +433,19 @@ class AgentConnection:
         if isinstance(message.params, list):
             return JsonRpcError(INVALID_PARAMS, "invalid params: ACP params are an object")
         return None
+
+    def _speaks_v2(self, message: JsonRpcRequest) -> bool:
+        """Whether ``message`` falls under ACP v2's rules: the negotiated version once
+        initialized; before that, the version an ``initialize`` would negotiate (any other
+        request then fails as sent before ``initialize``)."""
+        if self._initialized:
+            return self._protocol_version >= 2
+        if message.method != "initialize" or not isinstance(message.params, dict):
+            return False
+        try:
+            return negotiate_version(message.params.get("protocolVersion"), self._versions) >= 2
+        except JsonRpcError:
+            return False  # the initialize fails anyway, with the error its version earns
 
     async def _respond_result(
         self, ctx: RequestContext, batch: _Batch | None, result: object
@@ -527,6 +564,9 @@ class AgentConnection:
             if method == "$/cancel_request":
                 self._cancel_request(params)
             elif method == "session/cancel":
+                if not isinstance(params.get("sessionId"), str):
+                    logger.info("ignoring session/cancel: its sessionId is not a string")
+                    return
                 await self.agent.cancel(self, params)
             else:
                 await self.agent.ext_notification(self, method, params)
@@ -536,11 +576,21 @@ class AgentConnection:
             logger.exception("notification handler for %r failed", method)
 
     def _cancel_request(self, params: JsonObject) -> None:
+        """``$/cancel_request``: cancel the request's handler, or call the callback it chose
+        (:meth:`RequestContext.on_cancel_request`). ACP v2: "Receivers MUST ignore this
+        notification for an unknown or already-answered request ID", so a request answered
+        with ``ctx.respond()`` whose handler works on (a v2 prompt's turn) is left alone."""
         request_id = params.get("requestId")
-        if type(request_id) is int or type(request_id) is str:
-            work = self._in_flight.get(request_id)
-            if work is not None:
-                work.scope.cancel()
+        if type(request_id) is not int and type(request_id) is not str:
+            return
+        work = self._in_flight.get(request_id)
+        if work is None or work.ctx is None or work.ctx.responded:
+            return  # unknown or already answered: ignored
+        callback = work.ctx._on_cancel
+        if callback is None:
+            work.scope.cancel()
+        else:
+            callback()
 
     async def _send_error(self, request_id: RequestId | None, error: JsonRpcError) -> None:
         try:
@@ -551,6 +601,14 @@ class AgentConnection:
             logger.exception("the data of a %d error response cannot be sent", error.code)
             bare = JsonRpcError(error.code, error.message[:1000])
             await self.owner.send_response(request_id, error=bare.to_error())
+
+
+def _answered(entry: BatchEntry) -> bool:
+    """Whether a batch entry gets a response: a request, or an invalid entry that is not
+    shaped like a response."""
+    if isinstance(entry, InvalidMessageError):
+        return not entry.is_response
+    return isinstance(entry, JsonRpcRequest)
 
 
 def _as_json_rpc_error(exc: Exception, method: str) -> JsonRpcError:
@@ -591,9 +649,13 @@ async def serve_agent(
     protocol version in ``options`` is replaced by the negotiated one). Malformed input is
     answered with the JSON-RPC error it deserves and the connection goes on: ``-32700`` for a
     line that is not JSON or is longer than ``max_line_bytes``, ``-32600`` for JSON that is not
-    a JSON-RPC message. Started with ``nursery.start``, it reports the
+    a JSON-RPC message, except a malformed response: a response is never answered (it fails
+    the agent's request it names, or is dropped). Started with ``nursery.start``, it reports the
     :class:`AgentConnection` once it serves. Raises :class:`~agent_meta.TransportBrokenError` /
-    :class:`~agent_meta.OwnerClosedError` when the output breaks.
+    :class:`~agent_meta.OwnerClosedError` when the output breaks, and
+    :class:`~agent_meta.TransportBrokenError` when frames accepted before the end could not
+    all be written within ``options.drain_timeout`` or the bound of
+    :meth:`AgentConnection.shutdown` (the client stopped reading).
     """
     versions = tuple(sorted(set(protocol_versions)))
     if not versions or not set(versions) <= set(SUPPORTED_PROTOCOL_VERSIONS):
@@ -601,21 +663,35 @@ async def serve_agent(
     reader = NdjsonLineReader(receive_stream, max_line_bytes=max_line_bytes)
     highest: Literal[1, 2] = 2 if versions[-1] == 2 else 1
     options = dataclasses.replace(options or OwnerOptions(), protocol_version=highest)
-    async with open_owner(send_stream, options, store=store) as owner:
-        async with trio.open_nursery() as background:
-            connection = AgentConnection(
-                owner, agent, protocol_versions=versions, background=background
-            )
-            with connection._stop_scope:
+    stop = trio.CancelScope()  # a graceful stop's bound, the owner's last writes included
+    flushed = False
+    with stop:
+        async with open_owner(send_stream, options, store=store) as owner:
+            async with trio.open_nursery() as background:
+                connection = AgentConnection(
+                    owner, agent, protocol_versions=versions, background=background, stop_scope=stop
+                )
                 async with trio.open_nursery() as requests:
                     connection._requests = requests
                     task_status.started(connection)
                     with connection._reading:
                         await _read_loop(connection, reader, requests)
                     connection._input_ended()
-            background.cancel_scope.cancel()
-        with trio.move_on_at(connection._stop_scope.deadline):  # a graceful stop's bound
-            await owner.wait_flushed()
+                background.cancel_scope.cancel()
+            with trio.move_on_after(options.drain_timeout):
+                await owner.wait_flushed()
+                flushed = True
+            if not flushed:  # the owner would only wait again: stop it now
+                raise _unwritten(f"within the drain timeout of {options.drain_timeout} s")
+    if not flushed:
+        raise _unwritten("within the bound of the graceful stop")
+
+
+def _unwritten(when: str) -> TransportBrokenError:
+    return TransportBrokenError(
+        f"the output stalled: frames accepted before the end were not all written {when} (has"
+        " the client stopped reading? the last line written may be cut short)"
+    )
 
 
 async def _read_loop(

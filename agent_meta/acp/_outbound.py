@@ -3,7 +3,8 @@
 ACP lets each side pick the ids of its own requests (the same id may be in use in both
 directions), so the connection numbers its requests itself and matches every inbound response
 to a waiting caller by id. A response nobody waits for (answered after a cancellation, or
-never asked) is logged and dropped.
+never asked) is logged and dropped. A response is never answered: a malformed one fails the
+request it names (:class:`ClientRequestError`, ``-32600``), or is logged and dropped.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..core._errors import AgentMetaError
+from ..wire._jsonrpc import INVALID_REQUEST
 from ..wire._models import MISSING, JsonRpcErrorResponse
 
 if TYPE_CHECKING:
@@ -27,10 +29,12 @@ logger = logging.getLogger("agent_meta.connection")
 
 
 class ClientRequestError(AgentMetaError):
-    """The client answered the agent's request with a JSON-RPC error.
+    """The client answered the agent's request with a JSON-RPC error, or with a malformed
+    response.
 
     ``code``, ``message`` and ``data`` are the client's error object (``data`` is ``None`` when
-    it sent none); ``method`` and ``request_id`` name the request.
+    it sent none); for a malformed response, ``code`` is ``-32600`` and ``message`` says what
+    is wrong with it. ``method`` and ``request_id`` name the request.
     """
 
     def __init__(
@@ -52,7 +56,7 @@ class ConnectionClosedError(AgentMetaError):
 class PendingRequest:
     """One request of the agent that waits for the client's answer."""
 
-    __slots__ = ("_done", "error", "method", "request_id", "result", "session_id")
+    __slots__ = ("_done", "answered", "error", "method", "request_id", "result", "session_id")
 
     def __init__(self, request_id: int, method: str, session_id: str | None) -> None:
         self.request_id = request_id
@@ -60,16 +64,18 @@ class PendingRequest:
         self.session_id = session_id
         self.result: Any = None
         self.error: AgentMetaError | None = None
+        self.answered = False
+        """True once the client answered (a request failed because the connection is going
+        away is not answered: cancelling it still tells the client)."""
         self._done = trio.Event()
 
-    @property
-    def answered(self) -> bool:
-        return self._done.is_set()
-
-    def settle(self, *, result: Any = None, error: AgentMetaError | None = None) -> None:
+    def settle(
+        self, *, result: Any = None, error: AgentMetaError | None = None, answered: bool = True
+    ) -> None:
         if not self._done.is_set():
             self.result = result
             self.error = error
+            self.answered = answered
             self._done.set()
 
     async def wait(self) -> JsonValue:
@@ -117,6 +123,18 @@ class OutboundRequests:
         else:
             pending.settle(result=message.result)
 
+    def malformed(self, request_id: int | str | None, reason: str) -> None:
+        """A response-shaped message that is not a valid response: it fails the request it
+        names, if one waits, else it is logged and dropped. It is never answered."""
+        pending = self._pending.pop(request_id, None) if type(request_id) is int else None
+        if pending is None:
+            logger.warning("ignoring a malformed response (id %r): %s", request_id, reason[:300])
+            return
+        message = f"the client's answer is malformed: {reason[:300]}"
+        pending.settle(
+            error=ClientRequestError(pending.method, pending.request_id, INVALID_REQUEST, message)
+        )
+
     def for_session(self, session_id: str) -> list[PendingRequest]:
         """The requests in flight that belong to ``session_id``."""
         return [p for p in self._pending.values() if p.session_id == session_id]
@@ -130,6 +148,7 @@ class OutboundRequests:
             pending.settle(
                 error=ConnectionClosedError(
                     f"{pending.method} (request {pending.request_id}) got no answer: {reason}"
-                )
+                ),
+                answered=False,
             )
         self._pending.clear()

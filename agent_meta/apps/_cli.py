@@ -52,8 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Run the reference ACP agent on stdin/stdout (NDJSON JSON-RPC). Prompt lines are "
             "commands: /meta set KEY JSON, /meta rm KEY, /meta patch JSON_OBJECT, /meta clear, "
             "/title [TEXT], /domain set KEY PATH JSON, /domain rm KEY PATH, "
-            "/fail ID REVISION [TITLE], /resolve ID REVISION, /burst N KEY; other lines are "
-            "echoed. Logs go to stderr."
+            "/fail ID REVISION [TITLE], /resolve ID REVISION, /burst N KEY, /ask TEXT, "
+            "/trace TRACEPARENT KEY JSON; other lines are echoed. Logs go to stderr."
         ),
     )
     agent.add_argument(
@@ -165,13 +165,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 options,
             )
     except (AgentMetaError, ExceptionGroup) as exc:
-        print(f"agent-meta: stopped: {exc!r}", file=sys.stderr)
+        print(f"agent-meta: stopped: {'; '.join(map(repr, _leaves(exc)))}", file=sys.stderr)
         return 1
     return 0
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``, exception groups unwrapped."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
 DRAIN_TIMEOUT = 10.0
-"""Seconds ``agent-meta agent`` waits at exit for queued frames to be written."""
+"""Seconds ``agent-meta agent`` waits at exit for queued frames to be written, once the work
+has ended (on a signal, within the stop's own bound of 15 s: see ``AgentConnection.shutdown``);
+frames still unwritten then make it exit with status 1."""
 
 CRASH_AFTER_PERSIST = "AGENT_META_TEST_CRASH_AFTER_PERSIST"
 """Test hook: with ``N`` in this environment variable, ``agent --store`` kills its own process

@@ -117,17 +117,23 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+MAX_PROTOCOL_VERSION = 65535
+"""The largest ``protocolVersion``: ACP types it ``uint16``."""
+
+
 def negotiate_version(requested: object, supported: Sequence[int]) -> int:
     """The protocol version ``initialize`` answers: the highest of ``supported`` (ascending) at
     or below ``requested``.
 
-    A version that is not a non-negative integer is ``-32602``; one below every supported
-    version is ``-32022`` with ``data: {"requested", "supported"}``, as the ACP v2 schema says
-    (the connection stays open for another ``initialize``).
+    A version that is not an integer from 0 to 65535 (ACP's ``ProtocolVersion`` is a
+    ``uint16``) is ``-32602``; one below every supported version is ``-32022`` with
+    ``data: {"requested", "supported"}``, as the ACP v2 schema says (the connection stays open
+    for another ``initialize``).
     """
-    if type(requested) is not int or requested < 0:
+    if type(requested) is not int or not 0 <= requested <= MAX_PROTOCOL_VERSION:
         raise JsonRpcError(
-            INVALID_PARAMS, "invalid params: 'protocolVersion' must be a non-negative integer"
+            INVALID_PARAMS,
+            "invalid params: 'protocolVersion' must be an integer from 0 to 65535 (uint16)",
         )
     at_or_below = [version for version in supported if version <= requested]
     if not at_or_below:

@@ -225,11 +225,13 @@ class JsonRpcNotification(WireModel):
 
 
 class JsonRpcSuccessResponse(WireModel):
-    """A JSON-RPC success response. ``result`` is an object, or ``None`` (v1 ``session/load``)."""
+    """A JSON-RPC success response. ``result`` is any JSON value (JSON-RPC 2.0 section 5);
+    ACP results are objects, or ``None`` (v1 ``session/load``), and judging one is the job of
+    whoever asked."""
 
     jsonrpc: Literal["2.0"] = "2.0"
     id: RequestId
-    result: WireObject | None
+    result: Annotated[Any, AfterValidator(_json_value)]
 
 
 class JsonRpcErrorObject(WireModel):
@@ -282,9 +284,21 @@ class MessageParseError(MessageDecodeError):
 
 class InvalidMessageError(MessageDecodeError):
     """The line is JSON but not a valid JSON-RPC message: answer ``-32600 Invalid Request``.
-    ``__cause__`` holds the pydantic ``ValidationError`` when there is one."""
+    ``__cause__`` holds the pydantic ``ValidationError`` when there is one.
+
+    ``is_response``: the message has the shape of a response (an object with no ``method`` but
+    an ``id``, a ``result`` or an ``error``). JSON-RPC never answers a response, so a receiver
+    must not answer this one either; ``request_id`` is then the id of the request it claims to
+    answer, when readable (in a batch too).
+    """
 
     code: ClassVar[int] = -32600
+
+    def __init__(
+        self, message: str, *, request_id: int | str | None = None, is_response: bool = False
+    ) -> None:
+        super().__init__(message, request_id=request_id)
+        self.is_response = is_response
 
 
 # --------------------------------------------------------------------------- encode / decode
@@ -368,6 +382,8 @@ def message_from_json(data: Any) -> JsonRpcMessage:
     if not isinstance(data, dict):
         raise InvalidMessageError(f"a JSON-RPC message is an object, not {type(data).__name__}")
     model: type[WireModel]
+    request_id = _readable_id(data)
+    response = "method" not in data and not {"id", "result", "error"}.isdisjoint(data)
     if "method" in data:
         model = JsonRpcRequest if "id" in data else JsonRpcNotification
     elif "error" in data:
@@ -376,15 +392,19 @@ def message_from_json(data: Any) -> JsonRpcMessage:
         model = JsonRpcSuccessResponse
     else:
         raise InvalidMessageError(
-            "a JSON-RPC message needs a method, a result or an error", request_id=_readable_id(data)
+            "a JSON-RPC message needs a method, a result or an error",
+            request_id=request_id,
+            is_response=response,
         )
     if data.get("jsonrpc") != "2.0":
-        raise InvalidMessageError('"jsonrpc" must be "2.0"', request_id=_readable_id(data))
+        raise InvalidMessageError(
+            '"jsonrpc" must be "2.0"', request_id=request_id, is_response=response
+        )
     try:
         message = model.model_validate(data)
     except ValidationError as exc:
         raise InvalidMessageError(
-            f"invalid {model.__name__}: {exc}", request_id=_readable_id(data)
+            f"invalid {model.__name__}: {exc}", request_id=request_id, is_response=response
         ) from exc
     assert isinstance(message, _MESSAGE_TYPES)
     return message
@@ -398,9 +418,10 @@ def decode_line(line: bytes | str) -> JsonRpcMessage | list[BatchEntry]:
     """Decode one NDJSON line: a single message, or a JSON-RPC batch (a non-empty array).
 
     Each batch entry is decoded on its own; an invalid entry becomes its
-    :class:`InvalidMessageError` (with ``request_id`` ``None``, as the batch rules say) and does
-    not spoil the others. An empty array raises :class:`InvalidMessageError`; a line that is not
-    JSON raises :class:`MessageParseError`.
+    :class:`InvalidMessageError` (with ``request_id`` ``None``, as the batch rules say, unless
+    it :attr:`~InvalidMessageError.is_response`) and does not spoil the others. An empty array
+    raises :class:`InvalidMessageError`; a line that is not JSON raises
+    :class:`MessageParseError`.
     """
     data = parse_json_line(line)
     if not isinstance(data, list):
@@ -415,7 +436,8 @@ def decode_line(line: bytes | str) -> JsonRpcMessage | list[BatchEntry]:
         try:
             entries.append(message_from_json(item))
         except InvalidMessageError as exc:
-            exc.request_id = None
+            if not exc.is_response:
+                exc.request_id = None
             entries.append(exc)
     return entries
 

@@ -66,29 +66,69 @@ class _Session:
     last_info: JsonObject = dataclasses.field(default_factory=dict)
     prompts: set[trio.CancelScope] = dataclasses.field(default_factory=set)
     counter: int = 0
-    state: str = "idle"  # the v2 foreground state: idle, running, requires_action
+    turns: dict[_Foreground, str] = dataclasses.field(default_factory=dict)  # state per turn
+    reported: str = "idle"  # the foreground state last reported to the client
     closed: bool = False  # its lifetime was closed on this connection (reopening starts fresh)
 
     def next_id(self, role: str) -> str:
         self.counter += 1
         return f"{role}-{self.counter}"
 
+    @property
+    def state(self) -> str:
+        """The v2 foreground state of the session as a whole, from all its turns:
+        ``requires_action`` if any waits for the client, else ``running`` if any runs, else
+        ``idle``."""
+        states = set(self.turns.values())
+        if "requires_action" in states:
+            return "requires_action"
+        return "running" if states else "idle"
+
+
+@dataclasses.dataclass(slots=True)
+class _Turn:
+    """One prompt's turn: its cancel scope and how far it got."""
+
+    scope: trio.CancelScope
+    blocks: list[JsonObject]
+    foreground: _Foreground
+    message: Message | None = None  # the user message, once inserted
+    echoed: bool = False
+    replies: list[str] = dataclasses.field(default_factory=list)  # sent to the client
+
 
 class _Foreground:
-    """Reports a session's foreground state to the client (v2 ``state_update``)."""
+    """One turn's foreground state, reported to the client as the session's (v2
+    ``state_update``): the session's state is derived from all its turns, and only its changes
+    are reported, except that the end of a turn that leaves the session idle always reports
+    ``idle`` with the turn's stop reason (that is how a v2 client learns the turn ended)."""
 
     def __init__(self, ctx: RequestContext, session: _Session) -> None:
         self._ctx = ctx
         self._session = session
 
     async def report(self, state: str, stop_reason: str | None = None) -> None:
-        self._session.state = state
+        session = self._session
+        if state == "idle":
+            session.turns.pop(self, None)  # this turn is over
+        else:
+            session.turns[self] = state
+        current = session.state
+        ended = stop_reason is not None and current == "idle"
+        if current == session.reported and not ended:
+            return
+        session.reported = current
         if self._ctx.protocol_version < 2:
             return
-        update: JsonObject = {"sessionUpdate": "state_update", "state": state}
-        if stop_reason is not None:
+        update: JsonObject = {"sessionUpdate": "state_update", "state": current}
+        if ended:
             update["stopReason"] = stop_reason
-        await self._ctx.connection.session_update(self._session.session_id, update)
+        await self._ctx.connection.session_update(session.session_id, update)
+
+
+def _reply_id(message: Message) -> str:
+    """The ``messageId`` of the agent's reply to a user message, live and on replay."""
+    return f"agent-of-{message.message_id}"
 
 
 def _now() -> str:
@@ -118,8 +158,9 @@ class ReferenceAgent(BaseAgent):
         """
         history = HistoryStore(store)
         agent = cls(history, list_page_size=list_page_size)
-        for session_id, cwd, updated_at, last_info, counter, messages in await history.load():
-            session = _Session(session_id, cwd, updated_at, last_info=last_info, counter=counter)
+        for session_id, cwd, updated_at, info, counter, closed, messages in await history.load():
+            session = _Session(session_id, cwd, updated_at, last_info=info, counter=counter)
+            session.closed = closed  # reopening it seeds title: null, as in one process
             session.history = [Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
             agent._sessions[session_id] = session
         return agent
@@ -132,18 +173,24 @@ class ReferenceAgent(BaseAgent):
                 session.updated_at,
                 session.last_info,
                 session.counter,
+                session.closed,
             )
 
     async def _add_message(self, session: _Session, message: Message) -> None:
-        session.history.append(message)
+        """Insert ``message`` into the history as one step: stored first, then kept in memory.
+
+        A cancellation before it starts inserts nothing. Once the store write has begun it is
+        shielded from cancellation, so the message ends up in both places, or (the write
+        failed, and that raises) in neither: an error answer to a prompt then always means that
+        its message was not inserted (ACP v2, ``session/prompt``).
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
         if self._history is not None:
-            await self._history.add_message(
-                session.session_id,
-                len(session.history),
-                message.role,
-                message.message_id,
-                message.text,
-            )
+            with trio.CancelScope(shield=True):
+                await self._history.add_message(
+                    session.session_id, message.role, message.message_id, message.text
+                )
+        session.history.append(message)
 
     # ----------------------------------------------------------------------- setup
 
@@ -282,6 +329,8 @@ class ReferenceAgent(BaseAgent):
             # and the agent knows it, so the resync says so (title: null on v2).
             lifetime = owner.open_lifetime(sid, seed=SessionInfoPatch(title=None))
             session.closed = False
+            with trio.CancelScope(shield=True):  # a short write; the store must agree
+                await self._save_session(session)
         else:
             lifetime = owner.open_lifetime(sid)  # a restarted agent: from the store, if kept
         if replay:
@@ -290,7 +339,8 @@ class ReferenceAgent(BaseAgent):
                 for update in replay_updates(message, v2, sid, owner.max_frame_bytes):
                     await ctx.connection.session_update(sid, update)
         if ctx.protocol_version >= 2:  # the foreground state, even without replay (v2 schema)
-            state: JsonObject = {"sessionUpdate": "state_update", "state": session.state}
+            session.reported = session.state
+            state: JsonObject = {"sessionUpdate": "state_update", "state": session.reported}
             await ctx.connection.session_update(sid, state)
         lifetime.resync()
 
@@ -304,13 +354,14 @@ class ReferenceAgent(BaseAgent):
         if session is None or not ctx.owner.has_lifetime(session.session_id):
             return {}
         session.last_info = self._info(ctx, session)
+        session.closed = True  # kept in the store too: a restarted agent reopens it alike
         await self._save_session(session)
         ctx.owner.close_lifetime(session.session_id)
-        session.closed = True
         return {}
 
     async def cancel(self, connection: AgentConnection, params: JsonObject) -> None:
-        session = self._sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        session_id = params.get("sessionId")
+        session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is not None:
             for scope in session.prompts:
                 scope.cancel()
@@ -329,8 +380,10 @@ class ReferenceAgent(BaseAgent):
     async def prompt(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         """One turn. v2 answers as soon as the user message is inserted, then reports
         ``running``, the replies, and ``idle`` with the stop reason; v1 answers with the stop
-        reason at the end. A cancellation before insertion answers ``-32800``; after it, the
-        turn ends with ``stopReason: "cancelled"``."""
+        reason at the end. A cancellation (``session/cancel``, ``$/cancel_request``) before
+        insertion answers ``-32800`` and inserts nothing; after it, the turn ends with
+        ``stopReason: "cancelled"`` and the request succeeds (ACP v2: "Once it is inserted,
+        the Agent MUST NOT answer with an error"; v1 keeps the same rule)."""
         session = self._session(params)
         blocks = require_object_list(params, "prompt")
         if not ctx.owner.has_lifetime(session.session_id):
@@ -341,26 +394,28 @@ class ReferenceAgent(BaseAgent):
             )
         lifetime = ctx.owner.lifetime(session.session_id)
         text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-        v2 = ctx.protocol_version >= 2
         self._check_replayable(ctx, session, text, blocks)
-        # Registered before the first checkpoint: a session/cancel or session/close read right
-        # after this request is guaranteed to see it.
-        scope = trio.CancelScope()
-        session.prompts.add(scope)
+        # Registered before the first checkpoint: a session/cancel, $/cancel_request or
+        # session/close read right after this request is guaranteed to see it. Both stop the
+        # turn, never the request: whether that is an error depends on the insertion.
+        turn = _Turn(trio.CancelScope(), blocks, _Foreground(ctx, session))
+        ctx.on_cancel_request(turn.scope.cancel)
+        session.prompts.add(turn.scope)
         try:
-            user_id, replies = await self._turn(ctx, session, lifetime, scope, text, blocks)
+            await self._turn(ctx, session, lifetime, turn, text)
         finally:
-            session.prompts.discard(scope)
-        if user_id is None:
+            session.prompts.discard(turn.scope)
+        if turn.message is None:
             raise JsonRpcError(REQUEST_CANCELLED, "the prompt was cancelled before it started")
-        stop_reason = "cancelled" if scope.cancelled_caught else "end_turn"
-        if replies:
-            agent_id = session.next_id("agent")
-            await self._add_message(session, Message("agent", agent_id, "\n".join(replies)))
-        if v2:
-            await _Foreground(ctx, session).report("idle", stop_reason)
-            return {"messageId": user_id}
-        session.state = "idle"
+        await self._acknowledge(ctx, session, turn)  # if a cancellation cut it short
+        stop_reason = "cancelled" if turn.scope.cancelled_caught else "end_turn"
+        if turn.replies:  # as the client saw it live: its message id, and its chunks' text
+            text = "".join(reply + "\n" for reply in turn.replies)
+            reply = Message("agent", _reply_id(turn.message), text)
+            await self._add_message(session, reply)
+        await turn.foreground.report("idle", stop_reason)
+        if ctx.protocol_version >= 2:
+            return {"messageId": turn.message.message_id}
         return {"stopReason": stop_reason}
 
     def _check_replayable(
@@ -388,39 +443,45 @@ class ReferenceAgent(BaseAgent):
         ctx: RequestContext,
         session: _Session,
         lifetime: SessionLifetime,
-        scope: trio.CancelScope,
+        turn: _Turn,
         text: str,
-        blocks: list[JsonObject],
-    ) -> tuple[str | None, list[str]]:
-        """Insert the user message, then run its lines; the user message id (``None`` if
-        cancelled before insertion) and the replies."""
-        user_id: str | None = None
-        replies: list[str] = []
+    ) -> None:
+        """Insert the user message, acknowledge it (v2), then run its lines, until done or
+        cancelled (``turn.scope``)."""
         sid = session.session_id
-        foreground = _Foreground(ctx, session)
-        with scope:
-            message_id = session.next_id("user")
+        foreground = turn.foreground
+        with turn.scope:
+            message = Message("user", session.next_id("user"), text)
             session.updated_at = _now()
             # The id counter is stored before the message: a cancellation between the two
             # leaves a gap in the ids, never an id a restarted agent would hand out again.
             await self._save_session(session)
-            await self._add_message(session, Message("user", message_id, text))
-            user_id = message_id
-            if ctx.protocol_version >= 2:
-                await ctx.respond({"messageId": user_id})  # v2: answered once inserted
-                echo = user_update(session.history[-1], True, blocks)
-                await ctx.connection.session_update(sid, echo)
-                await foreground.report("running")
+            await self._add_message(session, message)
+            turn.message = message
+            await self._acknowledge(ctx, session, turn)
+            await foreground.report("running")
             for line in text.splitlines():
                 if not line.strip():
                     continue
                 reply = await run_line(ctx, lifetime, foreground, line)
-                replies.append(reply)
                 chunk: JsonObject = {
                     "sessionUpdate": "agent_message_chunk",
                     "content": {"type": "text", "text": reply + "\n"},
                 }
                 if ctx.protocol_version >= 2:
-                    chunk["messageId"] = f"agent-of-{user_id}"
+                    chunk["messageId"] = _reply_id(message)
                 await ctx.connection.session_update(sid, chunk)
-        return user_id, replies
+                turn.replies.append(reply)
+
+    async def _acknowledge(self, ctx: RequestContext, session: _Session, turn: _Turn) -> None:
+        """v2: answer the prompt with the inserted message's id and echo the message, each
+        once (a cancellation may have stopped the turn before either was queued)."""
+        message = turn.message
+        if ctx.protocol_version < 2 or message is None:
+            return
+        if not ctx.responded:
+            await ctx.respond({"messageId": message.message_id})  # v2: answered once inserted
+        if not turn.echoed:
+            echo = user_update(message, True, turn.blocks)
+            await ctx.connection.session_update(session.session_id, echo)
+            turn.echoed = True

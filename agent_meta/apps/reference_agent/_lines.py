@@ -8,6 +8,7 @@ the owner stopping ends the turn.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
@@ -166,22 +167,27 @@ async def _ask(ctx: RequestContext, session_id: str, foreground: Foreground, tex
     except ConnectionClosedError:
         return "not answered: the connection closed"
     else:
-        reply = f"answer: {_chosen(result)}"
+        reply = _answer(result)
     await foreground.report("running")
     return reply
 
 
-def _chosen(result: JsonValue) -> str:
-    """The option the client chose; anything else is not an approval (ACP v2)."""
+def _answer(result: JsonValue) -> str:
+    """The reply to the client's answer: the option it chose; anything else is not an
+    approval (ACP v2). A result that is not a ``RequestPermissionResponse`` at all (valid
+    JSON-RPC: a result may be any JSON value) counts as no answer."""
     outcome = result.get("outcome") if isinstance(result, dict) else None
-    if isinstance(outcome, dict) and outcome.get("outcome") == "selected":
+    if not isinstance(outcome, dict):
+        shown = json.dumps(result, ensure_ascii=False)[:80]
+        return f"not answered: the client's answer is not a permission outcome: {shown}"
+    if outcome.get("outcome") == "selected":
         option = outcome.get("optionId")
         if option in ("allow", "reject"):
-            return str(option)
-        return f"reject (unknown option {option!r})"
-    if isinstance(outcome, dict) and outcome.get("outcome") == "cancelled":
-        return "cancelled"
-    return "reject (no valid outcome)"
+            return f"answer: {option}"
+        return f"answer: reject (unknown option {option!r})"
+    if outcome.get("outcome") == "cancelled":
+        return "answer: cancelled"
+    return "answer: reject (no valid outcome)"
 
 
 async def _burst(lifetime: SessionLifetime, key: str, count: int) -> None:

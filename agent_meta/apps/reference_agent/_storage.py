@@ -2,7 +2,13 @@
 
 Session-info state is the owner's business (its lifetimes table); this keeps only what the agent
 itself needs to resume a session in a fresh process: the session (id, cwd, last ``updatedAt``,
-last known info for ``session/list``) and its messages, for replay.
+last known info for ``session/list``, whether it was closed) and its messages, for replay.
+
+These tables are the reference agent's, outside the lifetime store's schema (whose version,
+``PRAGMA user_version``, covers only the ``agent_meta_`` tables). Their versions: 1, the first;
+2 adds ``reference_sessions.closed`` (a session closed before a restart reopens with
+``title: null``, as in one process). A version-1 file is migrated when loaded (the column is
+added, ``0`` for every session: closed sessions of that version are not known as closed).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ CREATE TABLE IF NOT EXISTS reference_sessions (
     cwd TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     last_info TEXT NOT NULL,
-    counter INTEGER NOT NULL
+    counter INTEGER NOT NULL,
+    closed INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS reference_messages (
     session_id TEXT NOT NULL,
@@ -37,7 +44,8 @@ CREATE TABLE IF NOT EXISTS reference_messages (
 """
 
 StoredMessage = tuple[str, str, str]  # role, message id, text
-StoredSession = tuple[str, str, str, "JsonObject", int, list[StoredMessage]]
+StoredSession = tuple[str, str, str, "JsonObject", int, bool, list[StoredMessage]]
+"""id, cwd, updatedAt, last info, id counter, closed, messages."""
 
 
 class HistoryStore:
@@ -53,39 +61,63 @@ class HistoryStore:
             for statement in _TABLES.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            _migrate(conn)
             sessions: list[StoredSession] = []
             rows = conn.execute(
-                "SELECT session_id, cwd, updated_at, last_info, counter FROM reference_sessions"
-                " ORDER BY rowid"
+                "SELECT session_id, cwd, updated_at, last_info, counter, closed"
+                " FROM reference_sessions ORDER BY rowid"
             ).fetchall()
-            for session_id, cwd, updated_at, last_info, counter in rows:
+            for session_id, cwd, updated_at, last_info, counter, closed in rows:
                 messages = conn.execute(
                     "SELECT role, message_id, text FROM reference_messages"
                     " WHERE session_id = ? ORDER BY seq",
                     (session_id,),
                 ).fetchall()
                 info = json.loads(last_info)
-                sessions.append((session_id, cwd, updated_at, info, counter, messages))
+                sessions.append(
+                    (session_id, cwd, updated_at, info, counter, bool(closed), messages)
+                )
             return sessions
 
         return await self._store.run(load, what="loading the reference agent's sessions")
 
     async def save_session(
-        self, session_id: str, cwd: str, updated_at: str, last_info: JsonObject, counter: int
+        self,
+        session_id: str,
+        cwd: str,
+        updated_at: str,
+        last_info: JsonObject,
+        counter: int,
+        closed: bool,
     ) -> None:
-        row = (session_id, cwd, updated_at, json.dumps(last_info), counter)
+        row = (session_id, cwd, updated_at, json.dumps(last_info), counter, int(closed))
 
         def save(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT OR REPLACE INTO reference_sessions VALUES (?, ?, ?, ?, ?)", row)
+            conn.execute(
+                "INSERT OR REPLACE INTO reference_sessions"
+                " (session_id, cwd, updated_at, last_info, counter, closed)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                row,
+            )
 
         await self._store.run(save, what="saving a session")
 
-    async def add_message(
-        self, session_id: str, seq: int, role: str, message_id: str, text: str
-    ) -> None:
-        row = (session_id, seq, role, message_id, text)
+    async def add_message(self, session_id: str, role: str, message_id: str, text: str) -> None:
+        """Append a message to the session's stored history (after its last one)."""
+        row = (session_id, session_id, role, message_id, text)
 
         def add(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT OR REPLACE INTO reference_messages VALUES (?, ?, ?, ?, ?)", row)
+            conn.execute(
+                "INSERT INTO reference_messages VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1"
+                " FROM reference_messages WHERE session_id = ?), ?, ?, ?)",
+                row,
+            )
 
         await self._store.run(add, what="saving a message")
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring version-1 tables to version 2 (see the module docstring)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(reference_sessions)")}
+    if "closed" not in columns:
+        conn.execute("ALTER TABLE reference_sessions ADD COLUMN closed INTEGER NOT NULL DEFAULT 0")
