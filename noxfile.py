@@ -6,6 +6,7 @@ it needs, so a session proves that the declared dependencies are enough.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import nox
@@ -16,6 +17,7 @@ nox.options.sessions = ["tests", "lint", "docs", "integration"]
 PYTHON = "3.11"
 ROOT = Path(__file__).parent
 NODE_CLIENT = ROOT / "integration" / "node"
+THIRDPARTY = ROOT / "integration" / "thirdparty"
 
 
 @nox.session(python=PYTHON)
@@ -62,7 +64,32 @@ def integration(session: nox.Session) -> None:
         with session.chdir(NODE_CLIENT):
             session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     # pytest exits 5 when it collects nothing, which fails the session like any other error.
-    session.run("pytest", "integration", *session.posargs)
+    # Third-party agents have their own session (thirdparty): they need a venv of their own.
+    session.run("pytest", "integration", f"--ignore={THIRDPARTY}", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def thirdparty(session: nox.Session) -> None:
+    """deepagents-acp, an agent from PyPI, with agent_meta under it (``integration/thirdparty``).
+
+    Not in the default list: its venv is about 200 MB. When the pinned requirements cannot be
+    installed (no network, no PyPI) the session is skipped and says why;
+    ``AGENT_META_THIRDPARTY_REQUIRED=1`` makes that a failure instead.
+    """
+    try:
+        # Few retries and a short timeout: an offline machine skips in seconds, not minutes.
+        session.install(
+            "--retries", "2", "--timeout", "30", "-r", str(THIRDPARTY / "requirements.txt")
+        )
+    except nox.command.CommandFailed:
+        if os.environ.get("AGENT_META_THIRDPARTY_REQUIRED") == "1":
+            raise
+        session.skip(
+            "cannot install integration/thirdparty/requirements.txt (no network or no PyPI?); "
+            "pip's output is above"
+        )
+    session.install("-e", ".[sdk,test]")
+    session.run("pytest", str(THIRDPARTY), *session.posargs)
 
 
 @nox.session(python=PYTHON)
