@@ -108,6 +108,16 @@ def test_only_the_replaying_session_passes_through() -> None:
     assert tracker.outbound(info("s2", title="x"), every_lifetime).update is not None
 
 
+@pytest.mark.parametrize("method", ["session/load", "session/resume", "session/close"])
+@pytest.mark.parametrize("answer", [None, [], "ok"])
+def test_a_result_that_is_not_an_object_is_no_success(method: str, answer: object) -> None:
+    """The SDK answers an unimplemented handler with ``result: null`` (a client rejects it):
+    no resync is sent before it and no lifetime ends."""
+    tracker = LifetimeTracker()
+    tracker.inbound(request("r", method, sessionId="s1", cwd="/"), every_lifetime)
+    assert tracker.outbound(result("r", answer), every_lifetime) == OutboundPlan()
+
+
 def test_close_ends_the_lifetime_before_its_response() -> None:
     tracker = LifetimeTracker()
     assert tracker.inbound(request(3, "session/close", sessionId="s1"), no_lifetimes) is None

@@ -324,3 +324,30 @@ def test_a_remote_transport_that_fails_stops_the_owner_and_keeps_what_it_deliver
     assert [m["params"]["update"]["_meta"] for m in inner.sent] == [{"a": 1}, {"b": 2}]
     assert inner.closed
     assert "stopped with an error" in caplog.text
+
+
+def test_an_adapter_the_sdk_never_reads_through_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """A forgotten ``input_stream=adapter``: the SDK runs on its own streams, the adapter idles."""
+    opened: list[bool] = []
+
+    async def never_opened() -> asyncio.StreamReader:
+        opened.append(True)
+        raise AssertionError("the adapter must not open its input before the SDK reads")
+
+    async def scenario() -> None:
+        import os
+
+        from sdk_pair import pipe_writer
+
+        read_end, write_end = os.pipe()
+        writer = await pipe_writer(write_end)
+        try:
+            async with open_stream_adapter(never_opened, writer):
+                pass
+        finally:
+            writer.close()
+            os.close(read_end)
+
+    asyncio.run(scenario())
+    assert opened == []
+    assert "never read through the agent_meta adapter" in caplog.text

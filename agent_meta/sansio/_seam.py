@@ -222,8 +222,8 @@ def _plan_response(method: str, session_id: str | None, result: object) -> Outbo
         if isinstance(created, str):
             return OutboundPlan(step=LifetimeStep.OPEN, session_id=created)
         return _WRITE_AS_IS
-    if session_id is None:
-        return _WRITE_AS_IS
+    if session_id is None or not isinstance(result, dict):
+        return _WRITE_AS_IS  # every session response is an object; a null one is no success
     if method in _REPLAYING_METHODS:
         return OutboundPlan(step=LifetimeStep.RESYNC, session_id=session_id)
     return OutboundPlan(step=LifetimeStep.CLOSE, session_id=session_id)

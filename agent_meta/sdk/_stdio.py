@@ -29,7 +29,7 @@ from ..wire._models import MessageDecodeError, message_from_json, parse_json_lin
 from ._adapter import SdkAdapter
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from ..owner._asyncio import AsyncioMetaOwner
     from ..owner._store import LifetimeStore
@@ -52,12 +52,21 @@ class NdjsonSource:
 
     def __init__(
         self,
-        reader: asyncio.StreamReader,
+        reader: asyncio.StreamReader | Callable[[], Awaitable[asyncio.StreamReader]],
         owner: AsyncioMetaOwner,
         *,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
-        self._reader = reader
+        # A reader, or how to open one on the first receive() (stdin is connected only when
+        # the SDK reads through the adapter, so a forgotten input_stream= cannot steal lines).
+        self._reader: asyncio.StreamReader | None = None
+        self._open_reader: Callable[[], Awaitable[asyncio.StreamReader]] | None = None
+        if isinstance(reader, asyncio.StreamReader):
+            self._reader = reader
+        else:
+            self._open_reader = reader
+        self.used = False
+        """Whether anything ever read through this source (the SDK's receive loop does)."""
         self._owner = owner
         self._splitter = LineSplitter(max_line_bytes=max_line_bytes)
         self.adapter: SdkAdapter | None = None
@@ -85,6 +94,10 @@ class NdjsonSource:
         """Nothing to release: the streams belong to whoever opened them."""
 
     async def _next_line(self) -> bytes | None:
+        self.used = True
+        if self._reader is None:
+            assert self._open_reader is not None
+            self._reader = await self._open_reader()
         while True:
             line = self._splitter.next_line()
             if line is not None or self._splitter.ended:
@@ -125,15 +138,16 @@ class NdjsonSource:
 
 @asynccontextmanager
 async def open_stream_adapter(
-    reader: asyncio.StreamReader,
+    reader: asyncio.StreamReader | Callable[[], Awaitable[asyncio.StreamReader]],
     writer: asyncio.StreamWriter,
     options: OwnerOptions | None = None,
     *,
     store: LifetimeStore | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> AsyncIterator[SdkAdapter]:
-    """Run an adapter over ``reader`` (the client's messages) and ``writer`` (the owner's
-    frames) for the duration of the block; see :func:`open_stdio_adapter`."""
+    """Run an adapter over ``reader`` (the client's messages; or an async callable that opens
+    the reader when the SDK first reads) and ``writer`` (the owner's frames) for the duration
+    of the block; see :func:`open_stdio_adapter`."""
     if options is None:
         options = SDK_DEFAULT_OPTIONS
     async with open_asyncio_owner(writer, options, store=store) as owner:
@@ -141,6 +155,11 @@ async def open_stream_adapter(
         adapter = SdkAdapter(owner, source)
         source.adapter = adapter
         yield adapter
+        if not source.used:
+            logger.warning(
+                "the SDK never read through the agent_meta adapter: pass it to "
+                "acp.run_agent(..., input_stream=adapter), or the SDK writes on its own"
+            )
 
 
 @asynccontextmanager
@@ -164,21 +183,26 @@ async def open_stdio_adapter(
     On leaving the block the owner writes what is queued (up to ``options.drain_timeout``
     seconds) before it stops.
     """
-    reader, writer = await _stdio_streams()
+    writer = await _stdout_writer()
     try:
         async with open_stream_adapter(
-            reader, writer, options, store=store, max_line_bytes=max_line_bytes
+            _stdin_reader, writer, options, store=store, max_line_bytes=max_line_bytes
         ) as adapter:
             yield adapter
     finally:
         writer.close()
 
 
-async def _stdio_streams() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _stdin_reader() -> asyncio.StreamReader:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    return reader
+
+
+async def _stdout_writer() -> asyncio.StreamWriter:
+    loop = asyncio.get_running_loop()
     transport, protocol = await loop.connect_write_pipe(
         lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), sys.stdout
     )
-    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+    return asyncio.StreamWriter(transport, protocol, None, loop)
