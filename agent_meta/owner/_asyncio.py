@@ -22,11 +22,10 @@ import math
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, NoReturn, final
 
-from ..core._errors import FrameLostError, FrameNotSentError, OwnerClosedError
+from ..core._errors import OwnerClosedError
 from ..sansio._edits import Outcome
-from ..sansio._options import OwnerOptions
 from ._asyncio_stream import AsyncioStreamTransport
-from ._base import OwnerBase, broken_transport, only_broken
+from ._base import OwnerBase, check_options, only_broken
 from ._direct import DirectWriter
 from ._retry import tenacity_retry
 from ._threadsafe import ThreadsafeOwner
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from ..sansio._edits import Edit
-    from ..sansio._entries import Outgoing
+    from ..sansio._options import OwnerOptions
     from ..sansio._state import LifetimeState
     from ._store import LifetimeStore
 
@@ -95,6 +94,7 @@ class AsyncioMetaOwner(OwnerBase):
     use :attr:`threadsafe`.
     """
 
+    _cancelled = asyncio.CancelledError
     _room: _WaitingTasks
     _progress: _WaitingTasks
 
@@ -191,26 +191,6 @@ class AsyncioMetaOwner(OwnerBase):
                 self._idle_writer = None
                 self._express = False
 
-    async def _write(self, out: Outgoing) -> None:
-        """Write one frame: retried while the transport proves it unsent, a loss reported (and
-        repaired), any other failure turned into :class:`~agent_meta.TransportBrokenError`."""
-        try:
-            try:
-                await self._transport.send_frame(out.unsent())
-            except FrameNotSentError:
-                if not self._options.retry.retries:
-                    raise  # no retries: reported as a loss below
-                if not await self._retry_unsent(out):
-                    return  # its lifetime ended during the backoff
-        except (FrameNotSentError, FrameLostError) as exc:
-            self._report_loss(out, exc)
-            return
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
-            raise broken_transport(exc) from exc
-        self._queue.written(out)
-
     async def _finish(
         self, drain_timeout: float, writer: asyncio.Task[None], server: asyncio.Task[None]
     ) -> None:
@@ -257,10 +237,7 @@ async def open_asyncio_owner(
         transport = transport_or_writer
     else:
         raise TypeError("expected an asyncio.StreamWriter or an agent_meta.Transport")
-    if options is None:
-        options = OwnerOptions()
-    elif not isinstance(options, OwnerOptions):
-        raise TypeError(f"options must be an OwnerOptions, not {type(options).__name__}")
+    options = check_options(options)
     owner = AsyncioMetaOwner(transport, options, store)
     if store is not None:
         owner._stored = await store.load_lifetimes()

@@ -15,10 +15,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, NoReturn, Protocol, final
+from typing import TYPE_CHECKING, ClassVar, NoReturn, Protocol, final
 
 from ..core._errors import (
     AgentMetaError,
+    FrameLostError,
+    FrameNotSentError,
     MetaValueError,
     OwnerClosedError,
     StoreError,
@@ -34,6 +36,7 @@ from ..sansio._frames import (
     build_response_batch,
     session_of,
 )
+from ..sansio._options import OwnerOptions
 from ..sansio._queue import SendQueue
 from ..sansio._records import restore_state
 from ..sansio._state import LifetimeState
@@ -46,12 +49,18 @@ if TYPE_CHECKING:
 
     from ..core._session_info import SessionInfo, SessionInfoPatch
     from ..sansio._entries import Outgoing
-    from ..sansio._options import OwnerOptions
     from ..sansio._records import StoredLifetime
     from ._store import LifetimeStore
     from ._transport import Transport
 
-__all__ = ["OwnerBase", "OwnerStatistics", "WaitingTasks", "broken_transport", "only_broken"]
+__all__ = [
+    "OwnerBase",
+    "OwnerStatistics",
+    "WaitingTasks",
+    "broken_transport",
+    "check_options",
+    "only_broken",
+]
 
 logger = logging.getLogger("agent_meta")
 
@@ -111,6 +120,9 @@ class OwnerBase(abc.ABC):
     # producers waiting for queue room, and the callers of wait_flushed.
     _transport: Transport
     _retry: tenacity.AsyncRetrying
+    _cancelled: ClassVar[type[BaseException]]
+    """The runtime's cancellation exception (``trio.Cancelled``, ``asyncio.CancelledError``):
+    a write it interrupts does not break the transport."""
     _room: WaitingTasks
     _progress: WaitingTasks
 
@@ -389,11 +401,6 @@ class OwnerBase(abc.ABC):
     async def _park_writer(self) -> None:
         """Park the writer until :meth:`_wake_writer` (or a cancellation)."""
 
-    @abc.abstractmethod
-    async def _write(self, out: Outgoing) -> None:
-        """Write one frame and report the outcome to the queue; the driver maps the
-        runtime's exceptions onto the transport seam (R11)."""
-
     def _direct_writes(self) -> int:
         return 0
 
@@ -457,6 +464,27 @@ class OwnerBase(abc.ABC):
         self._queue.stored(batch)
         self._progress.unpark_all()
 
+    async def _write(self, out: Outgoing) -> None:
+        """Write one frame: retried while the transport proves it unsent, a loss reported (and
+        repaired), any other failure turned into :class:`~agent_meta.TransportBrokenError`
+        (R11; the runtime's cancellation passes through)."""
+        try:
+            try:
+                await self._transport.send_frame(out.unsent())
+            except FrameNotSentError:
+                if not self._options.retry.retries:
+                    raise  # no retries: reported as a loss below
+                if not await self._retry_unsent(out):
+                    return  # its lifetime ended during the backoff
+        except (FrameNotSentError, FrameLostError) as exc:
+            self._report_loss(out, exc)
+            return
+        except self._cancelled:
+            raise
+        except BaseException as exc:
+            raise broken_transport(exc) from exc
+        self._queue.written(out)
+
     async def _retry_unsent(self, out: Outgoing) -> bool:
         """Retry a frame the transport proved unsent. ``False`` if its lifetime ended meanwhile
         (the frame is dropped, R6); when the policy gives up, its last error propagates."""
@@ -492,6 +520,16 @@ class OwnerBase(abc.ABC):
         error = StoreError(location, f"saving lifetimes failed: {type(exc).__name__}: {exc}")
         error.__cause__ = exc
         return error
+
+
+def check_options(options: OwnerOptions | None) -> OwnerOptions:
+    """The options an ``open_*owner`` call was given, or the defaults; a ``TypeError`` for
+    anything else (a mapping of the old keyword options, say)."""
+    if options is None:
+        return OwnerOptions()
+    if not isinstance(options, OwnerOptions):
+        raise TypeError(f"options must be an OwnerOptions, not {type(options).__name__}")
+    return options
 
 
 def _check_session_id(session_id: object) -> None:

@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, NoReturn, final
 
 import trio
 
-from ..core._errors import FrameLostError, FrameNotSentError, OwnerClosedError
+from ..core._errors import OwnerClosedError
 from ..sansio._edits import Outcome
-from ..sansio._options import OwnerOptions
-from ._base import OwnerBase, broken_transport, only_broken
+from ._base import OwnerBase, check_options, only_broken
 from ._direct import DirectWriter
 from ._retry import tenacity_retry
 from ._transport import Transport
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
     from ..sansio._edits import Edit
-    from ..sansio._entries import Outgoing
+    from ..sansio._options import OwnerOptions
     from ..sansio._state import LifetimeState
     from ._store import LifetimeStore
 
@@ -43,6 +42,7 @@ __all__ = ["MetaOwner", "open_owner"]
 class MetaOwner(OwnerBase):
     """The single writer of one agent connection, on trio. Create it with :func:`open_owner`."""
 
+    _cancelled = trio.Cancelled
     _room: trio.lowlevel.ParkingLot
     _progress: trio.lowlevel.ParkingLot
 
@@ -140,26 +140,6 @@ class MetaOwner(OwnerBase):
 
         await trio.lowlevel.wait_task_rescheduled(abort)
 
-    async def _write(self, out: Outgoing) -> None:
-        """Write one frame: retried while the transport proves it unsent, a loss reported (and
-        repaired), any other failure turned into :class:`~agent_meta.TransportBrokenError`."""
-        try:
-            try:
-                await self._transport.send_frame(out.unsent())
-            except FrameNotSentError:
-                if not self._options.retry.retries:
-                    raise  # no retries: reported as a loss below
-                if not await self._retry_unsent(out):
-                    return  # its lifetime ended during the backoff
-        except (FrameNotSentError, FrameLostError) as exc:
-            self._report_loss(out, exc)
-            return
-        except trio.Cancelled:
-            raise
-        except BaseException as exc:
-            raise broken_transport(exc) from exc
-        self._queue.written(out)
-
 
 @asynccontextmanager
 async def open_owner(
@@ -193,10 +173,7 @@ async def open_owner(
         transport = stream
     else:
         raise TypeError("stream must be a trio.abc.SendStream or an agent_meta.Transport")
-    if options is None:
-        options = OwnerOptions()
-    elif not isinstance(options, OwnerOptions):
-        raise TypeError(f"options must be an OwnerOptions, not {type(options).__name__}")
+    options = check_options(options)
     owner = MetaOwner(transport, options, store)
     if store is not None:
         owner._stored = await store.load_lifetimes()
