@@ -17,12 +17,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-import math
 from collections import Counter
 from typing import Any, Final, Literal, TypeAlias
 
 from ..core._sentinel import OMITTED, Omitted
 from ..core._timestamps import is_rfc3339
+from ..wire._models import STRICT_JSON
 
 __all__ = [
     "RULES",
@@ -159,22 +159,6 @@ class _Request:
     window: collections.deque[int] = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=_WINDOW_EVIDENCE)
     )
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} is too large for a JSON number")
-    return value
-
-
-_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-"""Strict JSON (no ``NaN`` or ``Infinity``), built once: ``json.loads`` with options builds a
-decoder per call, which costs a proxy more than the parse itself."""
 
 
 def patch_meta(stored: Meta, update: Meta) -> Meta:
@@ -324,7 +308,7 @@ class Watcher:
         if last:
             self.fail(frame, "json", f"the stream ended inside a line of {len(line)} bytes")
         try:
-            parsed = _DECODER.decode(line.decode("utf-8"))
+            parsed = STRICT_JSON.decode(line.decode("utf-8"))
         except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError too
             self.fail(frame, "json", f"not JSON: {exc}")
             return frame

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias, overload
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, TypeAlias, overload
 
 from pydantic import (
     AfterValidator,
@@ -328,6 +328,11 @@ def _finite_float(text: str) -> float:
     return value
 
 
+STRICT_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+"""JSON as the wire allows it: no ``NaN`` or ``Infinity``, no number a double cannot hold (a
+``ValueError``). Built once: ``json.loads`` with options builds a decoder per call."""
+
+
 def parse_json_line(line: bytes | str) -> Any:
     """Parse one NDJSON line (surrounding whitespace and the newline allowed) into JSON data.
 
@@ -339,7 +344,7 @@ def parse_json_line(line: bytes | str) -> Any:
     except ValueError as exc:
         raise MessageParseError(f"not a JSON message: {exc}") from None
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        return STRICT_JSON.decode(text)
     except _OverflowError as exc:
         raise MessageParseError(
             f"not a JSON message: {exc}", request_id=_id_despite_overflow(text)
