@@ -5,13 +5,28 @@ are plain synchronous tests: each runs its asyncio client with ``asyncio.run`` (
 or a Node subprocess (the TypeScript SDK, acpx), so pytest-trio's ``trio_mode`` leaves them
 alone. The Node clients need ``npm ci`` in ``integration/node``; without it they are skipped
 with that reason.
+
+A module that uses the ``agent_runtime`` fixture runs each test against both runtimes of
+``agent-meta agent``: trio and the official Python SDK (``--runtime sdk``). Tests marked
+``acp_v2`` skip on the SDK runtime, which speaks ACP v1 only.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from integration.harness import node_ready
+from integration.harness import AGENT_RUNTIMES, SDK_V1_ONLY, node_ready, use_runtime
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "acp_v2: needs ACP v2 from the agent (skipped on the sdk runtime)"
+    )
 
 
 @pytest.fixture
@@ -20,3 +35,13 @@ def node() -> None:
     reason = node_ready()
     if reason is not None:
         pytest.skip(reason)
+
+
+@pytest.fixture(params=AGENT_RUNTIMES)
+def agent_runtime(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test against ``agent-meta agent`` on each runtime (``agent_command()``)."""
+    runtime: str = request.param
+    if runtime == "sdk" and request.node.get_closest_marker("acp_v2") is not None:
+        pytest.skip(SDK_V1_ONLY)
+    with use_runtime(runtime):
+        yield runtime

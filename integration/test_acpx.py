@@ -3,7 +3,8 @@
 Each ``acpx prompt`` spawns the agent again and reconnects to the session it saved with
 ``session/resume``. A fresh agent process can only resume what it stored, so this needs the
 reference agent's ``--store`` (SQLite). ``--format json`` prints the raw NDJSON traffic, which
-is the transcript asserted here (acpx itself stores ``title`` but ignores ``_meta``).
+is the transcript asserted here (acpx itself stores ``title`` but ignores ``_meta``). It runs
+against both runtimes of the agent (trio, and ``--runtime sdk``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from integration.harness import NODE_DIR, agent_command, agent_env, info_updates
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.usefixtures("node")
+pytestmark = pytest.mark.usefixtures("node", "agent_runtime")
 
 ACPX = NODE_DIR / "node_modules" / ".bin" / "acpx"
 #: acpx keeps a queue owner (and the agent) alive this long after a command; 1 s is the least.

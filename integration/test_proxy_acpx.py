@@ -5,7 +5,8 @@ through the proxy; acpx's raw NDJSON transcript (``--format json``) must be byte
 agent command is one wrapper script at one path, rewritten between the runs, so acpx sees the
 same agent and the same session both times. Then the proxy's log is read back: it holds every
 frame acpx saw, and its folded state for the session is the agent's own (asked afterwards, of
-a fresh agent process on the same ``--store``, with ``session/list``).
+a fresh agent process on the same ``--store``, with ``session/list``). Both runtimes of the
+agent (trio, and ``--runtime sdk``) are run.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from integration.test_acpx import Acpx
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.usefixtures("node")
+pytestmark = pytest.mark.usefixtures("node", "agent_runtime")
 
 PROMPT = '/title Proxied\n/meta set a {"x":1,"gone":null}\n/meta set b 2\n/meta rm b\n/fail i-1 1'
 

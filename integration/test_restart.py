@@ -1,7 +1,8 @@
 """Restart tests: kill ``agent-meta agent --store FILE`` (SIGKILL) and resume from a new process.
 
-The official Python SDK client (v1) drives real agent subprocesses. After each kill the test
-reads the SQLite file as the new process will, then a fresh agent on the same file is resumed
+The official Python SDK client (v1) drives real agent subprocesses, on both runtimes (trio, and
+``--runtime sdk``, which keeps the same ``--store`` file). After each kill the test reads the
+SQLite file as the new process will, then a fresh agent on the same file is resumed
 (``session/resume`` without replay, or ``session/load`` with replay). The checks:
 
 - what the client held before the kill is contained in what was stored (persist before write:
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from agent_meta.testing import ClientMirror
+
+pytestmark = pytest.mark.usefixtures("agent_runtime")
 
 CWD = str(REPO)
 

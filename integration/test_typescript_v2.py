@@ -3,7 +3,8 @@
 ``integration/node/client_v2.mjs`` drives the agent and prints every message it received, raw
 and in order (a synchronous TransformStream tap in front of the SDK), plus a marker when each
 request resolves. These tests assert that order and fold the raw frames with
-:class:`ClientMirror` (v2 rules); they also check what the SDK's own handler was given.
+:class:`ClientMirror` (v2 rules); they also check what the SDK's own handler was given. All of
+them need ACP v2, so they skip on ``--runtime sdk`` (the official Python SDK 0.12 speaks v1).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from agent_meta.testing import ClientMirror
 from integration.harness import NodeRun, info_updates, run_node_client
 
-pytestmark = pytest.mark.usefixtures("node")
+pytestmark = [pytest.mark.usefixtures("node", "agent_runtime"), pytest.mark.acp_v2]
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

@@ -40,6 +40,7 @@ def test_agent_defaults() -> None:
     assert args.max_line == DEFAULT_MAX_LINE_BYTES
     assert args.v1_meta_mode == "merged"
     assert args.no_coalesce is False
+    assert args.runtime == "trio"
 
 
 def test_agent_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,6 +69,21 @@ def test_bad_failure_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
         main(["agent", "--failure-path", "a..b"])
     assert exit_info.value.code == 2
     assert "non-empty names" in capsys.readouterr().err
+
+
+def test_sdk_runtime_refuses_protocol_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["agent", "--runtime", "sdk", "--protocol", "2"])
+    assert exit_info.value.code == 2
+    assert "speaks ACP v1 only" in capsys.readouterr().err
+
+
+def test_sdk_runtime_without_the_sdk_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "agent_meta.apps.sdk_agent", None)  # makes the import fail
+    assert main(["agent", "--runtime", "sdk"]) == 2
+    assert "pip install 'agent-meta[sdk]'" in capsys.readouterr().err
 
 
 def test_demo_without_its_dependencies_says_what_to_install(

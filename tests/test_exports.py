@@ -2,8 +2,9 @@
 
 A name added to or removed from a public module's ``__all__`` must also be added to or removed
 from its list below (one line), so that every change of the public API is deliberate. The
-public modules are ``agent_meta``, ``agent_meta.testing``, ``agent_meta.sdk`` and
-``agent_meta.apps.reference_agent``; every other module is private.
+public modules are ``agent_meta``, ``agent_meta.testing``, ``agent_meta.sdk``,
+``agent_meta.apps.reference_agent`` and ``agent_meta.apps.sdk_agent``; every other module is
+private.
 """
 
 from __future__ import annotations
@@ -143,11 +144,14 @@ SDK_NAMES = [
 
 REFERENCE_AGENT_NAMES = ["AGENT_NAME", "COMMANDS", "CommandError", "ReferenceAgent", "parse_line"]
 
+SDK_AGENT_NAMES = ["SdkReferenceAgent", "serve_sdk_agent"]
+
 PUBLIC_MODULES = {
     "agent_meta": PUBLIC_NAMES,
     "agent_meta.testing": TESTING_NAMES,
     "agent_meta.sdk": SDK_NAMES,
     "agent_meta.apps.reference_agent": REFERENCE_AGENT_NAMES,
+    "agent_meta.apps.sdk_agent": SDK_AGENT_NAMES,
 }
 """Every public module and its pinned names; every other module is private."""
 

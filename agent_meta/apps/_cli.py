@@ -1,13 +1,16 @@
 """The ``agent-meta`` command line (also ``python -m agent_meta``).
 
-``agent-meta agent`` runs the reference agent on stdio, for any ACP client to launch;
-``agent-meta demo`` runs the demo (which needs the ``demo`` extra). stdout carries only ACP
-messages in ``agent`` mode; diagnostics go to stderr.
+``agent-meta agent`` runs the reference agent on stdio, for any ACP client to launch (on trio,
+or with ``--runtime sdk`` on the official ACP Python SDK); ``agent-meta demo`` runs the demo
+(which needs the ``demo`` extra). stdout carries only ACP messages in ``agent`` mode;
+diagnostics go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import importlib
 import logging
 import os
@@ -22,7 +25,7 @@ from ..core._errors import AgentMetaError
 from . import _check, _proxy, _timeline
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from ..owner._store import LifetimeStore
     from ..sansio._options import OwnerOptions
@@ -57,10 +60,22 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     agent.add_argument(
+        "--runtime",
+        choices=("trio", "sdk"),
+        default="trio",
+        help=(
+            "trio: agent_meta's own connection (default); sdk: the same agent on the official "
+            "ACP Python SDK with agent_meta's adapter (ACP v1 only; needs the 'sdk' extra)"
+        ),
+    )
+    agent.add_argument(
         "--protocol",
         choices=sorted(_PROTOCOLS),
         default="auto",
-        help="ACP version(s) to accept at initialize: auto negotiates 1 or 2 (default: auto)",
+        help=(
+            "ACP version(s) to accept at initialize: auto negotiates 1 or 2 (default: auto; "
+            "with --runtime sdk, 1 only)"
+        ),
     )
     agent.add_argument(
         "--failure-path",
@@ -132,22 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="agent-meta: %(levelname)s %(name)s: %(message)s",
     )
+    options = _agent_options(parser, args)
+    if args.runtime == "sdk":
+        return _run_sdk_agent(parser, args, options)
     from ..acp._connection import run_stdio_agent
-    from ..sansio._options import OwnerOptions
     from .reference_agent import ReferenceAgent
-    from .reference_agent._commands import CommandError, parse_dotted_path
 
-    try:
-        failure_path = parse_dotted_path(args.failure_path)
-    except CommandError as exc:
-        parser.error(f"--failure-path: {exc}")
-
-    options = OwnerOptions(
-        failure_path=failure_path,
-        v1_meta_mode=args.v1_meta_mode,
-        coalesce=not args.no_coalesce,
-        drain_timeout=DRAIN_TIMEOUT,  # a client that stops reading cannot hold the exit forever
-    )
     try:
         if args.store is None:
             run_stdio_agent(
@@ -177,6 +182,69 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+def _agent_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> OwnerOptions:
+    """The owner options of ``agent-meta agent``, whatever the runtime."""
+    from ..sansio._options import OwnerOptions
+    from .reference_agent._commands import CommandError, parse_dotted_path
+
+    try:
+        failure_path = parse_dotted_path(args.failure_path)
+    except CommandError as exc:
+        parser.error(f"--failure-path: {exc}")
+    return OwnerOptions(
+        failure_path=failure_path,
+        v1_meta_mode=args.v1_meta_mode,
+        coalesce=not args.no_coalesce,
+        drain_timeout=DRAIN_TIMEOUT,  # a client that stops reading cannot hold the exit forever
+    )
+
+
+SDK_V1_ONLY = "the official Python SDK 0.12 speaks ACP v1 only"
+"""Why ``--runtime sdk`` takes no ``--protocol 2``."""
+
+
+def _run_sdk_agent(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, options: OwnerOptions
+) -> int:
+    """``agent-meta agent --runtime sdk``: the reference agent on the official SDK (asyncio)."""
+    if 1 not in _PROTOCOLS[args.protocol]:
+        parser.error(f"--protocol {args.protocol} with --runtime sdk: {SDK_V1_ONLY}")
+    try:
+        sdk_agent = importlib.import_module("agent_meta.apps.sdk_agent")
+    except ImportError as exc:
+        print(
+            f"agent-meta agent --runtime sdk needs the official ACP Python SDK ({exc}).\n"
+            "Install it with: pip install 'agent-meta[sdk]'",
+            file=sys.stderr,
+        )
+        return 2
+    options = dataclasses.replace(options, protocol_version=1)
+    try:
+        asyncio.run(_serve_sdk(sdk_agent.serve_sdk_agent, args.store, args.max_line, options))
+    except (AgentMetaError, ExceptionGroup) as exc:
+        print(f"agent-meta: stopped: {'; '.join(map(repr, _leaves(exc)))}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve_sdk(
+    serve: Callable[..., Awaitable[None]], path: str | None, max_line: int, options: OwnerOptions
+) -> None:
+    if path is None:
+        await serve(options, max_line_bytes=max_line, handle_signals=True)
+        return
+    from ..owner._sqlite import SQLiteStore
+
+    async with await SQLiteStore.open(path) as store:
+        await serve(
+            options,
+            store=_crash_hook(store),
+            history=store,
+            max_line_bytes=max_line,
+            handle_signals=True,
+        )
+
+
 DRAIN_TIMEOUT = 10.0
 """Seconds ``agent-meta agent`` waits at exit for queued frames to be written, once the work
 has ended (on a signal, within the stop's own bound of 15 s: see ``AgentConnection.shutdown``);
@@ -197,18 +265,20 @@ async def _serve_with_store(
 
     async with await SQLiteStore.open(path) as store:
         agent = await ReferenceAgent.with_store(store)
-        crash_after = os.environ.get(CRASH_AFTER_PERSIST)
-        owner_store: LifetimeStore = store
-        if crash_after:
-            owner_store = _CrashAfterWrites(store, int(crash_after))
         await serve_stdio(
             agent,
             protocol_versions=versions,
             max_line_bytes=max_line,
             options=options,
-            store=owner_store,
+            store=_crash_hook(store),
             handle_signals=True,
         )
+
+
+def _crash_hook(store: LifetimeStore) -> LifetimeStore:
+    """``store``, or the :data:`CRASH_AFTER_PERSIST` test hook around it when that is set."""
+    crash_after = os.environ.get(CRASH_AFTER_PERSIST)
+    return _CrashAfterWrites(store, int(crash_after)) if crash_after else store
 
 
 class _CrashAfterWrites:

@@ -1,0 +1,475 @@
+"""The reference agent's behaviour on the official ACP Python SDK (protocol v1).
+
+:class:`SdkReferenceAgent` is an ordinary ``acp`` agent: the SDK routes each request to a
+handler, and the handlers talk to the client through the SDK (``conn.session_update``,
+``conn.request_permission``). The only agent_meta code in the loop is the adapter under the SDK
+(``acp.run_agent(agent, input_stream=adapter)``), which owns the wire: it opens each session's
+lifetime on ``session/new``, ``session/load`` and ``session/resume``, absorbs the
+``session_info_update`` messages the SDK sends, resyncs before a load or resume response, and
+ends the lifetime on ``session/close``. So, unlike the trio agent, these handlers never open,
+resync or close a lifetime; they reach one (``adapter.lifetime(sid)``) only for what the SDK
+cannot express.
+
+Sessions, conversation history, ``session/list`` pages and the ``--store`` tables are the trio
+reference agent's, so either runtime can resume the other's file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import itertools
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import acp
+from acp.schema import (
+    AgentCapabilities,
+    AgentMessageChunk,
+    AvailableCommandsUpdate,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionInfoUpdate,
+    SessionListCapabilities,
+    SessionResumeCapabilities,
+    UserMessageChunk,
+)
+
+from agent_meta import (
+    INVALID_PARAMS,
+    REQUEST_CANCELLED,
+    RESOURCE_NOT_FOUND,
+    JsonObject,
+    JsonRpcError,
+    __version__,
+)
+
+from ..reference_agent import AGENT_NAME
+from ..reference_agent._agent import MAX_CWD
+from ..reference_agent._commands import COMMANDS
+from ..reference_agent._listing import Pager, entry_size
+from ..reference_agent._replay import Message, frame_size, replay_updates, user_update
+from ..reference_agent._storage import HistoryStore
+from ._lines import LineContext, run_line
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
+    from agent_meta import SessionLifetime, SQLiteStore
+    from agent_meta.sdk import SdkAdapter
+
+__all__ = ["AGENT_TITLE", "SdkReferenceAgent"]
+
+AGENT_TITLE = "agent_meta reference agent (official Python SDK)"
+
+logger = logging.getLogger("agent_meta.sdk_agent")
+
+
+@dataclasses.dataclass(slots=True)
+class _Session:
+    session_id: str
+    cwd: str
+    updated_at: str
+    history: list[Message] = dataclasses.field(default_factory=list)
+    last_info: JsonObject = dataclasses.field(default_factory=dict)
+    counter: int = 0
+    # Running turns (cancelled by session/cancel) -> the SDK task answering their prompt.
+    turns: dict[asyncio.Task[None], asyncio.Task[Any]] = dataclasses.field(default_factory=dict)
+    bursts: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
+    closed: bool = False  # its lifetime was closed on this connection (reopening starts fresh)
+
+    def next_id(self, role: str) -> str:
+        self.counter += 1
+        return f"{role}-{self.counter}"
+
+
+@dataclasses.dataclass(slots=True)
+class _Turn:
+    user_id: str | None = None
+    replies: list[str] = dataclasses.field(default_factory=list)
+
+
+async def _background(work: Coroutine[Any, Any, None], name: str) -> None:
+    """Run a background task of the agent; the end of the connection just ends it."""
+    try:
+        await work
+    except ConnectionError:  # the SDK refuses to send once its connection has closed
+        logger.info("%s: stopped, the connection has closed", name)
+    except Exception:
+        logger.exception("%s failed", name)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _request_error(error: JsonRpcError) -> acp.RequestError:
+    """agent_meta's JSON-RPC error as the SDK's (the pager raises the former)."""
+    return acp.RequestError(error.code, error.message, error.data)
+
+
+def _unknown(session_id: str) -> acp.RequestError:
+    return acp.RequestError(
+        RESOURCE_NOT_FOUND, f"unknown session {session_id!r}", {"sessionId": session_id}
+    )
+
+
+def _replayed(update: JsonObject) -> UserMessageChunk | AgentMessageChunk:
+    """A v1 replay update of the trio agent's :mod:`_replay`, as the SDK's model."""
+    if update["sessionUpdate"] == "user_message_chunk":
+        return UserMessageChunk.model_validate(update)
+    return AgentMessageChunk.model_validate(update)
+
+
+class SdkReferenceAgent:
+    """The ``agent-meta agent --runtime sdk`` agent: one instance serves one connection.
+
+    ``adapter`` is the one passed to ``acp.run_agent(..., input_stream=adapter,
+    use_unstable_protocol=True)`` (``session/resume`` and ``session/close`` are unstable
+    routes in the SDK 0.12). Call :meth:`aclose` once ``run_agent`` returns, to stop the
+    background bursts.
+    """
+
+    def __init__(
+        self, adapter: SdkAdapter, history: HistoryStore | None = None, *, list_page_size: int = 50
+    ) -> None:
+        self._adapter = adapter
+        self._client: acp.Client | None = None
+        self._sessions: dict[str, _Session] = {}
+        self._ids = itertools.count(1)
+        self._tool_calls = itertools.count(1)
+        self._history = history
+        self._pager = Pager(list_page_size)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    async def with_store(
+        cls, adapter: SdkAdapter, store: SQLiteStore, *, list_page_size: int = 50
+    ) -> SdkReferenceAgent:
+        """An agent whose sessions and history live in ``store``'s file (``--store``); open
+        the adapter on the same store so that a fresh process also gets its lifetimes back."""
+        history = HistoryStore(store)
+        agent = cls(adapter, history, list_page_size=list_page_size)
+        for session_id, cwd, updated_at, last_info, counter, messages in await history.load():
+            session = _Session(session_id, cwd, updated_at, last_info=last_info, counter=counter)
+            session.history = [Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
+            agent._sessions[session_id] = session
+        return agent
+
+    def on_connect(self, conn: acp.Client) -> None:
+        """The SDK hands over its connection to the client."""
+        self._client = conn
+
+    @property
+    def client(self) -> acp.Client:
+        if self._client is None:
+            raise RuntimeError("the SDK has not connected this agent yet")
+        return self._client
+
+    async def aclose(self) -> None:
+        """Cancel the background tasks (bursts, command lists) and wait for them."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.create_task(_background(work, name), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # ----------------------------------------------------------------------- storage
+
+    async def _save_session(self, session: _Session) -> None:
+        if self._history is not None:
+            await self._history.save_session(
+                session.session_id,
+                session.cwd,
+                session.updated_at,
+                session.last_info,
+                session.counter,
+            )
+
+    async def _add_message(self, session: _Session, message: Message) -> None:
+        session.history.append(message)
+        if self._history is not None:
+            await self._history.add_message(
+                session.session_id,
+                len(session.history),
+                message.role,
+                message.message_id,
+                message.text,
+            )
+
+    # ----------------------------------------------------------------------- setup
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        """v1 whatever the client asks: the SDK 0.12 speaks nothing else."""
+        sessions = SessionCapabilities(
+            resume=SessionResumeCapabilities(),
+            close=SessionCloseCapabilities(),
+            list=SessionListCapabilities(),
+        )
+        return InitializeResponse(
+            protocol_version=acp.PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(load_session=True, session_capabilities=sessions),
+            agent_info=Implementation(name=AGENT_NAME, title=AGENT_TITLE, version=__version__),
+            auth_methods=[],
+        )
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        """A session; the adapter opens its lifetime as the response goes out."""
+        if len(cwd) > MAX_CWD:
+            raise acp.RequestError(
+                INVALID_PARAMS,
+                f"invalid params: 'cwd' is {len(cwd)} characters long, over {MAX_CWD}",
+            )
+        session_id = f"sess-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+        session = _Session(session_id=session_id, cwd=cwd, updated_at=_now())
+        await self._save_session(session)
+        self._sessions[session_id] = session
+        # The SDK sends the response when this handler returns, from this task and with no
+        # wait before it is queued; a task started now runs after that, so the command list
+        # follows the response, as clients expect (they learn the session id from it).
+        self._spawn(self._advertise(session_id), name=f"commands of {session_id}")
+        return NewSessionResponse(session_id=session_id)
+
+    async def _advertise(self, session_id: str) -> None:
+        commands = [
+            {"name": name, "description": description, "input": {"hint": hint}}
+            for name, description, hint in COMMANDS
+        ]
+        update = AvailableCommandsUpdate.model_validate(
+            {"sessionUpdate": "available_commands_update", "availableCommands": commands}
+        )
+        await self.client.session_update(session_id, update)
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        try:
+            start = self._pager.start(cursor, cwd)
+        except JsonRpcError as exc:
+            raise _request_error(exc) from None
+        entries = [
+            self._entry(session)
+            for session in self._sessions.values()
+            if cwd is None or session.cwd == cwd
+        ]
+        max_bytes = self._adapter.owner.max_frame_bytes
+        return ListSessionsResponse.model_validate(self._pager.page(entries, start, cwd, max_bytes))
+
+    def _entry(self, session: _Session) -> JsonObject:
+        entry: JsonObject = {"sessionId": session.session_id, "cwd": session.cwd}
+        entry["updatedAt"] = session.updated_at
+        entry.update(self._info(session))  # a snapshot, never a patch: nulls inside are data
+        # As the trio agent: too large to share a page, listed without its metadata, then
+        # without its title (the client gets both on resume).
+        limit = self._adapter.owner.max_frame_bytes // 2
+        for field in ("_meta", "title"):
+            if entry_size(entry) <= limit or field not in entry:
+                continue
+            logger.warning(
+                "session %s is listed without its %s: too large", session.session_id, field
+            )
+            del entry[field]
+        return entry
+
+    def _info(self, session: _Session) -> JsonObject:
+        owner = self._adapter.owner
+        if owner.has_lifetime(session.session_id):
+            snapshot = owner.lifetime(session.session_id).snapshot()
+        else:
+            stored = owner.stored_snapshot(session.session_id)  # a restarted agent
+            if stored is None:
+                return session.last_info
+            snapshot = stored
+        info: JsonObject = {}
+        if isinstance(snapshot.title, str):
+            info["title"] = snapshot.title
+        if snapshot.meta is not None:
+            info["_meta"] = snapshot.meta
+        return info
+
+    # ----------------------------------------------------------------------- resume / load
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
+        """Replay the conversation; the adapter resyncs after it, before the response."""
+        await self._restore(self._session(session_id), replay=True)
+        return LoadSessionResponse()
+
+    async def resume_session(
+        self, session_id: str, cwd: str, **kwargs: Any
+    ) -> ResumeSessionResponse:
+        """v1 resume: no replay; the adapter resyncs before the response."""
+        await self._restore(self._session(session_id), replay=False)
+        return ResumeSessionResponse()
+
+    async def _restore(self, session: _Session, *, replay: bool) -> None:
+        sid = session.session_id
+        # Open since the request arrived: kept (R5), restored from the store, or fresh.
+        lifetime = self._adapter.lifetime(sid)
+        if session.closed:
+            # A fresh lifetime of a closed session: its title went with the old one, and the
+            # client must hear so. The trio agent seeds the new lifetime with title=None; the
+            # adapter opened this one before the request reached us, so publish it instead.
+            session.closed = False
+            await lifetime.publish(title=None)
+        if replay:
+            max_bytes = self._adapter.owner.max_frame_bytes
+            for message in list(session.history):
+                for update in replay_updates(message, False, sid, max_bytes):
+                    await self.client.session_update(sid, _replayed(update))
+
+    # ----------------------------------------------------------------------- close / cancel
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> None:
+        """Stop the session's work, keep what ``session/list`` shows of it; the adapter ends
+        the lifetime before this response. Closing an unknown session succeeds."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            return
+        await self._stop_work(session)
+        if not self._adapter.owner.has_lifetime(session_id):
+            return
+        session.last_info = self._info(session)
+        await self._save_session(session)
+        session.closed = True
+
+    async def _stop_work(self, session: _Session) -> None:
+        """Cancel the session's turns and bursts; wait until each prompt has been answered."""
+        answering = list(session.turns.values())
+        stopping: list[asyncio.Task[Any]] = [*session.turns, *session.bursts]
+        for task in stopping:
+            task.cancel()
+        await asyncio.gather(*stopping, return_exceptions=True)
+        current = asyncio.current_task()
+        if waiting := [task for task in answering if task is not current]:
+            await asyncio.wait(waiting)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            for turn in session.turns:
+                turn.cancel()
+
+    def _session(self, session_id: str) -> _Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise _unknown(session_id)
+        return session
+
+    # ----------------------------------------------------------------------- prompt
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        """One v1 turn, answered with its stop reason. A cancellation before the user message
+        is stored answers ``-32800``; after it, the turn ends with ``cancelled``."""
+        session = self._session(session_id)
+        if not self._adapter.owner.has_lifetime(session_id):
+            raise acp.RequestError(
+                RESOURCE_NOT_FOUND,
+                f"session {session_id!r} is closed: resume it first",
+                {"sessionId": session_id},
+            )
+        lifetime = self._adapter.lifetime(session_id)
+        blocks: list[JsonObject] = [
+            block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in prompt
+        ]
+        text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+        self._check_replayable(session, text, blocks)
+        turn = _Turn()
+        # The turn runs in a task of its own, so session/cancel can stop it while this handler
+        # still answers the request (cancelling the SDK's task would leave it unanswered).
+        handler = asyncio.current_task()
+        assert handler is not None
+        running = asyncio.create_task(self._turn(session, lifetime, text, turn))
+        session.turns[running] = handler
+        try:
+            await asyncio.wait({running})
+        except asyncio.CancelledError:
+            running.cancel()
+            raise
+        finally:
+            session.turns.pop(running, None)
+        if not running.cancelled():
+            running.result()  # an owner that stopped ends the request with an error
+        if turn.user_id is None:
+            raise acp.RequestError(REQUEST_CANCELLED, "the prompt was cancelled before it started")
+        if turn.replies:
+            reply = Message("agent", session.next_id("agent"), "\n".join(turn.replies))
+            await self._add_message(session, reply)
+        return PromptResponse(stop_reason="cancelled" if running.cancelled() else "end_turn")
+
+    def _check_replayable(self, session: _Session, text: str, blocks: list[JsonObject]) -> None:
+        """Refuse a prompt whose user message could not be sent back in one frame (echo and
+        replay), before it is stored, as the trio agent does."""
+        message = Message("user", "user-0", text)
+        largest = max(
+            frame_size(user_update(message, False, blocks), session.session_id),
+            frame_size(user_update(message, True), session.session_id),
+        )
+        limit = self._adapter.owner.max_frame_bytes
+        if largest > limit:
+            raise acp.RequestError(
+                INVALID_PARAMS,
+                f"invalid params: the prompt would take {largest} bytes to send back (echo and "
+                f"replay), over the frame limit of {limit} bytes",
+            )
+
+    async def _turn(
+        self, session: _Session, lifetime: SessionLifetime, text: str, turn: _Turn
+    ) -> None:
+        sid = session.session_id
+        message_id = session.next_id("user")
+        session.updated_at = _now()
+        # The id counter is stored before the message (a cancellation between them leaves a
+        # gap in the ids, never an id a restarted agent would hand out again).
+        await self._save_session(session)
+        await self._add_message(session, Message("user", message_id, text))
+        turn.user_id = message_id
+        context = LineContext(
+            client=self.client,
+            lifetime=lifetime,
+            start_burst=lambda key, count: self._start_burst(session, lifetime, key, count),
+            next_tool_call_id=lambda: f"ask-{next(self._tool_calls)}",
+        )
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            reply = await run_line(context, line)
+            turn.replies.append(reply)
+            await self.client.session_update(sid, acp.update_agent_message_text(reply + "\n"))
+
+    # ----------------------------------------------------------------------- /burst
+
+    def _start_burst(
+        self, session: _Session, lifetime: SessionLifetime, key: str, count: int
+    ) -> str:
+        task = self._spawn(self._burst(lifetime, key, count), name=f"burst {key} x{count}")
+        session.bursts.add(task)
+        task.add_done_callback(session.bursts.discard)
+        return f"ok: burst of {count} publications of {key} started"
+
+    async def _burst(self, lifetime: SessionLifetime, key: str, count: int) -> None:
+        """``{key: 1}`` .. ``{key: count}`` through the SDK, as fast as it goes, until the
+        lifetime ends (checked on the handle: the SDK call cannot tell). Each publication
+        yields to the loop, so the burst races the client's next requests."""
+        sid = lifetime.session_id
+        for value in range(1, count + 1):
+            if lifetime.closed:
+                return
+            update = SessionInfoUpdate(
+                session_update="session_info_update", field_meta={key: value}
+            )
+            await self.client.session_update(sid, update)
+            await asyncio.sleep(0)
