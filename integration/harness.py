@@ -47,13 +47,6 @@ test once per runtime."""
 SDK_V1_ONLY = "the official Python SDK 0.12 speaks ACP v1 only"
 """Why a v2-only test skips for the ``sdk`` runtime."""
 
-ADAPTER_REPLAY_RACE = (
-    "agent_meta.sdk adapter: a live session_info_update sent while a session/load or "
-    "session/resume of an open lifetime is running is taken for replay (written raw, not "
-    "folded), so the client can see a v1 frame without the other keys and n go backwards"
-)
-"""Why a test of a publication racing a resume is a known failure on the ``sdk`` runtime."""
-
 _runtime = "trio"
 
 
@@ -242,7 +235,7 @@ def node_ready() -> str | None:
 
 @dataclasses.dataclass
 class NodeRun:
-    """The lines printed by ``client_v2.mjs``, parsed."""
+    """The lines printed by ``ts_client.mjs``, parsed."""
 
     lines: list[dict[str, Any]]
     stderr: str
@@ -270,14 +263,20 @@ class NodeRun:
 
 
 def run_node_client(
-    scenario: str, *, agent: Sequence[str] | None = None, steps: Any = None
+    scenario: str,
+    *,
+    agent: Sequence[str] | None = None,
+    steps: Any = None,
+    protocol_version: int = 2,
 ) -> NodeRun:
-    """Run ``client_v2.mjs`` (ACP v2, the official TypeScript SDK) against an agent command."""
+    """Run ``ts_client.mjs`` (the official TypeScript SDK, ACP v2 or v1) against an agent
+    command."""
     env = dict(os.environ)
     env.update(agent_env())
     env["AGENT_META_AGENT"] = json.dumps(list(agent or agent_command()))
     env["AGENT_META_CWD"] = str(REPO)
-    argv = ["node", str(NODE_DIR / "client_v2.mjs"), scenario]
+    env["AGENT_META_ACP"] = str(protocol_version)
+    argv = ["node", str(NODE_DIR / "ts_client.mjs"), scenario]
     if steps is not None:
         argv.append(json.dumps(steps))
     done = subprocess.run(
@@ -286,7 +285,7 @@ def run_node_client(
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     if done.returncode != 0 or not lines or lines[-1]["type"] != "done":
         raise AssertionError(
-            f"client_v2.mjs {scenario} failed (exit {done.returncode})\n"
+            f"ts_client.mjs {scenario} failed (exit {done.returncode})\n"
             f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
         )
     return NodeRun(lines, done.stderr)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from integration.harness import (
-    ADAPTER_REPLAY_RACE,
     QuietClient,
     Transcript,
     info_updates,
@@ -129,11 +128,7 @@ def test_close_then_reopen_starts_fresh() -> None:
     assert wire.mirror.meta(second) == {"other": 3}
 
 
-def test_burst_racing_resume_ends_with_the_agents_state(
-    agent_runtime: str, request: pytest.FixtureRequest
-) -> None:
-    if agent_runtime == "sdk":  # fails most runs, not all: the race is real
-        request.applymarker(pytest.mark.xfail(reason=ADAPTER_REPLAY_RACE, strict=False))
+def test_burst_racing_resume_ends_with_the_agents_state() -> None:
     burst = 200
 
     async def scenario() -> tuple[Transcript, str, int, int]:

@@ -1,6 +1,6 @@
 """The official TypeScript SDK 2.x (`/experimental/v2` entry point) as an ACP v2 client.
 
-``integration/node/client_v2.mjs`` drives the agent and prints every message it received, raw
+``integration/node/ts_client.mjs`` drives the agent and prints every message it received, raw
 and in order (a synchronous TransformStream tap in front of the SDK), plus a marker when each
 request resolves. These tests assert that order and fold the raw frames with
 :class:`ClientMirror` (v2 rules); they also check what the SDK's own handler was given. All of

@@ -79,18 +79,31 @@ def test_load_and_resume_open_at_the_request_and_resync_before_the_response(meth
 def test_a_replay_into_a_lifetime_that_held_its_state_passes_through(method: str) -> None:
     tracker = LifetimeTracker()
     tracker.inbound(request("r", method, sessionId="s1", cwd="/"), every_lifetime)
-    replayed = tracker.outbound(info("s1", _meta={"old": 1}), every_lifetime)
+    replayed = tracker.outbound(info("s1", _meta={"old": 1}), every_lifetime, replaying="s1")
     assert replayed == OutboundPlan(session_id="s1")  # written as it is, not folded
     assert tracker.statistics.replayed_updates == 1
-    assert tracker.outbound(result("r", {}), every_lifetime).step is LifetimeStep.RESYNC
-    live = tracker.outbound(info("s1", _meta={"new": 1}), every_lifetime)
+    plan = tracker.outbound(result("r", {}), every_lifetime, replaying="s1")
+    assert plan.step is LifetimeStep.RESYNC
+    live = tracker.outbound(info("s1", _meta={"new": 1}), every_lifetime, replaying="s1")
     assert live.update == InfoUpdate(meta={"new": 1})  # after the response: absorbed again
+
+
+def test_a_live_update_racing_a_replay_is_absorbed() -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request("r", "session/resume", sessionId="s1", cwd="/"), every_lifetime)
+    # A background task of the agent publishes while the resume handler runs.
+    live = tracker.outbound(info("s1", _meta={"n": 7}), every_lifetime)
+    assert live.update == InfoUpdate(meta={"n": 7})
+    other = tracker.outbound(info("s1", _meta={"n": 8}), every_lifetime, replaying="s2")
+    assert other.update == InfoUpdate(meta={"n": 8})  # s2's handler: not s1's replay
+    assert tracker.statistics.replayed_updates == 0
+    assert tracker.statistics.absorbed_updates == 2
 
 
 def test_a_replay_into_a_lifetime_the_request_opened_builds_its_state() -> None:
     tracker = LifetimeTracker()
     tracker.inbound(request("r", "session/load", sessionId="s1", cwd="/"), no_lifetimes)
-    replayed = tracker.outbound(info("s1", title="from history"), every_lifetime)
+    replayed = tracker.outbound(info("s1", title="from history"), every_lifetime, replaying="s1")
     assert replayed.update == InfoUpdate(title="from history")
     assert tracker.statistics.replayed_updates == 0
 
@@ -99,13 +112,15 @@ def test_a_failed_load_ends_the_replay_too() -> None:
     tracker = LifetimeTracker()
     tracker.inbound(request("r", "session/load", sessionId="s1", cwd="/"), every_lifetime)
     assert tracker.outbound(error("r"), every_lifetime) == OutboundPlan()
-    assert tracker.outbound(info("s1", title="x"), every_lifetime).update is not None
+    plan = tracker.outbound(info("s1", title="x"), every_lifetime, replaying="s1")
+    assert plan.update is not None
 
 
 def test_only_the_replaying_session_passes_through() -> None:
     tracker = LifetimeTracker()
     tracker.inbound(request("r", "session/resume", sessionId="s1", cwd="/"), every_lifetime)
-    assert tracker.outbound(info("s2", title="x"), every_lifetime).update is not None
+    plan = tracker.outbound(info("s2", title="x"), every_lifetime, replaying="s1")
+    assert plan.update is not None
 
 
 @pytest.mark.parametrize("method", ["session/load", "session/resume", "session/close"])

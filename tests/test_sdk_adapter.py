@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 from sdk_pair import RawClient, run
 
-from agent_meta import OwnerClosedError, OwnerOptions, TransportBrokenError, UnknownSessionError
+from agent_meta import (
+    OMITTED,
+    OwnerClosedError,
+    OwnerOptions,
+    TransportBrokenError,
+    UnknownSessionError,
+)
 from agent_meta.sdk import SdkAdapter, open_stream_adapter
 from agent_meta.sdk._remote import RemoteConnection
 from integration.sdk_mini_agent import MiniAgent, info
@@ -154,6 +160,54 @@ def test_a_replay_does_not_bring_back_what_the_lifetime_removed() -> None:
     # The replay sends the history's patches as they were; the resync then restores the state.
     assert [u["_meta"] for u in infos[-3:]] == [{"a": 1}, {"c": 3}, {"c": 3}]
     assert adapter.statistics().replayed_updates == 2
+
+
+def test_a_live_update_racing_a_replay_is_absorbed_and_resynced() -> None:
+    """Only what the load handler sends (from its task, or a task it starts) is replay; a
+    background task started before the load publishes live updates meanwhile."""
+
+    class RacingAgent(MiniAgent):
+        replayed = asyncio.Event()
+        live_sent = asyncio.Event()
+
+        async def load_session(self, cwd: str, session_id: str, **kw: Any) -> None:
+            await super().load_session(cwd, session_id, **kw)
+            helper = asyncio.create_task(self.conn.session_update(session_id, info(title="old")))
+            await helper  # started by the handler: replay too
+            self.replayed.set()
+            await self.live_sent.wait()
+
+        async def background(self, session_id: str) -> None:
+            await self.replayed.wait()
+            await self.conn.session_update(session_id, info(_meta={"live": 1}))
+            self.live_sent.set()
+
+    agents: list[RacingAgent] = []
+
+    def make(adapter: SdkAdapter) -> RacingAgent:
+        agents.append(RacingAgent(adapter))
+        return agents[-1]
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "meta a 1")
+        background = asyncio.create_task(agents[0].background(sid))
+        answer = await client.call("session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []})
+        assert answer["result"] == {}
+        await background
+        assert adapter.lifetime(sid).snapshot().meta == {"a": 1, "live": 1}
+        assert adapter.lifetime(sid).snapshot().title is OMITTED
+
+    client, adapter = asyncio.run(run(make, scenario))
+    infos = client.info_updates("s1")
+    assert infos[-4:] == [
+        {"sessionUpdate": "session_info_update", "_meta": {"a": 1}},  # replayed: as it was
+        {"sessionUpdate": "session_info_update", "title": "old"},  # replayed by its helper
+        {"sessionUpdate": "session_info_update", "_meta": {"a": 1, "live": 1}},  # live, folded
+        {"sessionUpdate": "session_info_update", "_meta": {"a": 1, "live": 1}},  # the resync
+    ]
+    stats = adapter.statistics()
+    assert (stats.replayed_updates, stats.absorbed_updates) == (2, 2)
 
 
 def test_close_ends_the_lifetime_before_its_response_and_fences_what_follows() -> None:

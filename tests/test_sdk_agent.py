@@ -10,15 +10,18 @@ after ``session/new``, and how turns end.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from sdk_pair import RawClient, run
 
 from agent_meta import RESOURCE_NOT_FOUND
+from agent_meta.apps.reference_agent._storage import HistoryStore
 from agent_meta.apps.sdk_agent import SdkReferenceAgent
-from agent_meta.sdk import SdkAdapter
 from agent_meta.testing import ClientMirror
+
+if TYPE_CHECKING:
+    from agent_meta.sdk import SdkAdapter
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
 
@@ -178,3 +181,45 @@ def test_unknown_sessions_and_cursors_are_refused() -> None:
         assert (await client.call("session/close", {"sessionId": "nope"}))["result"] == {}
 
     go(scenario)
+
+
+class _GatedHistory(HistoryStore):
+    """A history whose message writes wait for the test: a cancellation can land mid-write."""
+
+    def __init__(self) -> None:
+        self.writing = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.stored: list[str] = []
+
+    async def save_session(self, *args: Any) -> None:
+        return None
+
+    async def add_message(self, session_id: str, role: str, message_id: str, text: str) -> None:
+        self.writing.set()
+        await self.gate.wait()
+        self.stored.append(message_id)
+
+
+def test_a_cancel_during_the_message_write_still_inserts_it_and_ends_the_turn_cancelled() -> None:
+    """As in the trio agent: an error answer to a prompt means its message was not inserted,
+    so once the write has begun the turn ends ``cancelled`` with the message in both places."""
+    history = _GatedHistory()
+    agents: list[SdkReferenceAgent] = []
+
+    def make(adapter: SdkAdapter) -> SdkReferenceAgent:
+        agents.append(SdkReferenceAgent(adapter, history))
+        return agents[-1]
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await client.send({"id": 7, "method": "session/prompt", "params": prompt_params(sid, "hi")})
+        await history.writing.wait()
+        await agents[0].cancel(sid)
+        history.gate.set()
+        answer = await client.read_until(lambda m: m.get("id") == 7 and "method" not in m)
+        assert answer.get("result") == {"stopReason": "cancelled"}, answer
+
+    asyncio.run(run(make, scenario))
+    assert history.stored[0] == "user-1"
+    session = next(iter(agents[0]._sessions.values()))
+    assert [m.message_id for m in session.history] == history.stored

@@ -6,7 +6,7 @@ neither send nor receive as such. A resume replays the conversation, reports the
 state, then sends ``_meta: null`` and the current state, before its response.
 
 The client is the official TypeScript SDK (``@agentclientprotocol/sdk/experimental/v2``, driven by
-``integration/node/client_v2.mjs``) when Node.js and that script's ``node_modules`` are there;
+``integration/node/ts_client.mjs``) when Node.js and that script's ``node_modules`` are there;
 otherwise a raw NDJSON client folded by :class:`~agent_meta.testing.ClientMirror`, and the
 output says so.
 """
@@ -36,7 +36,7 @@ TIMEOUT = 30.0
 
 @dataclasses.dataclass(frozen=True)
 class V2Step:
-    """One request of the v2 story (an op of ``client_v2.mjs``) and what it must show."""
+    """One request of the v2 story (an op of ``ts_client.mjs``) and what it must show."""
 
     title: str
     why: str
@@ -153,11 +153,11 @@ V2_STORY: tuple[V2Step, ...] = (
 
 
 def node_client() -> Path | None:
-    """``client_v2.mjs`` when Node.js and its installed SDK are there, else ``None``."""
+    """``ts_client.mjs`` when Node.js and its installed SDK are there, else ``None``."""
     if shutil.which("node") is None:
         return None
     for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
-        script = root / "integration" / "node" / "client_v2.mjs"
+        script = root / "integration" / "node" / "ts_client.mjs"
         sdk = script.parent / "node_modules" / "@agentclientprotocol" / "sdk"
         if script.is_file() and sdk.is_dir():
             return script
@@ -172,7 +172,7 @@ def run_typescript_client(
     steps = [step.op for step in V2_STORY]
     done = subprocess.run(
         ["node", str(script), "steps", json.dumps(steps)],
-        env={**os.environ, **env, "AGENT_META_AGENT": json.dumps(list(agent))},
+        env={**os.environ, **env, "AGENT_META_AGENT": json.dumps(list(agent)), "AGENT_META_ACP": "2"},
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -186,7 +186,7 @@ def run_typescript_client(
 
 
 def _by_step(lines: list[dict[str, Any]]) -> tuple[list[list[Message]], str]:
-    """The messages ``client_v2.mjs`` received during each step, and the session id."""
+    """The messages ``ts_client.mjs`` received during each step, and the session id."""
     per_step: list[list[Message]] = [[] for _ in V2_STORY]
     current = -1
     session_id = ""

@@ -9,11 +9,13 @@ without any agent code, what the session lifetimes need (R4, R5, R6, R10):
   is one the owner can render;
 - ``session/load`` and ``session/resume`` open (or keep) the session's lifetime when the
   request arrives; their successful response is preceded by a resync (R4). While the handler
-  runs, the ``session_info_update``s it sends are replay. A lifetime that existed before the
-  request (open, or kept by the store) already holds the state, so replayed patches pass
-  through without touching it (re-applying old patches would bring back removed keys) and the
-  resync then puts the client right. A lifetime the request opened with nothing known is built
-  from the replay: those updates are absorbed;
+  runs, the ``session_info_update``s *it* sends are replay (the driver says which handler sent
+  a message: ``replaying``). A lifetime that existed before the request (open, or kept by the
+  store) already holds the state, so replayed patches pass through without touching it
+  (re-applying old patches would bring back removed keys) and the resync then puts the client
+  right; a live update sent meanwhile by other work of the agent (a background task) is still
+  absorbed, so the resync carries it. A lifetime the request opened with nothing known is
+  built from the replay: those updates are absorbed;
 - ``session/new`` and ``session/fork`` open the lifetime their response names, before that
   response is written;
 - ``session/close``'s successful response ends the lifetime before it is written, so nothing
@@ -152,13 +154,19 @@ class LifetimeTracker:
         return session_id
 
     def outbound(
-        self, message: Mapping[str, object], has_lifetime: Callable[[str], bool]
+        self,
+        message: Mapping[str, object],
+        has_lifetime: Callable[[str], bool],
+        *,
+        replaying: str | None = None,
     ) -> OutboundPlan:
         """Plan one message the agent sends; ``has_lifetime`` says whether a session's lifetime
-        is open in the owner."""
+        is open in the owner. ``replaying`` names the session whose ``session/load`` or
+        ``session/resume`` handler sent the message (``None``: some other work of the agent);
+        only what that handler sends can be replay."""
         method = message.get("method")
         if isinstance(method, str):
-            return self._plan_outgoing(method, message, has_lifetime)
+            return self._plan_outgoing(method, message, has_lifetime, replaying)
         request_id = message.get("id")
         if not isinstance(request_id, int | str) or isinstance(request_id, bool):
             return _WRITE_AS_IS
@@ -181,7 +189,11 @@ class LifetimeTracker:
             self.statistics.forgotten_requests += 1
 
     def _plan_outgoing(
-        self, method: str, message: Mapping[str, object], has_lifetime: Callable[[str], bool]
+        self,
+        method: str,
+        message: Mapping[str, object],
+        has_lifetime: Callable[[str], bool],
+        replaying: str | None,
     ) -> OutboundPlan:
         params = message.get("params")
         session_id = _session_of(params)
@@ -197,7 +209,7 @@ class LifetimeTracker:
         if info is None or not has_lifetime(session_id):
             self.statistics.passed_through_updates += 1
             return OutboundPlan(session_id=session_id)
-        if self._replays.get(session_id):
+        if replaying == session_id and self._replays.get(session_id):
             self.statistics.replayed_updates += 1
             return OutboundPlan(session_id=session_id)
         self.statistics.absorbed_updates += 1

@@ -16,6 +16,7 @@ queued its whole message or nothing of it.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any, Protocol, final
@@ -34,6 +35,17 @@ if TYPE_CHECKING:
 __all__ = ["AdapterStatistics", "MessageSource", "SdkAdapter"]
 
 logger = logging.getLogger("agent_meta.sdk")
+
+_replaying: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agent_meta_sdk_replaying", default=None
+)
+"""The session whose ``session/load`` or ``session/resume`` the current task is handling.
+
+:meth:`SdkAdapter.receive` sets it in the SDK's receive loop as it hands over each request;
+the SDK starts the request's handler task right after, and a task copies its creator's context,
+so the handler (and the tasks it starts) see their request's session, while a background task
+started earlier sees what was set when it was started. What a handler sends is replay; what
+other work of the agent sends meanwhile is live."""
 
 
 class MessageSource(Protocol):
@@ -64,8 +76,9 @@ class AdapterStatistics:
     the owner does not know; they still go through the FIFO and are fenced after a close."""
     replayed_updates: int
     """``session_info_update`` messages a ``session/load`` or ``session/resume`` handler sent
-    for a lifetime that already held its state: written unchanged as replay, not folded (the
-    resync that follows restores the state on the client)."""
+    (from its own task, or a task it started) for a lifetime that already held its state:
+    written unchanged as replay, not folded (the resync that follows restores the state on the
+    client). Updates other tasks send meanwhile are live and absorbed."""
     refused_lines: int
     """Inbound lines answered with an error instead of reaching the SDK (not JSON, too long,
     not a JSON-RPC message)."""
@@ -131,6 +144,7 @@ class SdkAdapter:
         if message is None:
             return None
         session_id = self._tracker.inbound(message, self._lifetime_exists)
+        _replaying.set(session_id)  # for the handler task the SDK starts next
         if session_id is not None and not self._owner.has_lifetime(session_id):
             self._owner.open_lifetime(session_id)
         return message
@@ -144,7 +158,7 @@ class SdkAdapter:
         is not JSON-RPC or not JSON, and :class:`~agent_meta.UnknownSessionError` for a request
         to the client about a session whose lifetime has ended (it would never be answered).
         """
-        plan = self._tracker.outbound(message, self._owner.has_lifetime)
+        plan = self._tracker.outbound(message, self._owner.has_lifetime, replaying=_replaying.get())
         self._prepare(plan)
         update = plan.update
         if update is not None and plan.session_id is not None:

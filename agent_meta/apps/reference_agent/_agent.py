@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import itertools
-import logging
 import uuid
 from typing import TYPE_CHECKING
 
@@ -37,7 +36,7 @@ from ...wire._jsonrpc import (
 )
 from ._commands import COMMANDS
 from ._lines import run_line
-from ._listing import Pager, entry_size
+from ._listing import Pager, list_entry, listed_info
 from ._replay import Message, frame_size, replay_updates, user_update
 from ._storage import HistoryStore
 
@@ -53,8 +52,6 @@ AGENT_NAME = "agent-meta-reference"
 
 MAX_CWD = 4096
 """The longest ``cwd`` a session may have: it is listed in every ``session/list`` page."""
-
-logger = logging.getLogger("agent_meta.reference_agent")
 
 
 @dataclasses.dataclass(slots=True)
@@ -254,37 +251,12 @@ class ReferenceAgent(BaseAgent):
         return self._pager.page(entries, start, cwd, ctx.owner.max_frame_bytes)
 
     def _entry(self, ctx: RequestContext, session: _Session) -> JsonObject:
-        entry: JsonObject = {"sessionId": session.session_id, "cwd": session.cwd}
-        entry["updatedAt"] = session.updated_at
         info = self._info(ctx, session)
-        # A snapshot, never a patch: null values inside are data (see the RFD).
-        entry.update(info)
-        # Too large to share a page: listed without its metadata, then without its title too,
-        # rather than break the listing (the client gets both itself on resume). What stays,
-        # the id, a cwd of at most MAX_CWD characters and a timestamp, always fits.
-        for field in ("_meta", "title"):
-            if entry_size(entry) <= ctx.owner.max_frame_bytes // 2 or field not in entry:
-                continue
-            logger.warning(
-                "session %s is listed without its %s: too large", session.session_id, field
-            )
-            del entry[field]
-        return entry
+        max_bytes = ctx.owner.max_frame_bytes
+        return list_entry(session.session_id, session.cwd, session.updated_at, info, max_bytes)
 
     def _info(self, ctx: RequestContext, session: _Session) -> JsonObject:
-        if ctx.owner.has_lifetime(session.session_id):
-            snapshot = ctx.owner.lifetime(session.session_id).snapshot()
-        else:
-            stored = ctx.owner.stored_snapshot(session.session_id)  # a restarted agent
-            if stored is None:
-                return session.last_info
-            snapshot = stored
-        info: JsonObject = {}
-        if isinstance(snapshot.title, str):
-            info["title"] = snapshot.title
-        if snapshot.meta is not None:
-            info["_meta"] = snapshot.meta
-        return info
+        return listed_info(ctx.owner, session.session_id, session.last_info)
 
     # ----------------------------------------------------------------------- resume / load
 

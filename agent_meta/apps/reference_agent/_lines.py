@@ -38,7 +38,14 @@ if TYPE_CHECKING:
     from ...core._json import JsonObject, JsonValue
     from ...owner._lifetime import SessionLifetime
 
-__all__ = ["ASK_OPTIONS", "Foreground", "run_line"]
+__all__ = [
+    "ASK_OPTIONS",
+    "Foreground",
+    "permission_reply",
+    "published_reply",
+    "report_failure_reply",
+    "run_line",
+]
 
 ASK_OPTIONS: list[JsonValue] = [
     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
@@ -76,16 +83,16 @@ async def _execute(
 ) -> str:
     if isinstance(command, MetaSet | MetaRemove | MetaPatchCommand | MetaClear | SetTitle):
         fields, what = _publication(command)
-        return _published(await lifetime.publish(**fields), what)
+        return published_reply(await lifetime.publish(**fields), what)
     match command:
         case DomainSet(key, path, value):
             done = await lifetime.domain(key).set(path, value)
-            return _published(done, f"{key}.{'.'.join(path)} set")
+            return published_reply(done, f"{key}.{'.'.join(path)} set")
         case DomainRemove(key, path):
             done = await lifetime.domain(key).remove(path)
-            return _published(done, f"{key}.{'.'.join(path)} removed")
+            return published_reply(done, f"{key}.{'.'.join(path)} removed")
         case Fail(incident_id, revision, title):
-            return await _fail(lifetime, incident_id, revision, title)
+            return await report_failure_reply(lifetime, incident_id, revision, title)
         case Resolve(incident_id, revision):
             done = await lifetime.resolve_failure(incident_id, revision)
             return (
@@ -106,7 +113,7 @@ async def _execute(
             done = await lifetime.publish(
                 meta={key: value}, notification_meta={"traceparent": traceparent}
             )
-            return _published(done, f"_meta.{key} set with trace {traceparent}")
+            return published_reply(done, f"_meta.{key} set with trace {traceparent}")
     raise AssertionError(f"unhandled command {command!r}")  # pragma: no cover
 
 
@@ -127,13 +134,15 @@ def _publication(
             return {"title": title}, "title cleared" if title is None else "title set"
 
 
-def _published(done: bool, what: str) -> str:
+def published_reply(done: bool, what: str) -> str:
+    """The reply to a publication: done, or refused because the lifetime has ended."""
     return f"ok: {what}" if done else f"not published ({what}): the session is closed"
 
 
-async def _fail(
+async def report_failure_reply(
     lifetime: SessionLifetime, incident_id: str, revision: int, title: str | None
 ) -> str:
+    """``/fail``: report the incident (R8) and say whether the owner took it."""
     record: JsonObject = {
         "id": incident_id,
         "revision": revision,
@@ -167,12 +176,12 @@ async def _ask(ctx: RequestContext, session_id: str, foreground: Foreground, tex
     except ConnectionClosedError:
         return "not answered: the connection closed"
     else:
-        reply = _answer(result)
+        reply = permission_reply(result)
     await foreground.report("running")
     return reply
 
 
-def _answer(result: JsonValue) -> str:
+def permission_reply(result: JsonValue) -> str:
     """The reply to the client's answer: the option it chose; anything else is not an
     approval (ACP v2). A result that is not a ``RequestPermissionResponse`` at all (valid
     JSON-RPC: a result may be any JSON value) counts as no answer."""

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import secrets
 from typing import TYPE_CHECKING
 
@@ -23,8 +24,11 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ...core._json import JsonObject, JsonValue
+    from ...owner._base import OwnerBase
 
-__all__ = ["Pager", "entry_size"]
+__all__ = ["Pager", "entry_size", "list_entry", "listed_info"]
+
+logger = logging.getLogger("agent_meta.reference_agent")
 
 _PAGE_OVERHEAD = 512  # the envelope, "sessions", "nextCursor" and its cursor
 
@@ -32,6 +36,42 @@ _PAGE_OVERHEAD = 512  # the envelope, "sessions", "nextCursor" and its cursor
 def entry_size(entry: JsonObject) -> int:
     """The bytes ``entry`` takes in a compact, ASCII-escaped frame (plus its comma)."""
     return len(json.dumps(entry, separators=(",", ":"), ensure_ascii=True)) + 1
+
+
+def listed_info(owner: OwnerBase, session_id: str, last_info: JsonObject) -> JsonObject:
+    """A session's ``title`` and ``_meta`` as ``session/list`` shows them: from its open
+    lifetime, else from the owner's store (a restarted agent), else as it was at its close."""
+    if owner.has_lifetime(session_id):
+        snapshot = owner.lifetime(session_id).snapshot()
+    else:
+        stored = owner.stored_snapshot(session_id)
+        if stored is None:
+            return last_info
+        snapshot = stored
+    info: JsonObject = {}
+    if isinstance(snapshot.title, str):
+        info["title"] = snapshot.title
+    if snapshot.meta is not None:
+        info["_meta"] = snapshot.meta
+    return info
+
+
+def list_entry(
+    session_id: str, cwd: str, updated_at: str, info: JsonObject, max_frame_bytes: int
+) -> JsonObject:
+    """One ``session/list`` entry. ``info`` is a snapshot, never a patch: null values inside
+    are data (see the RFD). An entry too large to share a page is listed without its metadata,
+    then without its title too, rather than break the listing (the client gets both itself on
+    resume); what stays (the id, a cwd of at most ``MAX_CWD`` characters and a timestamp)
+    always fits."""
+    entry: JsonObject = {"sessionId": session_id, "cwd": cwd, "updatedAt": updated_at}
+    entry.update(info)
+    for field in ("_meta", "title"):
+        if entry_size(entry) <= max_frame_bytes // 2 or field not in entry:
+            continue
+        logger.warning("session %s is listed without its %s: too large", session_id, field)
+        del entry[field]
+    return entry
 
 
 class Pager:

@@ -56,7 +56,7 @@ from agent_meta import (
 from ..reference_agent import AGENT_NAME
 from ..reference_agent._agent import MAX_CWD
 from ..reference_agent._commands import COMMANDS
-from ..reference_agent._listing import Pager, entry_size
+from ..reference_agent._listing import Pager, list_entry, listed_info
 from ..reference_agent._replay import Message, frame_size, replay_updates, user_update
 from ..reference_agent._storage import HistoryStore
 from ._lines import LineContext, run_line
@@ -106,6 +106,24 @@ async def _background(work: Coroutine[Any, Any, None], name: str) -> None:
         logger.info("%s: stopped, the connection has closed", name)
     except Exception:
         logger.exception("%s failed", name)
+
+
+async def _to_the_end(write: Coroutine[Any, Any, None]) -> None:
+    """Run a store write to its end even if this task is cancelled meanwhile, as a trio
+    shielded scope would: the cancellation is then requested again, so it arrives at the
+    task's next suspension, after the caller has recorded what the write did."""
+    task = asyncio.ensure_future(write)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        current = asyncio.current_task()
+        assert current is not None
+        current.cancel()
+    task.result()  # the write's own error, if it failed
 
 
 def _now() -> str:
@@ -159,8 +177,9 @@ class SdkReferenceAgent:
         the adapter on the same store so that a fresh process also gets its lifetimes back."""
         history = HistoryStore(store)
         agent = cls(adapter, history, list_page_size=list_page_size)
-        for session_id, cwd, updated_at, last_info, counter, messages in await history.load():
-            session = _Session(session_id, cwd, updated_at, last_info=last_info, counter=counter)
+        for session_id, cwd, updated_at, info, counter, closed, messages in await history.load():
+            session = _Session(session_id, cwd, updated_at, last_info=info, counter=counter)
+            session.closed = closed  # reopening it clears the title, as in one process
             session.history = [Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
             agent._sessions[session_id] = session
         return agent
@@ -198,18 +217,21 @@ class SdkReferenceAgent:
                 session.updated_at,
                 session.last_info,
                 session.counter,
+                session.closed,
             )
 
     async def _add_message(self, session: _Session, message: Message) -> None:
-        session.history.append(message)
+        """Insert ``message`` into the history as one step: stored first, then kept in memory.
+
+        Once the store write has begun a cancellation waits for it, so the message ends up in
+        both places or (the write failed, and that raises) in neither, as in the trio agent.
+        """
         if self._history is not None:
-            await self._history.add_message(
-                session.session_id,
-                len(session.history),
-                message.role,
-                message.message_id,
-                message.text,
+            write = self._history.add_message(
+                session.session_id, message.role, message.message_id, message.text
             )
+            await _to_the_end(write)
+        session.history.append(message)
 
     # ----------------------------------------------------------------------- setup
 
@@ -270,36 +292,12 @@ class SdkReferenceAgent:
         return ListSessionsResponse.model_validate(self._pager.page(entries, start, cwd, max_bytes))
 
     def _entry(self, session: _Session) -> JsonObject:
-        entry: JsonObject = {"sessionId": session.session_id, "cwd": session.cwd}
-        entry["updatedAt"] = session.updated_at
-        entry.update(self._info(session))  # a snapshot, never a patch: nulls inside are data
-        # As the trio agent: too large to share a page, listed without its metadata, then
-        # without its title (the client gets both on resume).
-        limit = self._adapter.owner.max_frame_bytes // 2
-        for field in ("_meta", "title"):
-            if entry_size(entry) <= limit or field not in entry:
-                continue
-            logger.warning(
-                "session %s is listed without its %s: too large", session.session_id, field
-            )
-            del entry[field]
-        return entry
+        info = self._info(session)
+        max_bytes = self._adapter.owner.max_frame_bytes
+        return list_entry(session.session_id, session.cwd, session.updated_at, info, max_bytes)
 
     def _info(self, session: _Session) -> JsonObject:
-        owner = self._adapter.owner
-        if owner.has_lifetime(session.session_id):
-            snapshot = owner.lifetime(session.session_id).snapshot()
-        else:
-            stored = owner.stored_snapshot(session.session_id)  # a restarted agent
-            if stored is None:
-                return session.last_info
-            snapshot = stored
-        info: JsonObject = {}
-        if isinstance(snapshot.title, str):
-            info["title"] = snapshot.title
-        if snapshot.meta is not None:
-            info["_meta"] = snapshot.meta
-        return info
+        return listed_info(self._adapter.owner, session.session_id, session.last_info)
 
     # ----------------------------------------------------------------------- resume / load
 
@@ -325,6 +323,7 @@ class SdkReferenceAgent:
             # adapter opened this one before the request reached us, so publish it instead.
             session.closed = False
             await lifetime.publish(title=None)
+            await _to_the_end(self._save_session(session))  # the store must agree
         if replay:
             max_bytes = self._adapter.owner.max_frame_bytes
             for message in list(session.history):
@@ -343,8 +342,8 @@ class SdkReferenceAgent:
         if not self._adapter.owner.has_lifetime(session_id):
             return
         session.last_info = self._info(session)
+        session.closed = True  # kept in the store too: a restarted agent reopens it alike
         await self._save_session(session)
-        session.closed = True
 
     async def _stop_work(self, session: _Session) -> None:
         """Cancel the session's turns and bursts; wait until each prompt has been answered."""

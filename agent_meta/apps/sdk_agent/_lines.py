@@ -36,7 +36,12 @@ from ..reference_agent._commands import (
     Trace,
     parse_line,
 )
-from ..reference_agent._lines import ASK_OPTIONS, _chosen, _fail, _published
+from ..reference_agent._lines import (
+    ASK_OPTIONS,
+    permission_reply,
+    published_reply,
+    report_failure_reply,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -88,9 +93,9 @@ async def _execute(ctx: LineContext, command: Command) -> str:
         case SetTitle(str() as title):
             return await _say(ctx, {"title": title}, "title set")
         case SetTitle(None):  # the SDK drops a None title: only the lifetime can clear it
-            return _published(await lifetime.publish(title=None), "title cleared")
+            return published_reply(await lifetime.publish(title=None), "title cleared")
         case MetaClear():  # likewise a None _meta
-            return _published(await lifetime.publish(meta=None), "_meta cleared")
+            return published_reply(await lifetime.publish(meta=None), "_meta cleared")
         case Trace(traceparent, key, value):
             what = f"_meta.{key} set with trace {traceparent}"
             return await _say(ctx, {"field_meta": {key: value}}, what, traceparent=traceparent)
@@ -103,12 +108,12 @@ async def _execute_on_lifetime(ctx: LineContext, command: Command) -> str:
     match command:
         case DomainSet(key, path, value):
             done = await lifetime.domain(key).set(path, value)
-            return _published(done, f"{key}.{'.'.join(path)} set")
+            return published_reply(done, f"{key}.{'.'.join(path)} set")
         case DomainRemove(key, path):
             done = await lifetime.domain(key).remove(path)
-            return _published(done, f"{key}.{'.'.join(path)} removed")
+            return published_reply(done, f"{key}.{'.'.join(path)} removed")
         case Fail(incident_id, revision, title):
-            return await _fail(lifetime, incident_id, revision, title)
+            return await report_failure_reply(lifetime, incident_id, revision, title)
         case Resolve(incident_id, revision):
             if await lifetime.resolve_failure(incident_id, revision):
                 return f"ok: failure {incident_id} rev {revision} resolved"
@@ -127,10 +132,10 @@ async def _say(
     (an owner error, such as a frame over the limit, raises out of ``session_update``)."""
     lifetime = ctx.lifetime
     if lifetime.closed:  # the SDK call cannot say whether it was fenced; the handle can
-        return _published(False, what)
+        return published_reply(False, what)
     update = SessionInfoUpdate(session_update="session_info_update", **fields)
     await ctx.client.session_update(lifetime.session_id, update, **notification_meta)
-    return _published(True, what)
+    return published_reply(True, what)
 
 
 async def _ask(ctx: LineContext, text: str) -> str:
@@ -145,4 +150,4 @@ async def _ask(ctx: LineContext, text: str) -> str:
         return f"not answered: the client refused ({exc.code} {exc})"
     except ConnectionError:
         return "not answered: the connection closed"
-    return f"answer: {_chosen(response.model_dump(mode='json', by_alias=True))}"
+    return permission_reply(response.model_dump(mode="json", by_alias=True))

@@ -1,8 +1,10 @@
-// A real ACP v2 client (the official TypeScript SDK, `@agentclientprotocol/sdk/experimental/v2`)
-// that drives an ACP agent over stdio and prints what it received, for the Python integration tests.
+// A real ACP client (the official TypeScript SDK) that drives an ACP agent over stdio and prints
+// what it received, for the Python integration tests and the demo. It speaks ACP v2
+// (`@agentclientprotocol/sdk/experimental/v2`) by default, and ACP v1 (the SDK's main entry) when
+// $AGENT_META_ACP is 1.
 //
-//   node client_v2.mjs <scenario>           a named scenario (see SCENARIOS)
-//   node client_v2.mjs steps '<json list>'  any list of steps
+//   node ts_client.mjs <scenario>           a named scenario (see SCENARIOS)
+//   node ts_client.mjs steps '<json list>'  any list of steps
 //
 // The agent command is the JSON array in $AGENT_META_AGENT (default: python3 -m agent_meta agent).
 //
@@ -17,16 +19,20 @@
 // The "recv" line of a response always comes before its "response" marker, so the Python side can
 // check what reached the client before each response from the "recv" lines alone. A v2 prompt is
 // answered as soon as the agent accepts it; the "prompt" op waits on until the turn ends (the idle
-// state_update with a stopReason) before writing its "response" marker.
+// state_update with a stopReason) before writing its "response" marker. A v1 prompt is answered
+// when its turn ends.
 //
 // Ops: new, prompt (whole turn), prompt-start (send it, wait for nothing), await-turn (the turn
 // of the last prompt-start ends), await-permission (the agent's session/request_permission is
-// pending), answer (reply to it with step.option), resume (step.replay), close.
+// pending), answer (reply to it with step.option), resume (step.replay: v2 replayFrom start; v1
+// session/load instead of session/resume), close.
 
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 
-import * as acp from "@agentclientprotocol/sdk/experimental/v2";
+const VERSION = Number(process.env.AGENT_META_ACP ?? "2");
+if (VERSION !== 1 && VERSION !== 2) throw new Error(`AGENT_META_ACP must be 1 or 2, not ${VERSION}`);
+const acp = await import(VERSION === 1 ? "@agentclientprotocol/sdk" : "@agentclientprotocol/sdk/experimental/v2");
 
 const SCENARIOS = {
   // Metadata, then resume without and with replay: `_meta: null` then the snapshot each time.
@@ -167,16 +173,20 @@ async function main() {
     });
 
   await app.connectWith(stream, async (ctx) => {
-    const init = await ctx.request(acp.methods.agent.initialize, {
-      protocolVersion: 2,
-      info: { name: "agent-meta-integration", version: "0" },
-      capabilities: {},
-    });
+    const clientInfo = { name: "agent-meta-integration", version: "0" };
+    const init = await ctx.request(
+      acp.methods.agent.initialize,
+      VERSION === 1
+        ? { protocolVersion: 1, clientInfo, clientCapabilities: {} }
+        : { protocolVersion: 2, info: clientInfo, capabilities: {} },
+    );
     out({ type: "response", index: -1, op: "initialize", result: init });
     let sessionId = null;
     let running = null;
     const prompt = (text) =>
       ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
+    // v2: a turn ends with its idle state_update; v1: with the prompt's response.
+    const turnEnd = (response) => (VERSION === 1 ? response : turns.next(sessionId));
     for (const [index, step] of steps.entries()) {
       out({ type: "step", index, ...step });
       let result;
@@ -186,14 +196,17 @@ async function main() {
           sessionId = result.sessionId;
           break;
         case "prompt": {
-          const ended = turns.next(sessionId);
-          result = await prompt(step.text);
+          const response = prompt(step.text);
+          const ended = turnEnd(response);
+          result = await response;
           await ended;
           break;
         }
-        case "prompt-start":
-          running = { ended: turns.next(sessionId), response: prompt(step.text) };
+        case "prompt-start": {
+          const response = prompt(step.text);
+          running = { ended: turnEnd(response), response };
           break;
+        }
         case "await-turn":
           result = await running.response;
           await running.ended;
@@ -206,6 +219,11 @@ async function main() {
           pending = null;
           break;
         case "resume": {
+          if (VERSION === 1 && step.replay) {
+            const params = { sessionId, cwd, mcpServers: [] };
+            result = await ctx.request(acp.methods.agent.session.load, params);
+            break;
+          }
           const params = { sessionId, cwd };
           if (step.replay) params.replayFrom = { type: "start" };
           result = await ctx.request(acp.methods.agent.session.resume, params);
