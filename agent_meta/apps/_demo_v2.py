@@ -170,9 +170,11 @@ def run_typescript_client(
     """Play the story with the TypeScript SDK client; each step's received messages (its
     response included) and the session id."""
     steps = [step.op for step in V2_STORY]
+    client_env = {**os.environ, **env, "AGENT_META_AGENT": json.dumps(list(agent))}
+    client_env["AGENT_META_ACP"] = "2"
     done = subprocess.run(
         ["node", str(script), "steps", json.dumps(steps)],
-        env={**os.environ, **env, "AGENT_META_AGENT": json.dumps(list(agent)), "AGENT_META_ACP": "2"},
+        env=client_env,
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
