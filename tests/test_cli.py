@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
@@ -22,6 +22,9 @@ from agent_meta.wire._jsonrpc import (
     PARSE_ERROR,
     RESOURCE_NOT_FOUND,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # --------------------------------------------------------------------------- argument parsing
 
@@ -240,3 +243,19 @@ async def test_bad_inbound_input_over_a_real_pipe() -> None:
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+def test_sdk_runtime_on_a_regular_file_says_why_it_cannot_run(tmp_path: Path) -> None:
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}\n')
+    with requests.open("rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "agent_meta", "agent", "--runtime", "sdk"],
+            stdin=stdin,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert b"stdin is a regular file" in done.stderr
+    assert done.stdout == b""

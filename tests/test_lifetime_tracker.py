@@ -13,6 +13,7 @@ from agent_meta.sansio._seam import (
     LifetimeStep,
     LifetimeTracker,
     OutboundPlan,
+    ReplayStart,
 )
 
 
@@ -70,56 +71,104 @@ def test_a_created_session_is_opened_before_its_response(method: str) -> None:
 @pytest.mark.parametrize("method", ["session/load", "session/resume"])
 def test_load_and_resume_open_at_the_request_and_resync_before_the_response(method: str) -> None:
     tracker = LifetimeTracker()
-    assert tracker.inbound(request("r", method, sessionId="s1", cwd="/"), no_lifetimes) == "s1"
+    start = tracker.inbound(request("r", method, sessionId="s1", cwd="/"), no_lifetimes)
+    assert start == ReplayStart("s1", 1)
     plan = tracker.outbound(result("r", {}), every_lifetime)
     assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.RESYNC)
+
+
+def start_replay(tracker: LifetimeTracker, request_id: object, held: bool) -> int:
+    """A load of s1 arrives; its token. ``held``: the lifetime existed before it."""
+    load = request(request_id, "session/load", sessionId="s1", cwd="/")
+    start = tracker.inbound(load, every_lifetime if held else no_lifetimes)
+    assert start is not None
+    return start.token
 
 
 @pytest.mark.parametrize("method", ["session/load", "session/resume"])
 def test_a_replay_into_a_lifetime_that_held_its_state_passes_through(method: str) -> None:
     tracker = LifetimeTracker()
-    tracker.inbound(request("r", method, sessionId="s1", cwd="/"), every_lifetime)
-    replayed = tracker.outbound(info("s1", _meta={"old": 1}), every_lifetime, replaying="s1")
+    start = tracker.inbound(request("r", method, sessionId="s1", cwd="/"), every_lifetime)
+    assert start is not None
+    token = start.token
+    replayed = tracker.outbound(info("s1", _meta={"old": 1}), every_lifetime, replaying=token)
     assert replayed == OutboundPlan(session_id="s1")  # written as it is, not folded
     assert tracker.statistics.replayed_updates == 1
-    plan = tracker.outbound(result("r", {}), every_lifetime, replaying="s1")
+    plan = tracker.outbound(result("r", {}), every_lifetime, replaying=token)
     assert plan.step is LifetimeStep.RESYNC
-    live = tracker.outbound(info("s1", _meta={"new": 1}), every_lifetime, replaying="s1")
-    assert live.update == InfoUpdate(meta={"new": 1})  # after the response: absorbed again
+    # A task the handler started, still sending after the response: live.
+    live = tracker.outbound(info("s1", _meta={"new": 1}), every_lifetime, replaying=token)
+    assert live.update == InfoUpdate(meta={"new": 1})
 
 
 def test_a_live_update_racing_a_replay_is_absorbed() -> None:
     tracker = LifetimeTracker()
-    tracker.inbound(request("r", "session/resume", sessionId="s1", cwd="/"), every_lifetime)
-    # A background task of the agent publishes while the resume handler runs.
+    token = start_replay(tracker, "r", held=True)
+    # A background task of the agent publishes while the load handler runs.
     live = tracker.outbound(info("s1", _meta={"n": 7}), every_lifetime)
     assert live.update == InfoUpdate(meta={"n": 7})
-    other = tracker.outbound(info("s1", _meta={"n": 8}), every_lifetime, replaying="s2")
-    assert other.update == InfoUpdate(meta={"n": 8})  # s2's handler: not s1's replay
+    other = tracker.outbound(info("s1", _meta={"n": 8}), every_lifetime, replaying=token + 1)
+    assert other.update == InfoUpdate(meta={"n": 8})  # no such request: not s1's replay
     assert tracker.statistics.replayed_updates == 0
     assert tracker.statistics.absorbed_updates == 2
 
 
+def test_two_loads_of_one_session_each_keep_their_replay_to_their_own_response() -> None:
+    tracker = LifetimeTracker()
+    first = start_replay(tracker, "a", held=True)
+    second = start_replay(tracker, "b", held=True)
+    assert tracker.outbound(result("a", {}), every_lifetime).step is LifetimeStep.RESYNC
+    still = tracker.outbound(info("s1", _meta={"old": 1}), every_lifetime, replaying=second)
+    assert still.update is None  # b is still replaying
+    after = tracker.outbound(info("s1", _meta={"x": 1}), every_lifetime, replaying=first)
+    assert after.update == InfoUpdate(meta={"x": 1})  # a's work after its response is live
+
+
 def test_a_replay_into_a_lifetime_the_request_opened_builds_its_state() -> None:
     tracker = LifetimeTracker()
-    tracker.inbound(request("r", "session/load", sessionId="s1", cwd="/"), no_lifetimes)
-    replayed = tracker.outbound(info("s1", title="from history"), every_lifetime, replaying="s1")
+    token = start_replay(tracker, "r", held=False)
+    replayed = tracker.outbound(info("s1", title="from history"), every_lifetime, replaying=token)
     assert replayed.update == InfoUpdate(title="from history")
     assert tracker.statistics.replayed_updates == 0
 
 
 def test_a_failed_load_ends_the_replay_too() -> None:
     tracker = LifetimeTracker()
-    tracker.inbound(request("r", "session/load", sessionId="s1", cwd="/"), every_lifetime)
+    token = start_replay(tracker, "r", held=True)
     assert tracker.outbound(error("r"), every_lifetime) == OutboundPlan()
-    plan = tracker.outbound(info("s1", title="x"), every_lifetime, replaying="s1")
+    plan = tracker.outbound(info("s1", title="x"), every_lifetime, replaying=token)
     assert plan.update is not None
+
+
+@pytest.mark.parametrize("answer", [error("r"), result("r", None)])
+def test_a_failed_load_discards_the_lifetime_it_opened(answer: dict[str, Any]) -> None:
+    tracker = LifetimeTracker()
+    start_replay(tracker, "r", held=False)
+    plan = tracker.outbound(answer, every_lifetime)
+    assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.DISCARD)
+
+
+def test_a_failed_load_keeps_a_lifetime_another_load_still_uses() -> None:
+    tracker = LifetimeTracker()
+    start_replay(tracker, "a", held=False)
+    start_replay(tracker, "b", held=True)  # finds the lifetime a opened: inherits "not held"
+    assert tracker.outbound(error("a"), every_lifetime) == OutboundPlan()
+    plan = tracker.outbound(error("b"), every_lifetime)
+    assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.DISCARD)
+
+
+def test_a_failed_load_keeps_a_lifetime_another_load_has_resynced() -> None:
+    tracker = LifetimeTracker()
+    start_replay(tracker, "a", held=False)
+    start_replay(tracker, "b", held=True)
+    assert tracker.outbound(result("a", {}), every_lifetime).step is LifetimeStep.RESYNC
+    assert tracker.outbound(error("b"), every_lifetime) == OutboundPlan()
 
 
 def test_only_the_replaying_session_passes_through() -> None:
     tracker = LifetimeTracker()
-    tracker.inbound(request("r", "session/resume", sessionId="s1", cwd="/"), every_lifetime)
-    plan = tracker.outbound(info("s2", title="x"), every_lifetime, replaying="s1")
+    token = start_replay(tracker, "r", held=True)
+    plan = tracker.outbound(info("s2", title="x"), every_lifetime, replaying=token)
     assert plan.update is not None
 
 
@@ -152,7 +201,7 @@ def test_close_ends_the_lifetime_before_its_response() -> None:
 )
 def test_an_error_response_changes_no_lifetime(method: str, params: dict[str, object]) -> None:
     tracker = LifetimeTracker()
-    tracker.inbound(request(9, method, **params), no_lifetimes)
+    tracker.inbound(request(9, method, **params), every_lifetime)
     assert tracker.outbound(error(9), every_lifetime) == OutboundPlan()
     # The request is answered: a second response with its id is not planned again.
     assert tracker.outbound(result(9, {"sessionId": "s1"}), every_lifetime) == OutboundPlan()

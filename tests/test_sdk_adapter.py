@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import acp
 import pytest
 from sdk_pair import RawClient, run
 
@@ -208,6 +209,95 @@ def test_a_live_update_racing_a_replay_is_absorbed_and_resynced() -> None:
     ]
     stats = adapter.statistics()
     assert (stats.replayed_updates, stats.absorbed_updates) == (2, 2)
+
+
+def test_two_loads_of_one_session_each_replay_until_their_own_response() -> None:
+    """Load 1 answers while load 2 still replays: 2's replayed patch is still replay (not
+    folded back into a lifetime that removed its key)."""
+
+    class GatedAgent(MiniAgent):
+        gate = asyncio.Event()
+        loads = 0
+
+        async def load_session(self, cwd: str, session_id: str, **kw: Any) -> None:
+            type(self).loads += 1
+            if type(self).loads == 2:  # the second load replays after the first answered
+                await self.gate.wait()
+            await super().load_session(cwd, session_id, **kw)
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "meta a 1")  # in the agent's history
+        await prompt(client, sid, "clear")  # through the handle: a is gone
+        await prompt(client, sid, "meta c 3")
+        params = {"sessionId": sid, "cwd": "/", "mcpServers": []}
+        await client.send({"id": 1, "method": "session/load", "params": params})
+        await client.send({"id": 2, "method": "session/load", "params": params})
+        await client.read_until(lambda m: m.get("id") == 1 and "method" not in m)
+        GatedAgent.gate.set()
+        await client.read_until(lambda m: m.get("id") == 2 and "method" not in m)
+        assert adapter.lifetime(sid).snapshot().meta == {"c": 3}
+
+    _, adapter = asyncio.run(run(GatedAgent, scenario))
+    assert adapter.statistics().replayed_updates == 4  # a and c, twice
+
+
+def test_a_worker_an_earlier_load_started_is_live_during_a_later_load() -> None:
+    """A task the first load's handler started keeps that request's mark in its context; once
+    that request is answered, what the task sends is live, even while another load runs."""
+
+    class WorkerAgent(MiniAgent):
+        second_load = asyncio.Event()
+        live_sent = asyncio.Event()
+        loads = 0
+        worker: asyncio.Task[None] | None = None
+
+        async def load_session(self, cwd: str, session_id: str, **kw: Any) -> None:
+            type(self).loads += 1
+            await super().load_session(cwd, session_id, **kw)
+            if type(self).loads == 1:
+                type(self).worker = asyncio.create_task(self.work(session_id))
+            else:
+                self.second_load.set()
+                await self.live_sent.wait()
+
+        async def work(self, session_id: str) -> None:
+            await self.second_load.wait()
+            await self.conn.session_update(session_id, info(field_meta={"live": 1}))
+            self.live_sent.set()
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "meta a 1")
+        params = {"sessionId": sid, "cwd": "/", "mcpServers": []}
+        await client.call("session/load", params)
+        await client.call("session/load", params)
+        assert WorkerAgent.worker is not None
+        await WorkerAgent.worker
+        assert adapter.lifetime(sid).snapshot().meta == {"a": 1, "live": 1}
+
+    client, _ = asyncio.run(run(WorkerAgent, scenario))
+    assert client.info_updates("s1")[-1]["_meta"] == {"a": 1, "live": 1}  # the resync
+
+
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+def test_a_failed_load_of_an_unknown_session_leaves_no_lifetime(method: str) -> None:
+    class RefusingAgent(MiniAgent):
+        async def load_session(self, cwd: str, session_id: str, **_: Any) -> None:
+            raise acp.RequestError.resource_not_found(session_id)
+
+        async def resume_session(self, cwd: str, session_id: str, **_: Any) -> Any:
+            raise acp.RequestError.resource_not_found(session_id)
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        await start(client)
+        for n in range(5):
+            params = {"sessionId": f"nope-{n}", "cwd": "/", "mcpServers": []}
+            answer = await client.call(method, params)
+            assert "error" in answer
+        assert adapter.owner.lifetime_ids() == ["s1"]
+
+    asyncio.run(run(RefusingAgent, scenario))
 
 
 def test_close_ends_the_lifetime_before_its_response_and_fences_what_follows() -> None:

@@ -10,12 +10,13 @@ after ``session/new``, and how turns end.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from sdk_pair import RawClient, run
 
-from agent_meta import RESOURCE_NOT_FOUND
+from agent_meta import REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 from agent_meta.apps.reference_agent._storage import HistoryStore
 from agent_meta.apps.sdk_agent import SdkReferenceAgent
 from agent_meta.testing import ClientMirror
@@ -223,3 +224,129 @@ def test_a_cancel_during_the_message_write_still_inserts_it_and_ends_the_turn_ca
     assert history.stored[0] == "user-1"
     session = next(iter(agents[0]._sessions.values()))
     assert [m.message_id for m in session.history] == history.stored
+
+
+def test_a_refused_resume_does_not_reopen_a_closed_session() -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "/title Old")
+        await client.call("session/close", {"sessionId": sid})
+        refused = await client.call("session/resume", {"sessionId": sid})  # no cwd: -32602
+        assert refused["error"]["code"] == -32602
+        assert not adapter.owner.has_lifetime(sid)
+        answer = await prompt(client, sid, "/meta set x 1")
+        assert answer["error"]["code"] == RESOURCE_NOT_FOUND  # closed: resume it first
+
+    go(scenario)
+
+
+def test_unknown_sessions_refused_by_load_or_resume_leave_no_lifetime() -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        for n in range(10):
+            method = "session/load" if n % 2 else "session/resume"
+            params = {"sessionId": f"bogus-{n}", "cwd": "/", "mcpServers": []}
+            answer = await client.call(method, params)
+            assert answer["error"]["code"] == RESOURCE_NOT_FOUND
+        assert adapter.owner.lifetime_ids() == [sid]
+
+    go(scenario)
+
+
+class _YieldingHistory(HistoryStore):
+    """A history whose writes suspend once, as a real store's thread does (a pass through the
+    event loop, not a wait on time)."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, str]] = []
+
+    async def save_session(self, *args: Any) -> None:
+        await asyncio.sleep(0)
+
+    async def add_message(self, session_id: str, role: str, message_id: str, text: str) -> None:
+        await asyncio.sleep(0)
+        self.messages.append((role, text))
+
+
+def test_a_prompt_right_behind_close_ends_before_the_close_response() -> None:
+    """Both lines arrive in one write while a turn waits in ``/ask``: the close stops the late
+    prompt too (as the trio connection does), so nothing of it outlives the close."""
+    history = _YieldingHistory()
+
+    def make(adapter: SdkAdapter) -> SdkReferenceAgent:
+        return SdkReferenceAgent(adapter, history)
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await client.send(
+            {"id": 1, "method": "session/prompt", "params": prompt_params(sid, "/ask ok?")}
+        )
+        await client.read_until(lambda m: m.get("method") == "session/request_permission")
+        close = {"jsonrpc": "2.0", "id": 2, "method": "session/close", "params": {"sessionId": sid}}
+        late = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/prompt",
+            "params": prompt_params(sid, "late"),
+        }
+        await client.send_line(json.dumps(close).encode() + b"\n" + json.dumps(late).encode())
+        await client.read_until(lambda m: m.get("id") == 2 and "method" not in m)
+
+    client, _ = asyncio.run(run(make, scenario))
+    answers = {
+        m["id"]: m for m in client.messages if "method" not in m and m.get("id") in (1, 2, 3)
+    }
+    assert list(answers)[-1] == 2, answers  # the close response comes last
+    late = answers[3]
+    if "error" in late:  # stopped before its message was stored
+        assert late["error"]["code"] == REQUEST_CANCELLED
+        assert ("user", "late") not in history.messages
+    else:
+        assert late["result"] == {"stopReason": "cancelled"}
+
+
+def test_a_load_running_when_the_session_closes_is_answered_before_the_close() -> None:
+    class SlowReplay(SdkReferenceAgent):
+        replaying = asyncio.Event()
+
+        async def _restore(self, session: Any, *, replay: bool) -> None:
+            self.replaying.set()
+            await asyncio.Event().wait()  # until the close stops it
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        params = {"sessionId": sid, "cwd": "/", "mcpServers": []}
+        await client.send({"id": 1, "method": "session/load", "params": params})
+        await SlowReplay.replaying.wait()
+        closed = await client.call("session/close", {"sessionId": sid})
+        assert closed["result"] == {}
+
+    client, _ = asyncio.run(run(SlowReplay, scenario))
+    answers = [m for m in client.messages if "method" not in m and m.get("id") == 1]
+    assert answers == [
+        {"jsonrpc": "2.0", "id": 1, "error": answers[0]["error"]}
+    ]  # answered, before the close's response (the scenario read that one last)
+    assert answers[0]["error"]["code"] == REQUEST_CANCELLED
+    closing = next(
+        i for i, m in enumerate(client.messages) if m.get("result") == {} and m["id"] > 102
+    )
+    assert client.messages.index(answers[0]) < closing
+
+
+def test_the_replayed_agent_message_is_the_text_sent_live() -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "a\n/meta set b 1")
+        live = "".join(replies(client))
+        before = len(client.messages)
+        await client.call("session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []})
+        replayed = [
+            m["params"]["update"]
+            for m in client.messages[before:]
+            if m.get("method") == "session/update"
+            and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        ]
+        assert "".join(u["content"]["text"] for u in replayed) == live
+        assert live == "a\nok: _meta.b set\n"
+
+    go(scenario)

@@ -794,6 +794,27 @@ def test_durable_queue_stores_before_the_frame_that_depends_on_it() -> None:
     assert q.store_batches == 1
 
 
+def test_a_frame_waits_only_for_the_changes_it_was_rendered_from() -> None:
+    """Publications that keep coming while a batch is stored do not hold the frame back: it
+    needs the batch of the state it shows, not of every change since (else a session that
+    publishes faster than the store writes would starve the wire)."""
+    q = make_queue(durable=True)
+    s = opened(q)
+    publish(q, s, enc(meta={"n": 1}))
+    first = q.next_action()
+    assert isinstance(first, StoreBatch)
+    publish(q, s, enc(meta={"n": 2}))  # while the first batch is being stored
+    q.stored(first)
+    out = take(q)
+    assert parse(out) == info({"_meta": {"n": 1}})
+    q.written(out)
+    second = q.next_action()  # n=2's frame was rendered after its change: stored first
+    assert isinstance(second, StoreBatch)
+    assert [r.meta for r in second.saves] == ['{"n":2}']
+    q.stored(second)
+    assert parse(take(q)) == info({"_meta": {"n": 2}})
+
+
 def test_a_frame_whose_lifetime_closed_while_stored_is_dropped() -> None:
     q = make_queue(durable=True)
     s = opened(q)

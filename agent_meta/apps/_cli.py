@@ -14,6 +14,7 @@ import dataclasses
 import importlib
 import logging
 import os
+import stat
 import sys
 from typing import TYPE_CHECKING
 
@@ -218,6 +219,13 @@ def _run_sdk_agent(
             file=sys.stderr,
         )
         return 2
+    if (problem := _not_a_pipe()) is not None:
+        print(
+            f"agent-meta agent --runtime sdk: {problem}; asyncio's pipe transports take pipes, "
+            "sockets and terminals only (run it under a client, or use the trio runtime)",
+            file=sys.stderr,
+        )
+        return 2
     options = dataclasses.replace(options, protocol_version=1)
     try:
         asyncio.run(_serve_sdk(sdk_agent.serve_sdk_agent, args.store, args.max_line, options))
@@ -225,6 +233,18 @@ def _run_sdk_agent(
         print(f"agent-meta: stopped: {'; '.join(map(repr, _leaves(exc)))}", file=sys.stderr)
         return 1
     return 0
+
+
+def _not_a_pipe() -> str | None:
+    """Why stdin or stdout cannot carry the SDK runtime (a regular file), or ``None``."""
+    for name, fd in (("stdin", 0), ("stdout", 1)):
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            return f"{name} is not open"
+        if stat.S_ISREG(mode):
+            return f"{name} is a regular file"
+    return None
 
 
 async def _serve_sdk(

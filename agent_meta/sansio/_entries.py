@@ -114,14 +114,17 @@ Entry: TypeAlias = InfoEntry | ResyncEntry | RawEntry
 class Outgoing:
     """One frame for the driver to write, and the lifetime it belongs to (``None`` for other
     frames). ``sent`` counts the bytes already written by a write that the pipe took only in
-    part; the rest is :meth:`unsent`."""
+    part; the rest is :meth:`unsent`. ``stored_by`` is the store batch that must be stored
+    before it is written: the one holding every change made up to its rendering (persist
+    before write), and no later one."""
 
-    __slots__ = ("frame", "lifetime", "sent")
+    __slots__ = ("frame", "lifetime", "sent", "stored_by")
 
     def __init__(self, frame: bytes, lifetime: LifetimeState | None) -> None:
         self.frame = frame
         self.lifetime = lifetime
         self.sent = 0
+        self.stored_by = 0
 
     def unsent(self) -> bytes:
         """The part of the frame still to be written."""

@@ -274,13 +274,21 @@ class SendQueue:
             self._held = None
             if out is None:
                 out = self._next_frame()
+                if out is not None:
+                    out.stored_by = self._store.target()  # the changes it was rendered from
             else:
                 self._unreported = True
-            if self._store.pending:
-                self._held = out  # persist before write (docs/durability.md)
+            if out is None:
+                # Nothing to write: store what changed, so that a flush completes.
+                return self._store.take() if self._store.pending else None
+            if self._store.stored < out.stored_by:
+                # Persist before write (docs/durability.md). Changes made after the frame was
+                # rendered wait for the next batch: under a stream of publications, waiting
+                # for all of them would hold every frame back.
+                self._held = out
                 return self._store.take()
-            lifetime = None if out is None else out.lifetime
-            if lifetime is not None and lifetime.closed and out is not None and not out.sent:
+            lifetime = out.lifetime
+            if lifetime is not None and lifetime.closed and not out.sent:
                 self.dropped(out)  # it ended while its state was being stored (R6)
                 continue
             return out
@@ -423,6 +431,7 @@ class SendQueue:
         self._appended += 1
         self._express_pos = self._appended
         self._held = Outgoing(frame, state)
+        self._held.stored_by = self._store.target()
         return True
 
     def _publish(self, state: LifetimeState, update: EncodedUpdate, needs_room: bool) -> None:

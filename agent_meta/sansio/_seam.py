@@ -8,14 +8,16 @@ without any agent code, what the session lifetimes need (R4, R5, R6, R10):
 - ``initialize``'s response sets the protocol version the owner renders for (R10), when it
   is one the owner can render;
 - ``session/load`` and ``session/resume`` open (or keep) the session's lifetime when the
-  request arrives; their successful response is preceded by a resync (R4). While the handler
-  runs, the ``session_info_update``s *it* sends are replay (the driver says which handler sent
-  a message: ``replaying``). A lifetime that existed before the request (open, or kept by the
-  store) already holds the state, so replayed patches pass through without touching it
-  (re-applying old patches would bring back removed keys) and the resync then puts the client
-  right; a live update sent meanwhile by other work of the agent (a background task) is still
-  absorbed, so the resync carries it. A lifetime the request opened with nothing known is
-  built from the replay: those updates are absorbed;
+  request arrives; their successful response is preceded by a resync (R4). A lifetime the
+  request opened with nothing known is closed again when it fails. While the handler runs, the
+  ``session_info_update``s *it* sends are replay: :meth:`LifetimeTracker.inbound` gives each
+  such request a token, the driver marks the handler with it and passes it back with what the
+  handler sends (``replaying``); the token ends with the request's response. A lifetime that
+  existed before the request (open, or kept by the store) already holds the state, so replayed
+  patches pass through without touching it (re-applying old patches would bring back removed
+  keys) and the resync then puts the client right; a live update sent meanwhile by other work
+  of the agent (a background task) is still absorbed, so the resync carries it. A lifetime the
+  request opened with nothing known is built from the replay: those updates are absorbed;
 - ``session/new`` and ``session/fork`` open the lifetime their response names, before that
   response is written;
 - ``session/close``'s successful response ends the lifetime before it is written, so nothing
@@ -48,6 +50,7 @@ __all__ = [
     "LifetimeStep",
     "LifetimeTracker",
     "OutboundPlan",
+    "ReplayStart",
     "TrackerStatistics",
 ]
 
@@ -67,6 +70,20 @@ class LifetimeStep(enum.Enum):
     """Queue a resync of ``session_id``'s lifetime (``_meta: null``, then its known state)."""
     CLOSE = "close"
     """End ``session_id``'s lifetime (and its stored record)."""
+    DISCARD = "discard"
+    """A load or resume that opened ``session_id``'s lifetime with nothing known failed: end
+    that lifetime again, as if the request had never come (if it is still open)."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ReplayStart:
+    """A ``session/load`` or ``session/resume`` arrived: open ``session_id``'s lifetime before
+    the agent handles it (unless it is open), and mark the handler with ``token``: what it
+    sends, passed back as ``outbound(..., replaying=token)``, is that request's replay."""
+
+    session_id: str
+    token: int
 
 
 @final
@@ -122,18 +139,22 @@ class TrackerStatistics:
 class LifetimeTracker:
     """Follows one agent connection's messages and plans the lifetime work around them."""
 
-    __slots__ = ("_pending", "_replays", "statistics")
+    __slots__ = ("_pending", "_replays", "_tokens", "statistics")
 
     def __init__(self) -> None:
-        self._pending: dict[int | str, tuple[str, str | None]] = {}
-        # Sessions whose load or resume is running: True when their lifetime already held the
-        # state (replayed updates pass through), False when the replay builds it.
-        self._replays: dict[str, bool] = {}
+        # Requests whose response matters: id -> (method, session id, replay token or None).
+        self._pending: dict[int | str, tuple[str, str | None, int | None]] = {}
+        # Loads and resumes running, by token: (session id, whether its lifetime already held
+        # the state: replayed updates then pass through; otherwise the replay builds it).
+        self._replays: dict[int, tuple[str, bool]] = {}
+        self._tokens = 0
         self.statistics = TrackerStatistics()
 
-    def inbound(self, message: Mapping[str, object], existed: Callable[[str], bool]) -> str | None:
-        """Note a message from the client; return the session whose lifetime must be open before
-        the agent handles it (``session/load`` and ``session/resume``), or ``None``.
+    def inbound(
+        self, message: Mapping[str, object], existed: Callable[[str], bool]
+    ) -> ReplayStart | None:
+        """Note a message from the client; for a ``session/load`` or ``session/resume``, what
+        must happen before the agent handles it (:class:`ReplayStart`), else ``None``.
 
         ``existed`` says whether a session's lifetime exists before this message: open in the
         owner, or kept by its store.
@@ -145,25 +166,29 @@ class LifetimeTracker:
         if not isinstance(request_id, int | str) or isinstance(request_id, bool):
             return None  # a notification, or an id the agent will refuse
         session_id = _session_of(message.get("params"))
-        self._remember(request_id, method, session_id)
         if method not in _REPLAYING_METHODS or session_id is None:
+            self._remember(request_id, (method, session_id, None))
             return None
-        self._replays[session_id] = existed(session_id)
-        if len(self._replays) > PENDING_REQUESTS:
-            del self._replays[next(iter(self._replays))]
-        return session_id
+        self._tokens += 1
+        token = self._tokens
+        self._remember(request_id, (method, session_id, token))
+        # A load or resume of the same session still running decides: its lifetime is the one
+        # this request finds (opened by it with nothing known, or one that held the state).
+        held = self._held_state(session_id)
+        self._replays[token] = (session_id, existed(session_id) if held is None else held)
+        return ReplayStart(session_id, token)
 
     def outbound(
         self,
         message: Mapping[str, object],
         has_lifetime: Callable[[str], bool],
         *,
-        replaying: str | None = None,
+        replaying: int | None = None,
     ) -> OutboundPlan:
         """Plan one message the agent sends; ``has_lifetime`` says whether a session's lifetime
-        is open in the owner. ``replaying`` names the session whose ``session/load`` or
-        ``session/resume`` handler sent the message (``None``: some other work of the agent);
-        only what that handler sends can be replay."""
+        is open in the owner. ``replaying`` is the :attr:`ReplayStart.token` of the
+        ``session/load`` or ``session/resume`` whose handler sent the message (``None``: some
+        other work of the agent); only what that handler sends, while it runs, is replay."""
         method = message.get("method")
         if isinstance(method, str):
             return self._plan_outgoing(method, message, has_lifetime, replaying)
@@ -173,27 +198,50 @@ class LifetimeTracker:
         request = self._pending.pop(request_id, None)
         if request is None:
             return _WRITE_AS_IS
-        method, session_id = request
-        if method in _REPLAYING_METHODS and session_id is not None:
-            self._replays.pop(session_id, None)  # the replay is over, whatever the answer
-        if "result" not in message or "error" in message:
-            return _WRITE_AS_IS
-        return _plan_response(method, session_id, message["result"])
+        method, session_id, token = request
+        replay = None if token is None else self._replays.pop(token, None)
+        if "result" in message and "error" not in message:
+            plan = _plan_response(method, session_id, message["result"])
+            if plan.step is LifetimeStep.RESYNC and session_id is not None:
+                self._settle(session_id)  # other loads of it now find a lifetime that holds it
+            if plan.step is not None or replay is None:
+                return plan
+        # An error, or a load or resume answered with no object (no success either).
+        if replay is not None and not replay[1] and self._held_state(replay[0]) is None:
+            # The lifetime it opened with nothing known goes again.
+            return OutboundPlan(step=LifetimeStep.DISCARD, session_id=replay[0])
+        return _WRITE_AS_IS
 
     # -- internals -------------------------------------------------------------------------
 
-    def _remember(self, request_id: int | str, method: str, session_id: str | None) -> None:
-        self._pending[request_id] = (method, session_id)
+    def _remember(self, request_id: int | str, request: tuple[str, str | None, int | None]) -> None:
+        self._pending[request_id] = request
         if len(self._pending) > PENDING_REQUESTS:
-            del self._pending[next(iter(self._pending))]
+            _, _, token = self._pending.pop(next(iter(self._pending)))
+            if token is not None:
+                self._replays.pop(token, None)
             self.statistics.forgotten_requests += 1
+
+    def _held_state(self, session_id: str) -> bool | None:
+        """Whether the lifetime held its state when the first load or resume of
+        ``session_id`` still running arrived; ``None`` when none is running."""
+        for replaying, held in self._replays.values():
+            if replaying == session_id:
+                return held
+        return None
+
+    def _settle(self, session_id: str) -> None:
+        """A load or resume of ``session_id`` succeeded: its lifetime holds the state now."""
+        for token, (replaying, _) in self._replays.items():
+            if replaying == session_id:
+                self._replays[token] = (replaying, True)
 
     def _plan_outgoing(
         self,
         method: str,
         message: Mapping[str, object],
         has_lifetime: Callable[[str], bool],
-        replaying: str | None,
+        replaying: int | None,
     ) -> OutboundPlan:
         params = message.get("params")
         session_id = _session_of(params)
@@ -209,7 +257,8 @@ class LifetimeTracker:
         if info is None or not has_lifetime(session_id):
             self.statistics.passed_through_updates += 1
             return OutboundPlan(session_id=session_id)
-        if replaying == session_id and self._replays.get(session_id):
+        replay = None if replaying is None else self._replays.get(replaying)
+        if replay == (session_id, True):
             self.statistics.replayed_updates += 1
             return OutboundPlan(session_id=session_id)
         self.statistics.absorbed_updates += 1

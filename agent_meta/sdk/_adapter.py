@@ -36,16 +36,17 @@ __all__ = ["AdapterStatistics", "MessageSource", "SdkAdapter"]
 
 logger = logging.getLogger("agent_meta.sdk")
 
-_replaying: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+_replaying: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "agent_meta_sdk_replaying", default=None
 )
-"""The session whose ``session/load`` or ``session/resume`` the current task is handling.
+"""The replay token of the ``session/load`` or ``session/resume`` the current task handles.
 
-:meth:`SdkAdapter.receive` sets it in the SDK's receive loop as it hands over each request;
-the SDK starts the request's handler task right after, and a task copies its creator's context,
-so the handler (and the tasks it starts) see their request's session, while a background task
-started earlier sees what was set when it was started. What a handler sends is replay; what
-other work of the agent sends meanwhile is live."""
+:meth:`SdkAdapter.receive` sets it in the SDK's receive loop as it hands over each request
+(``None`` for any other message); the SDK starts the request's handler task right after, and a
+task copies its creator's context, so the handler (and the tasks it starts) carry their
+request's token, while a background task started earlier carries what was set when it was
+started. What a handler sends while its request runs is replay; what other work of the agent
+sends, or that handler's tasks once the response is out, is live."""
 
 
 class MessageSource(Protocol):
@@ -143,10 +144,10 @@ class SdkAdapter:
         message = await self._source.receive()
         if message is None:
             return None
-        session_id = self._tracker.inbound(message, self._lifetime_exists)
-        _replaying.set(session_id)  # for the handler task the SDK starts next
-        if session_id is not None and not self._owner.has_lifetime(session_id):
-            self._owner.open_lifetime(session_id)
+        replay = self._tracker.inbound(message, self._lifetime_exists)
+        _replaying.set(None if replay is None else replay.token)  # for the handler task next
+        if replay is not None and not self._owner.has_lifetime(replay.session_id):
+            self._owner.open_lifetime(replay.session_id)
         return message
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -201,7 +202,7 @@ class SdkAdapter:
         elif plan.step is LifetimeStep.RESYNC:
             if owner.has_lifetime(session_id):
                 owner.lifetime(session_id).resync()
-        elif owner.has_lifetime(session_id):  # LifetimeStep.CLOSE
+        elif owner.has_lifetime(session_id):  # LifetimeStep.CLOSE or DISCARD
             owner.close_lifetime(session_id)
 
     async def _write(self, message: Mapping[str, Any], plan: OutboundPlan) -> None:

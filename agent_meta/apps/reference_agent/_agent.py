@@ -37,7 +37,7 @@ from ...wire._jsonrpc import (
 from ._commands import COMMANDS
 from ._lines import run_line
 from ._listing import Pager, list_entry, listed_info
-from ._replay import Message, frame_size, replay_updates, user_update
+from ._replay import Message, frame_size, replay_updates, reply_id, reply_text, user_update
 from ._storage import HistoryStore
 
 if TYPE_CHECKING:
@@ -121,11 +121,6 @@ class _Foreground:
         if ended:
             update["stopReason"] = stop_reason
         await self._ctx.connection.session_update(session.session_id, update)
-
-
-def _reply_id(message: Message) -> str:
-    """The ``messageId`` of the agent's reply to a user message, live and on replay."""
-    return f"agent-of-{message.message_id}"
 
 
 def _now() -> str:
@@ -382,8 +377,7 @@ class ReferenceAgent(BaseAgent):
         await self._acknowledge(ctx, session, turn)  # if a cancellation cut it short
         stop_reason = "cancelled" if turn.scope.cancelled_caught else "end_turn"
         if turn.replies:  # as the client saw it live: its message id, and its chunks' text
-            text = "".join(reply + "\n" for reply in turn.replies)
-            reply = Message("agent", _reply_id(turn.message), text)
+            reply = Message("agent", reply_id(turn.message), reply_text(turn.replies))
             await self._add_message(session, reply)
         await turn.foreground.report("idle", stop_reason)
         if ctx.protocol_version >= 2:
@@ -441,7 +435,7 @@ class ReferenceAgent(BaseAgent):
                     "content": {"type": "text", "text": reply + "\n"},
                 }
                 if ctx.protocol_version >= 2:
-                    chunk["messageId"] = _reply_id(message)
+                    chunk["messageId"] = reply_id(message)
                 await ctx.connection.session_update(sid, chunk)
                 turn.replies.append(reply)
 

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from ...core._json import JsonObject, JsonValue
 
-__all__ = ["FRAME_OVERHEAD", "Message", "frame_size", "replay_updates", "split_text"]
+__all__ = [
+    "FRAME_OVERHEAD",
+    "Message",
+    "frame_size",
+    "replay_updates",
+    "reply_id",
+    "reply_text",
+    "split_text",
+]
 
 FRAME_OVERHEAD = 256
 """Bytes of a ``session/update`` frame around its ``update`` (envelope, session id, newline)."""
@@ -28,6 +36,16 @@ class Message:
     role: Literal["user", "agent"]
     message_id: str
     text: str
+
+
+def reply_id(message: Message) -> str:
+    """The ``messageId`` of the agent's reply to a user message, live and on replay."""
+    return f"agent-of-{message.message_id}"
+
+
+def reply_text(replies: list[str]) -> str:
+    """The agent's reply to a turn as the client saw it live: one chunk per line."""
+    return "".join(reply + "\n" for reply in replies)
 
 
 def frame_size(update: JsonObject, session_id: str) -> int:

@@ -57,7 +57,14 @@ from ..reference_agent import AGENT_NAME
 from ..reference_agent._agent import MAX_CWD
 from ..reference_agent._commands import COMMANDS
 from ..reference_agent._listing import Pager, list_entry, listed_info
-from ..reference_agent._replay import Message, frame_size, replay_updates, user_update
+from ..reference_agent._replay import (
+    Message,
+    frame_size,
+    replay_updates,
+    reply_id,
+    reply_text,
+    user_update,
+)
 from ..reference_agent._storage import HistoryStore
 from ._lines import LineContext, run_line
 
@@ -84,6 +91,8 @@ class _Session:
     counter: int = 0
     # Running turns (cancelled by session/cancel) -> the SDK task answering their prompt.
     turns: dict[asyncio.Task[None], asyncio.Task[Any]] = dataclasses.field(default_factory=dict)
+    # Running loads and resumes (stopped by session/close only) -> the SDK task answering them.
+    restores: dict[asyncio.Task[None], asyncio.Task[Any]] = dataclasses.field(default_factory=dict)
     bursts: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
     closed: bool = False  # its lifetime was closed on this connection (reopening starts fresh)
 
@@ -133,6 +142,10 @@ def _now() -> str:
 def _request_error(error: JsonRpcError) -> acp.RequestError:
     """agent_meta's JSON-RPC error as the SDK's (the pager raises the former)."""
     return acp.RequestError(error.code, error.message, error.data)
+
+
+def _closed_meanwhile() -> acp.RequestError:
+    return acp.RequestError(REQUEST_CANCELLED, "the session was closed meanwhile")
 
 
 def _unknown(session_id: str) -> acp.RequestError:
@@ -303,15 +316,42 @@ class SdkReferenceAgent:
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
         """Replay the conversation; the adapter resyncs after it, before the response."""
-        await self._restore(self._session(session_id), replay=True)
+        session = self._session(session_id)
+        if not await self._stoppable(session.restores, self._restore(session, replay=True)):
+            raise _closed_meanwhile()
         return LoadSessionResponse()
 
     async def resume_session(
         self, session_id: str, cwd: str, **kwargs: Any
     ) -> ResumeSessionResponse:
         """v1 resume: no replay; the adapter resyncs before the response."""
-        await self._restore(self._session(session_id), replay=False)
+        session = self._session(session_id)
+        if not await self._stoppable(session.restores, self._restore(session, replay=False)):
+            raise _closed_meanwhile()
         return ResumeSessionResponse()
+
+    async def _stoppable(
+        self, registry: dict[asyncio.Task[None], asyncio.Task[Any]], work: Coroutine[Any, Any, None]
+    ) -> bool:
+        """Run a request's ``work`` in a task of its own, listed in ``registry`` while it runs,
+        so that ``session/cancel`` or ``session/close`` can stop it while this handler still
+        answers the request (cancelling the SDK's task would leave it unanswered). Returns
+        whether it ran to its end (``False``: it was stopped); raises what it raised."""
+        handler = asyncio.current_task()
+        assert handler is not None
+        running = asyncio.create_task(work)
+        registry[running] = handler
+        try:
+            await asyncio.wait({running})
+        except asyncio.CancelledError:
+            running.cancel()
+            raise
+        finally:
+            registry.pop(running, None)
+        if running.cancelled():
+            return False
+        running.result()  # an owner that stopped ends the request with an error
+        return True
 
     async def _restore(self, session: _Session, *, replay: bool) -> None:
         sid = session.session_id
@@ -338,7 +378,9 @@ class SdkReferenceAgent:
         session = self._sessions.get(session_id)
         if session is None:
             return
-        await self._stop_work(session)
+        # Until none is left: a prompt or load that arrived behind this close is stopped too.
+        while session.turns or session.restores or session.bursts:
+            await self._stop_work(session)
         if not self._adapter.owner.has_lifetime(session_id):
             return
         session.last_info = self._info(session)
@@ -346,9 +388,10 @@ class SdkReferenceAgent:
         await self._save_session(session)
 
     async def _stop_work(self, session: _Session) -> None:
-        """Cancel the session's turns and bursts; wait until each prompt has been answered."""
-        answering = list(session.turns.values())
-        stopping: list[asyncio.Task[Any]] = [*session.turns, *session.bursts]
+        """Cancel the session's turns, loads, resumes and bursts; wait until each request has
+        been answered."""
+        answering = [*session.turns.values(), *session.restores.values()]
+        stopping: list[asyncio.Task[Any]] = [*session.turns, *session.restores, *session.bursts]
         for task in stopping:
             task.cancel()
         await asyncio.gather(*stopping, return_exceptions=True)
@@ -382,32 +425,21 @@ class SdkReferenceAgent:
             )
         lifetime = self._adapter.lifetime(session_id)
         blocks: list[JsonObject] = [
-            block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in prompt
+            # As the client sent them: a field it set to null stays null, one it left out stays out.
+            block.model_dump(mode="json", by_alias=True, exclude_unset=True)
+            for block in prompt
         ]
         text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
         self._check_replayable(session, text, blocks)
         turn = _Turn()
-        # The turn runs in a task of its own, so session/cancel can stop it while this handler
-        # still answers the request (cancelling the SDK's task would leave it unanswered).
-        handler = asyncio.current_task()
-        assert handler is not None
-        running = asyncio.create_task(self._turn(session, lifetime, text, turn))
-        session.turns[running] = handler
-        try:
-            await asyncio.wait({running})
-        except asyncio.CancelledError:
-            running.cancel()
-            raise
-        finally:
-            session.turns.pop(running, None)
-        if not running.cancelled():
-            running.result()  # an owner that stopped ends the request with an error
+        ended = await self._stoppable(session.turns, self._turn(session, lifetime, text, turn))
         if turn.user_id is None:
             raise acp.RequestError(REQUEST_CANCELLED, "the prompt was cancelled before it started")
-        if turn.replies:
-            reply = Message("agent", session.next_id("agent"), "\n".join(turn.replies))
+        if turn.replies:  # as the client saw it live: one chunk per line
+            user = Message("user", turn.user_id, text)
+            reply = Message("agent", reply_id(user), reply_text(turn.replies))
             await self._add_message(session, reply)
-        return PromptResponse(stop_reason="cancelled" if running.cancelled() else "end_turn")
+        return PromptResponse(stop_reason="end_turn" if ended else "cancelled")
 
     def _check_replayable(self, session: _Session, text: str, blocks: list[JsonObject]) -> None:
         """Refuse a prompt whose user message could not be sent back in one frame (echo and
@@ -446,8 +478,8 @@ class SdkReferenceAgent:
             if not line.strip():
                 continue
             reply = await run_line(context, line)
-            turn.replies.append(reply)
             await self.client.session_update(sid, acp.update_agent_message_text(reply + "\n"))
+            turn.replies.append(reply)  # sent: stored as part of the reply
 
     # ----------------------------------------------------------------------- /burst
 
