@@ -267,26 +267,27 @@ class SendQueue:
         each :class:`StoreBatch` (:meth:`stored`) before asking again. A frame is handed out
         before the batch that stores its state, and again once that batch is stored.
         """
-        if self._store.in_flight:
+        store = self._store
+        if store.in_flight:
             raise RuntimeError("report the store batch handed out before asking again")
         while True:
             out = self._held
             self._held = None
             if out is None:
                 out = self._next_frame()
-                if out is not None:
-                    out.stored_by = self._store.target()  # the changes it was rendered from
+                if out is not None and store.enabled:
+                    out.stored_by = store.target()  # the changes it was rendered from
             else:
                 self._unreported = True
             if out is None:
                 # Nothing to write: store what changed, so that a flush completes.
-                return self._store.take() if self._store.pending else None
-            if self._store.stored < out.stored_by:
+                return store.take() if store.pending else None
+            if store.stored < out.stored_by:
                 # Persist before write (docs/durability.md). Changes made after the frame was
                 # rendered wait for the next batch: under a stream of publications, waiting
                 # for all of them would hold every frame back.
                 self._held = out
-                return self._store.take()
+                return store.take()
             lifetime = out.lifetime
             if lifetime is not None and lifetime.closed and not out.sent:
                 self.dropped(out)  # it ended while its state was being stored (R6)
@@ -430,8 +431,9 @@ class SendQueue:
         )[0]
         self._appended += 1
         self._express_pos = self._appended
-        self._held = Outgoing(frame, state)
-        self._held.stored_by = self._store.target()
+        held = self._held = Outgoing(frame, state)
+        if self._store.enabled:
+            held.stored_by = self._store.target()
         return True
 
     def _publish(self, state: LifetimeState, update: EncodedUpdate, needs_room: bool) -> None:
