@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import time
 from typing import Any
@@ -172,6 +173,9 @@ async def run_sdk_adapter(count: int) -> dict[str, Any]:
     import agent_meta
     from agent_meta.sdk import open_stream_adapter
 
+    # This sender only sends (no receive loop), so the adapter's warning that the SDK never
+    # read through it is expected here.
+    logging.getLogger("agent_meta.sdk").setLevel(logging.ERROR)
     reader, _ = await stdio_streams()
     writer = await _asyncio_stdout()
     options = agent_meta.OwnerOptions(coalesce=False, protocol_version=1)
