@@ -38,7 +38,7 @@ from ._commands import COMMANDS
 from ._lines import run_line
 from ._listing import Pager, list_entry, listed_info
 from ._replay import Message, frame_size, replay_updates, reply_id, reply_text, user_update
-from ._storage import HistoryStore
+from ._storage import HistoryStore, SessionRecord
 
 if TYPE_CHECKING:
     from ...acp._connection import AgentConnection
@@ -55,21 +55,10 @@ MAX_CWD = 4096
 
 
 @dataclasses.dataclass(slots=True)
-class _Session:
-    session_id: str
-    cwd: str
-    updated_at: str
-    history: list[Message] = dataclasses.field(default_factory=list)
-    last_info: JsonObject = dataclasses.field(default_factory=dict)
+class _Session(SessionRecord):
     prompts: set[trio.CancelScope] = dataclasses.field(default_factory=set)
-    counter: int = 0
     turns: dict[_Foreground, str] = dataclasses.field(default_factory=dict)  # state per turn
     reported: str = "idle"  # the foreground state last reported to the client
-    closed: bool = False  # its lifetime was closed on this connection (reopening starts fresh)
-
-    def next_id(self, role: str) -> str:
-        self.counter += 1
-        return f"{role}-{self.counter}"
 
     @property
     def state(self) -> str:
@@ -150,23 +139,13 @@ class ReferenceAgent(BaseAgent):
         """
         history = HistoryStore(store)
         agent = cls(history, list_page_size=list_page_size)
-        for session_id, cwd, updated_at, info, counter, closed, messages in await history.load():
-            session = _Session(session_id, cwd, updated_at, last_info=info, counter=counter)
-            session.closed = closed  # reopening it seeds title: null, as in one process
-            session.history = [Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
-            agent._sessions[session_id] = session
+        for session in await history.load_sessions(_Session):
+            agent._sessions[session.session_id] = session
         return agent
 
     async def _save_session(self, session: _Session) -> None:
         if self._history is not None:
-            await self._history.save_session(
-                session.session_id,
-                session.cwd,
-                session.updated_at,
-                session.last_info,
-                session.counter,
-                session.closed,
-            )
+            await self._history.save(session)
 
     async def _add_message(self, session: _Session, message: Message) -> None:
         """Insert ``message`` into the history as one step: stored first, then kept in memory.

@@ -13,16 +13,44 @@ added, ``0`` for every session: closed sessions of that version are not known as
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+from ._replay import Message
 
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Callable
 
     from ...core._json import JsonObject
     from ...owner._sqlite import SQLiteStore
 
-__all__ = ["HistoryStore", "StoredMessage", "StoredSession"]
+__all__ = ["HistoryStore", "SessionRecord", "StoredMessage", "StoredSession"]
+
+
+@dataclasses.dataclass(slots=True)
+class SessionRecord:
+    """What a reference agent (on either runtime) keeps of a session, in memory and in these
+    tables; each agent's own session class adds its running work."""
+
+    session_id: str
+    cwd: str
+    updated_at: str
+    history: list[Message] = dataclasses.field(default_factory=list)
+    last_info: JsonObject = dataclasses.field(default_factory=dict)
+    """What ``session/list`` shows of the session once its lifetime has ended."""
+    counter: int = 0
+    """The last message id number handed out."""
+    closed: bool = False
+    """Its lifetime was closed: reopening it starts fresh, with ``title: null``."""
+
+    def next_id(self, role: str) -> str:
+        self.counter += 1
+        return f"{role}-{self.counter}"
+
+
+_Record = TypeVar("_Record", bound=SessionRecord)
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS reference_sessions (
@@ -53,6 +81,30 @@ class HistoryStore:
 
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
+
+    async def load_sessions(self, make: Callable[[str, str, str], _Record]) -> list[_Record]:
+        """Every stored session, made with ``make(session_id, cwd, updated_at)`` and filled in
+        from its row and its messages."""
+        sessions: list[_Record] = []
+        for session_id, cwd, updated_at, info, counter, closed, messages in await self.load():
+            session = make(session_id, cwd, updated_at)
+            session.last_info = info
+            session.counter = counter
+            session.closed = closed
+            session.history = [Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
+            sessions.append(session)
+        return sessions
+
+    async def save(self, session: SessionRecord) -> None:
+        """Store the session's row (not its messages: :meth:`add_message` appends those)."""
+        await self.save_session(
+            session.session_id,
+            session.cwd,
+            session.updated_at,
+            session.last_info,
+            session.counter,
+            session.closed,
+        )
 
     async def load(self) -> list[StoredSession]:
         """Every session with its messages (creating the tables on first use)."""

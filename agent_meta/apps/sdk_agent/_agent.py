@@ -65,7 +65,7 @@ from ..reference_agent._replay import (
     reply_text,
     user_update,
 )
-from ..reference_agent._storage import HistoryStore
+from ..reference_agent._storage import HistoryStore, SessionRecord
 from ._lines import LineContext, run_line
 
 if TYPE_CHECKING:
@@ -82,23 +82,12 @@ logger = logging.getLogger("agent_meta.sdk_agent")
 
 
 @dataclasses.dataclass(slots=True)
-class _Session:
-    session_id: str
-    cwd: str
-    updated_at: str
-    history: list[Message] = dataclasses.field(default_factory=list)
-    last_info: JsonObject = dataclasses.field(default_factory=dict)
-    counter: int = 0
+class _Session(SessionRecord):
     # Running turns (cancelled by session/cancel) -> the SDK task answering their prompt.
     turns: dict[asyncio.Task[None], asyncio.Task[Any]] = dataclasses.field(default_factory=dict)
     # Running loads and resumes (stopped by session/close only) -> the SDK task answering them.
     restores: dict[asyncio.Task[None], asyncio.Task[Any]] = dataclasses.field(default_factory=dict)
     bursts: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
-    closed: bool = False  # its lifetime was closed on this connection (reopening starts fresh)
-
-    def next_id(self, role: str) -> str:
-        self.counter += 1
-        return f"{role}-{self.counter}"
 
 
 @dataclasses.dataclass(slots=True)
@@ -190,11 +179,8 @@ class SdkReferenceAgent:
         the adapter on the same store so that a fresh process also gets its lifetimes back."""
         history = HistoryStore(store)
         agent = cls(adapter, history, list_page_size=list_page_size)
-        for session_id, cwd, updated_at, info, counter, closed, messages in await history.load():
-            session = _Session(session_id, cwd, updated_at, last_info=info, counter=counter)
-            session.closed = closed  # reopening it clears the title, as in one process
-            session.history = [Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
-            agent._sessions[session_id] = session
+        for session in await history.load_sessions(_Session):
+            agent._sessions[session.session_id] = session
         return agent
 
     def on_connect(self, conn: acp.Client) -> None:
@@ -224,14 +210,7 @@ class SdkReferenceAgent:
 
     async def _save_session(self, session: _Session) -> None:
         if self._history is not None:
-            await self._history.save_session(
-                session.session_id,
-                session.cwd,
-                session.updated_at,
-                session.last_info,
-                session.counter,
-                session.closed,
-            )
+            await self._history.save(session)
 
     async def _add_message(self, session: _Session, message: Message) -> None:
         """Insert ``message`` into the history as one step: stored first, then kept in memory.
