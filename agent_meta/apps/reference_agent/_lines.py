@@ -41,9 +41,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ASK_OPTIONS",
     "Foreground",
+    "LifetimeCommand",
     "permission_reply",
     "published_reply",
-    "report_failure_reply",
+    "run_lifetime_command",
     "run_line",
 ]
 
@@ -84,22 +85,9 @@ async def _execute(
     if isinstance(command, MetaSet | MetaRemove | MetaPatchCommand | MetaClear | SetTitle):
         fields, what = _publication(command)
         return published_reply(await lifetime.publish(**fields), what)
+    if isinstance(command, LifetimeCommand):
+        return await run_lifetime_command(lifetime, command)
     match command:
-        case DomainSet(key, path, value):
-            done = await lifetime.domain(key).set(path, value)
-            return published_reply(done, f"{key}.{'.'.join(path)} set")
-        case DomainRemove(key, path):
-            done = await lifetime.domain(key).remove(path)
-            return published_reply(done, f"{key}.{'.'.join(path)} removed")
-        case Fail(incident_id, revision, title):
-            return await report_failure_reply(lifetime, incident_id, revision, title)
-        case Resolve(incident_id, revision):
-            done = await lifetime.resolve_failure(incident_id, revision)
-            return (
-                f"ok: failure {incident_id} rev {revision} resolved"
-                if done
-                else f"not resolved: {incident_id} rev {revision} is not the current incident"
-            )
         case Burst(count, key):
             ctx.connection.start_background(
                 lambda: _burst(lifetime, key, count),
@@ -134,12 +122,34 @@ def _publication(
             return {"title": title}, "title cleared" if title is None else "title set"
 
 
+LifetimeCommand = DomainSet | DomainRemove | Fail | Resolve
+"""The commands that act on the session's lifetime handle only (R7, R8): the same on every
+runtime (an SDK agent has no other way to say them)."""
+
+
+async def run_lifetime_command(lifetime: SessionLifetime, command: LifetimeCommand) -> str:
+    """Run a domain edit or a failure report or resolution; return the reply."""
+    match command:
+        case DomainSet(key, path, value):
+            done = await lifetime.domain(key).set(path, value)
+            return published_reply(done, f"{key}.{'.'.join(path)} set")
+        case DomainRemove(key, path):
+            done = await lifetime.domain(key).remove(path)
+            return published_reply(done, f"{key}.{'.'.join(path)} removed")
+        case Fail(incident_id, revision, title):
+            return await _report_failure(lifetime, incident_id, revision, title)
+        case Resolve(incident_id, revision):
+            if await lifetime.resolve_failure(incident_id, revision):
+                return f"ok: failure {incident_id} rev {revision} resolved"
+            return f"not resolved: {incident_id} rev {revision} is not the current incident"
+
+
 def published_reply(done: bool, what: str) -> str:
     """The reply to a publication: done, or refused because the lifetime has ended."""
     return f"ok: {what}" if done else f"not published ({what}): the session is closed"
 
 
-async def report_failure_reply(
+async def _report_failure(
     lifetime: SessionLifetime, incident_id: str, revision: int, title: str | None
 ) -> str:
     """``/fail``: report the incident (R8) and say whether the owner took it."""

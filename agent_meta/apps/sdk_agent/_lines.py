@@ -24,23 +24,20 @@ from ..reference_agent._commands import (
     Burst,
     Command,
     CommandError,
-    DomainRemove,
-    DomainSet,
-    Fail,
     MetaClear,
     MetaPatchCommand,
     MetaRemove,
     MetaSet,
-    Resolve,
     SetTitle,
     Trace,
     parse_line,
 )
 from ..reference_agent._lines import (
     ASK_OPTIONS,
+    LifetimeCommand,
     permission_reply,
     published_reply,
-    report_failure_reply,
+    run_lifetime_command,
 )
 
 if TYPE_CHECKING:
@@ -104,20 +101,9 @@ async def _execute(ctx: LineContext, command: Command) -> str:
 
 async def _execute_on_lifetime(ctx: LineContext, command: Command) -> str:
     """The commands the SDK has no words for: domain edits, incidents, a burst, a question."""
-    lifetime = ctx.lifetime
+    if isinstance(command, LifetimeCommand):
+        return await run_lifetime_command(ctx.lifetime, command)
     match command:
-        case DomainSet(key, path, value):
-            done = await lifetime.domain(key).set(path, value)
-            return published_reply(done, f"{key}.{'.'.join(path)} set")
-        case DomainRemove(key, path):
-            done = await lifetime.domain(key).remove(path)
-            return published_reply(done, f"{key}.{'.'.join(path)} removed")
-        case Fail(incident_id, revision, title):
-            return await report_failure_reply(lifetime, incident_id, revision, title)
-        case Resolve(incident_id, revision):
-            if await lifetime.resolve_failure(incident_id, revision):
-                return f"ok: failure {incident_id} rev {revision} resolved"
-            return f"not resolved: {incident_id} rev {revision} is not the current incident"
         case Burst(count, key):
             return ctx.start_burst(key, count)
         case Ask(text):
