@@ -198,6 +198,14 @@ class LifetimeTracker:
         request = self._pending.pop(request_id, None)
         if request is None:
             return _WRITE_AS_IS
+        return self._plan_answer(request, message)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _plan_answer(
+        self, request: tuple[str, str | None, int | None], message: Mapping[str, object]
+    ) -> OutboundPlan:
+        """Plan the response (or error) to a remembered request."""
         method, session_id, token = request
         replay = None if token is None else self._replays.pop(token, None)
         if "result" in message and "error" not in message:
@@ -211,8 +219,6 @@ class LifetimeTracker:
             # The lifetime it opened with nothing known goes again.
             return OutboundPlan(step=LifetimeStep.DISCARD, session_id=replay[0])
         return _WRITE_AS_IS
-
-    # -- internals -------------------------------------------------------------------------
 
     def _remember(self, request_id: int | str, request: tuple[str, str | None, int | None]) -> None:
         self._pending[request_id] = request
