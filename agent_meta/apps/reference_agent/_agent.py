@@ -14,7 +14,6 @@ with what the agent knows of it (no title), and keeps its history.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import itertools
 import uuid
 from typing import TYPE_CHECKING
@@ -36,9 +35,9 @@ from ...wire._jsonrpc import (
 )
 from ._commands import COMMANDS
 from ._lines import run_line
-from ._listing import Pager, list_entry, listed_info
-from ._replay import Message, frame_size, replay_updates, reply_id, reply_text, user_update
-from ._storage import HistoryStore, SessionRecord
+from ._listing import MAX_CWD, Pager, check_cwd, list_entry, listed_info
+from ._replay import Message, check_replayable, replay_updates, reply_id, reply_text, user_update
+from ._storage import HistoryStore, SessionRecord, utc_now
 
 if TYPE_CHECKING:
     from ...acp._connection import AgentConnection
@@ -49,9 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["AGENT_NAME", "MAX_CWD", "ReferenceAgent"]
 
 AGENT_NAME = "agent-meta-reference"
-
-MAX_CWD = 4096
-"""The longest ``cwd`` a session may have: it is listed in every ``session/list`` page."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -110,10 +106,6 @@ class _Foreground:
         if ended:
             update["stopReason"] = stop_reason
         await self._ctx.connection.session_update(session.session_id, update)
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class ReferenceAgent(BaseAgent):
@@ -181,13 +173,9 @@ class ReferenceAgent(BaseAgent):
 
     async def new_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         cwd = require_str(params, "cwd")
-        if len(cwd) > MAX_CWD:
-            raise JsonRpcError(
-                INVALID_PARAMS,
-                f"invalid params: 'cwd' is {len(cwd)} characters long, over {MAX_CWD}",
-            )
+        check_cwd(cwd)
         session_id = f"sess-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
-        session = _Session(session_id=session_id, cwd=cwd, updated_at=_now())
+        session = _Session(session_id=session_id, cwd=cwd, updated_at=utc_now())
         await self._save_session(session)
         ctx.owner.open_lifetime(session_id)
         self._sessions[session_id] = session
@@ -340,7 +328,8 @@ class ReferenceAgent(BaseAgent):
             )
         lifetime = ctx.owner.lifetime(session.session_id)
         text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-        self._check_replayable(ctx, session, text, blocks)
+        v2 = ctx.protocol_version >= 2
+        check_replayable(session.session_id, text, blocks, v2, ctx.owner.max_frame_bytes)
         # Registered before the first checkpoint: a session/cancel, $/cancel_request or
         # session/close read right after this request is guaranteed to see it. Both stop the
         # turn, never the request: whether that is an error depends on the insertion.
@@ -363,26 +352,6 @@ class ReferenceAgent(BaseAgent):
             return {"messageId": turn.message.message_id}
         return {"stopReason": stop_reason}
 
-    def _check_replayable(
-        self, ctx: RequestContext, session: _Session, text: str, blocks: list[JsonObject]
-    ) -> None:
-        """Refuse a prompt whose user message could not be sent in one frame: it would be
-        stored, and every later replay of the session would fail (issue 13)."""
-        v2 = ctx.protocol_version >= 2
-        largest = 0
-        for update in (
-            user_update(Message("user", "user-0", text), v2, blocks),
-            user_update(Message("user", "user-0", text), not v2),
-        ):
-            largest = max(largest, frame_size(update, session.session_id))
-        limit = ctx.owner.max_frame_bytes
-        if largest > limit:
-            raise JsonRpcError(
-                INVALID_PARAMS,
-                f"invalid params: the prompt would take {largest} bytes to send back (echo and "
-                f"replay), over the frame limit of {limit} bytes",
-            )
-
     async def _turn(
         self,
         ctx: RequestContext,
@@ -397,7 +366,7 @@ class ReferenceAgent(BaseAgent):
         foreground = turn.foreground
         with turn.scope:
             message = Message("user", session.next_id("user"), text)
-            session.updated_at = _now()
+            session.updated_at = utc_now()
             # The id counter is stored before the message: a cancellation between the two
             # leaves a gap in the ids, never an id a restarted agent would hand out again.
             await self._save_session(session)

@@ -26,11 +26,24 @@ if TYPE_CHECKING:
     from ...core._json import JsonObject, JsonValue
     from ...owner._base import OwnerBase
 
-__all__ = ["Pager", "entry_size", "list_entry", "listed_info"]
+__all__ = ["MAX_CWD", "Pager", "check_cwd", "entry_size", "list_entry", "listed_info"]
 
 logger = logging.getLogger("agent_meta.reference_agent")
 
 _PAGE_OVERHEAD = 512  # the envelope, "sessions", "nextCursor" and its cursor
+
+
+MAX_CWD = 4096
+"""The longest ``cwd`` a session may have: it is listed in every ``session/list`` page."""
+
+
+def check_cwd(cwd: str) -> None:
+    """Refuse (``-32602``) a ``cwd`` longer than :data:`MAX_CWD`."""
+    if len(cwd) > MAX_CWD:
+        raise JsonRpcError(
+            INVALID_PARAMS,
+            f"invalid params: 'cwd' is {len(cwd)} characters long, over {MAX_CWD}",
+        )
 
 
 def entry_size(entry: JsonObject) -> int:

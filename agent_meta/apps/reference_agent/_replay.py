@@ -12,12 +12,15 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Literal
 
+from ...wire._jsonrpc import INVALID_PARAMS, JsonRpcError
+
 if TYPE_CHECKING:
     from ...core._json import JsonObject, JsonValue
 
 __all__ = [
     "FRAME_OVERHEAD",
     "Message",
+    "check_replayable",
     "frame_size",
     "replay_updates",
     "reply_id",
@@ -46,6 +49,25 @@ def reply_id(message: Message) -> str:
 def reply_text(replies: list[str]) -> str:
     """The agent's reply to a turn as the client saw it live: one chunk per line."""
     return "".join(reply + "\n" for reply in replies)
+
+
+def check_replayable(
+    session_id: str, text: str, blocks: list[JsonObject], v2: bool, max_frame_bytes: int
+) -> None:
+    """Refuse (``-32602``) a prompt whose user message could not be sent back in one frame,
+    as its echo (``v2``, with the client's ``blocks``) or on replay in either version: it
+    would be stored, and every later replay of the session would fail (issue 13)."""
+    message = Message("user", "user-0", text)
+    largest = max(
+        frame_size(user_update(message, v2, blocks), session_id),
+        frame_size(user_update(message, not v2), session_id),
+    )
+    if largest > max_frame_bytes:
+        raise JsonRpcError(
+            INVALID_PARAMS,
+            f"invalid params: the prompt would take {largest} bytes to send back (echo and "
+            f"replay), over the frame limit of {max_frame_bytes} bytes",
+        )
 
 
 def frame_size(update: JsonObject, session_id: str) -> int:

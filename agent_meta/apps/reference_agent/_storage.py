@@ -14,6 +14,7 @@ added, ``0`` for every session: closed sessions of that version are not known as
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 from typing import TYPE_CHECKING, TypeVar
 
@@ -26,7 +27,12 @@ if TYPE_CHECKING:
     from ...core._json import JsonObject
     from ...owner._sqlite import SQLiteStore
 
-__all__ = ["HistoryStore", "SessionRecord", "StoredMessage", "StoredSession"]
+__all__ = ["HistoryStore", "SessionRecord", "StoredMessage", "StoredSession", "utc_now"]
+
+
+def utc_now() -> str:
+    """An ``updatedAt`` for now: RFC 3339 in UTC, whole seconds."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 @dataclasses.dataclass(slots=True)

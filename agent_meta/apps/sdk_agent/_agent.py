@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime
 import itertools
 import logging
 import uuid
@@ -45,7 +44,6 @@ from acp.schema import (
 )
 
 from agent_meta import (
-    INVALID_PARAMS,
     REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
     JsonObject,
@@ -54,18 +52,16 @@ from agent_meta import (
 )
 
 from ..reference_agent import AGENT_NAME
-from ..reference_agent._agent import MAX_CWD
 from ..reference_agent._commands import COMMANDS
-from ..reference_agent._listing import Pager, list_entry, listed_info
+from ..reference_agent._listing import Pager, check_cwd, list_entry, listed_info
 from ..reference_agent._replay import (
     Message,
-    frame_size,
+    check_replayable,
     replay_updates,
     reply_id,
     reply_text,
-    user_update,
 )
-from ..reference_agent._storage import HistoryStore, SessionRecord
+from ..reference_agent._storage import HistoryStore, SessionRecord, utc_now
 from ._lines import LineContext, run_line
 
 if TYPE_CHECKING:
@@ -122,10 +118,6 @@ async def _to_the_end(write: Coroutine[Any, Any, None]) -> None:
         assert current is not None
         current.cancel()
     task.result()  # the write's own error, if it failed
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _request_error(error: JsonRpcError) -> acp.RequestError:
@@ -243,13 +235,12 @@ class SdkReferenceAgent:
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         """A session; the adapter opens its lifetime as the response goes out."""
-        if len(cwd) > MAX_CWD:
-            raise acp.RequestError(
-                INVALID_PARAMS,
-                f"invalid params: 'cwd' is {len(cwd)} characters long, over {MAX_CWD}",
-            )
+        try:
+            check_cwd(cwd)
+        except JsonRpcError as exc:
+            raise _request_error(exc) from None
         session_id = f"sess-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
-        session = _Session(session_id=session_id, cwd=cwd, updated_at=_now())
+        session = _Session(session_id=session_id, cwd=cwd, updated_at=utc_now())
         await self._save_session(session)
         self._sessions[session_id] = session
         # The SDK sends the response when this handler returns, from this task and with no
@@ -409,7 +400,11 @@ class SdkReferenceAgent:
             for block in prompt
         ]
         text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-        self._check_replayable(session, text, blocks)
+        max_bytes = self._adapter.owner.max_frame_bytes
+        try:
+            check_replayable(session_id, text, blocks, False, max_bytes)
+        except JsonRpcError as exc:
+            raise _request_error(exc) from None
         turn = _Turn()
         ended = await self._stoppable(session.turns, self._turn(session, lifetime, text, turn))
         if turn.user_id is None:
@@ -420,28 +415,12 @@ class SdkReferenceAgent:
             await self._add_message(session, reply)
         return PromptResponse(stop_reason="end_turn" if ended else "cancelled")
 
-    def _check_replayable(self, session: _Session, text: str, blocks: list[JsonObject]) -> None:
-        """Refuse a prompt whose user message could not be sent back in one frame (echo and
-        replay), before it is stored, as the trio agent does."""
-        message = Message("user", "user-0", text)
-        largest = max(
-            frame_size(user_update(message, False, blocks), session.session_id),
-            frame_size(user_update(message, True), session.session_id),
-        )
-        limit = self._adapter.owner.max_frame_bytes
-        if largest > limit:
-            raise acp.RequestError(
-                INVALID_PARAMS,
-                f"invalid params: the prompt would take {largest} bytes to send back (echo and "
-                f"replay), over the frame limit of {limit} bytes",
-            )
-
     async def _turn(
         self, session: _Session, lifetime: SessionLifetime, text: str, turn: _Turn
     ) -> None:
         sid = session.session_id
         message_id = session.next_id("user")
-        session.updated_at = _now()
+        session.updated_at = utc_now()
         # The id counter is stored before the message (a cancellation between them leaves a
         # gap in the ids, never an id a restarted agent would hand out again).
         await self._save_session(session)
