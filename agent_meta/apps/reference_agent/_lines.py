@@ -34,6 +34,8 @@ from ._commands import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from ...acp._agent import RequestContext
     from ...core._json import JsonObject, JsonValue
     from ...owner._lifetime import SessionLifetime
@@ -44,6 +46,7 @@ __all__ = [
     "LifetimeCommand",
     "permission_reply",
     "published_reply",
+    "reply_to_line",
     "run_lifetime_command",
     "run_line",
 ]
@@ -65,6 +68,13 @@ async def run_line(
     ctx: RequestContext, lifetime: SessionLifetime, foreground: Foreground, line: str
 ) -> str:
     """Run one prompt line; return the agent's reply (errors are replies too)."""
+    return await reply_to_line(line, lambda command: _execute(ctx, lifetime, foreground, command))
+
+
+async def reply_to_line(line: str, execute: Callable[[Command], Awaitable[str]]) -> str:
+    """The agent's reply to one prompt line, on either runtime: a line that is not a command
+    is echoed, a bad command or an owner's refusal (``AgentMetaError``) becomes an ``error:``
+    reply; an owner that stopped or a broken transport ends the turn instead."""
     try:
         command = parse_line(line)
     except CommandError as exc:
@@ -72,10 +82,10 @@ async def run_line(
     if command is None:
         return line
     try:
-        return await _execute(ctx, lifetime, foreground, command)
+        return await execute(command)
     except (OwnerClosedError, TransportBrokenError):
         raise
-    except AgentMetaError as exc:
+    except AgentMetaError as exc:  # raised by the owner, under the SDK's calls too
         return f"error: {exc}"
 
 

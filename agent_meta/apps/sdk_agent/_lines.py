@@ -17,26 +17,23 @@ from typing import TYPE_CHECKING, Any
 import acp
 from acp.schema import PermissionOption, SessionInfoUpdate, ToolCallUpdate
 
-from agent_meta import AgentMetaError, OwnerClosedError, TransportBrokenError
-
 from ..reference_agent._commands import (
     Ask,
     Burst,
     Command,
-    CommandError,
     MetaClear,
     MetaPatchCommand,
     MetaRemove,
     MetaSet,
     SetTitle,
     Trace,
-    parse_line,
 )
 from ..reference_agent._lines import (
     ASK_OPTIONS,
     LifetimeCommand,
     permission_reply,
     published_reply,
+    reply_to_line,
     run_lifetime_command,
 )
 
@@ -64,18 +61,7 @@ class LineContext:
 
 async def run_line(ctx: LineContext, line: str) -> str:
     """Run one prompt line; return the agent's reply (errors are replies too)."""
-    try:
-        command = parse_line(line)
-    except CommandError as exc:
-        return f"error: {exc}"
-    if command is None:
-        return line
-    try:
-        return await _execute(ctx, command)
-    except (OwnerClosedError, TransportBrokenError):
-        raise
-    except AgentMetaError as exc:  # raised by the owner under conn.session_update too
-        return f"error: {exc}"
+    return await reply_to_line(line, lambda command: _execute(ctx, command))
 
 
 async def _execute(ctx: LineContext, command: Command) -> str:
