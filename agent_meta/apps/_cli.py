@@ -27,6 +27,7 @@ from . import _check, _proxy, _timeline
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
+    from types import ModuleType
 
     from ..owner._store import LifetimeStore
     from ..sansio._options import OwnerOptions
@@ -210,14 +211,12 @@ def _run_sdk_agent(
     """``agent-meta agent --runtime sdk``: the reference agent on the official SDK (asyncio)."""
     if 1 not in _PROTOCOLS[args.protocol]:
         parser.error(f"--protocol {args.protocol} with --runtime sdk: {SDK_V1_ONLY}")
-    try:
-        sdk_agent = importlib.import_module("agent_meta.apps.sdk_agent")
-    except ImportError as exc:
-        print(
-            f"agent-meta agent --runtime sdk needs the official ACP Python SDK ({exc}).\n"
-            "Install it with: pip install 'agent-meta[sdk]'",
-            file=sys.stderr,
-        )
+    sdk_agent = _import_extra(
+        "agent_meta.apps.sdk_agent",
+        "agent-meta agent --runtime sdk needs the official ACP Python SDK",
+        "Install it with: pip install 'agent-meta[sdk]'",
+    )
+    if sdk_agent is None:
         return 2
     if (problem := _not_a_pipe()) is not None:
         print(
@@ -324,15 +323,23 @@ class _CrashAfterWrites:
             os._exit(137)
 
 
-def _run_demo(args: list[str]) -> int:
+def _import_extra(module: str, needs: str, install: str) -> ModuleType | None:
+    """``module``, or ``None`` after saying on stderr what its missing extra is and how to
+    install it."""
     try:
-        demo = importlib.import_module("agent_meta.apps._demo")
+        return importlib.import_module(module)
     except ImportError as exc:
-        print(
-            f"agent-meta demo needs the optional 'demo' dependencies ({exc}).\n"
-            "Install them with: pip install 'agent-meta[demo]'",
-            file=sys.stderr,
-        )
+        print(f"{needs} ({exc}).\n{install}", file=sys.stderr)
+        return None
+
+
+def _run_demo(args: list[str]) -> int:
+    demo = _import_extra(
+        "agent_meta.apps._demo",
+        "agent-meta demo needs the optional 'demo' dependencies",
+        "Install them with: pip install 'agent-meta[demo]'",
+    )
+    if demo is None:
         return 2
     status = demo.main(args)
     return status if isinstance(status, int) else 0
