@@ -36,6 +36,36 @@ def read_report(path: Path) -> dict[str, Any]:
     return report
 
 
+def pipe_to_reader(
+    sender: list[str], sender_report: Path, reader_report: Path, what: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run the ``sender`` command with its stdout piped into a ``reader`` process, to the end;
+    their two reports. ``what`` names the sender in the ``RuntimeError`` raised if it fails.
+
+    The sender's stdin is a pipe that nothing is written to (the SDK connects a read pipe to
+    stdin) and that is closed once it exits.
+    """
+    env = child_env()
+    reader = subprocess.Popen(
+        module_command("reader", "--report", str(reader_report)),
+        stdin=subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
+    )
+    assert reader.stdin is not None
+    process = subprocess.Popen(
+        sender, stdin=subprocess.PIPE, stdout=reader.stdin, cwd=ROOT, env=env
+    )
+    reader.stdin.close()
+    if process.wait() != 0:
+        raise RuntimeError(f"{what} failed")
+    assert process.stdin is not None
+    process.stdin.close()
+    if reader.wait() != 0:
+        raise RuntimeError("the pipe reader failed")
+    return read_report(sender_report), read_report(reader_report)
+
+
 class NullTransport:
     """A transport that drops every frame after a checkpoint, as a fast stream would.
 

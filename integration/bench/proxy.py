@@ -15,12 +15,11 @@ Kinds, runs and repeats interleave; the best run of each counts.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from ._common import ROOT, Row, child_env, module_command, read_report, verdict
+from ._common import Row, module_command, pipe_to_reader, verdict
 from .sender import wire_line
 
 TARGET = 0.10
@@ -34,30 +33,12 @@ def run_once(kind: str, count: int, scratch: Path, *, proxy: str | None) -> floa
     """
     sender_report = scratch / "sender.json"
     reader_report = scratch / "reader.json"
-    env = child_env()
-    reader = subprocess.Popen(
-        module_command("reader", "--report", str(reader_report)),
-        stdin=subprocess.PIPE,
-        cwd=ROOT,
-        env=env,
-    )
-    assert reader.stdin is not None
     command = module_command("sender", kind, str(count), "--report", str(sender_report))
     if proxy is not None:
         log = ["--log", proxy] if proxy else []
         command = [sys.executable, "-m", "agent_meta", "proxy", *log, "--", *command]
-    sender = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=reader.stdin, cwd=ROOT, env=env
-    )
-    reader.stdin.close()
-    if sender.wait() != 0:
-        raise RuntimeError(f"the {kind} sender (proxy: {proxy is not None}) failed")
-    assert sender.stdin is not None
-    sender.stdin.close()
-    if reader.wait() != 0:
-        raise RuntimeError("the pipe reader failed")
-    sent = read_report(sender_report)
-    received = read_report(reader_report)
+    what = f"the {kind} sender (proxy: {proxy is not None})"
+    sent, received = pipe_to_reader(command, sender_report, reader_report, what)
     last = received["last_line"].encode() + b"\n"
     if received["lines"] != count or last != wire_line(count - 1, count):
         raise RuntimeError(f"the {kind} stream (proxy: {proxy is not None}) arrived changed")

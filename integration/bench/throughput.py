@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 import tempfile
 from pathlib import Path
 
-from ._common import ROOT, Row, child_env, module_command, read_report, verdict
+from ._common import Row, module_command, pipe_to_reader, verdict
 from .sender import KINDS, wire_line
 
 
@@ -40,30 +39,8 @@ class Run:
 def run_once(kind: str, count: int, scratch: Path) -> Run:
     sender_report = scratch / f"sender-{kind}.json"
     reader_report = scratch / f"reader-{kind}.json"
-    env = child_env()
-    reader = subprocess.Popen(
-        module_command("reader", "--report", str(reader_report)),
-        stdin=subprocess.PIPE,
-        cwd=ROOT,
-        env=env,
-    )
-    assert reader.stdin is not None
-    sender = subprocess.Popen(
-        module_command("sender", kind, str(count), "--report", str(sender_report)),
-        stdin=subprocess.PIPE,  # the SDK connects a read pipe to stdin; nothing is ever sent
-        stdout=reader.stdin,
-        cwd=ROOT,
-        env=env,
-    )
-    reader.stdin.close()
-    if sender.wait() != 0:
-        raise RuntimeError(f"the {kind} sender failed")
-    assert sender.stdin is not None
-    sender.stdin.close()
-    if reader.wait() != 0:
-        raise RuntimeError("the pipe reader failed")
-    sent = read_report(sender_report)
-    received = read_report(reader_report)
+    command = module_command("sender", kind, str(count), "--report", str(sender_report))
+    sent, received = pipe_to_reader(command, sender_report, reader_report, f"the {kind} sender")
     # Every kind must end with the same last update (the SDK orders members differently).
     last = json.loads(received["last_line"])["params"]
     expected = json.loads(wire_line(count - 1, count))["params"]
