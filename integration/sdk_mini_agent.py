@@ -27,7 +27,7 @@ from typing import Any, cast
 import acp
 from acp import schema
 
-from agent_meta.sdk import SdkAdapter, adapter_of, create_asgi_app, open_stdio_adapter
+from agent_meta.sdk import SdkAdapter, adapter_of, open_stdio_adapter
 
 __all__ = ["MiniAgent", "info", "text_chunk"]
 
@@ -119,11 +119,13 @@ class MiniAgent:
 async def _serve_stdio() -> None:
     async with open_stdio_adapter() as adapter:
         agent = cast("acp.Agent", MiniAgent(adapter))  # duck-typed, as the SDK allows
-        await acp.run_agent(agent, input_stream=adapter, use_unstable_protocol=True)
+        await acp.run_agent(agent, **adapter.connection_kwargs(), use_unstable_protocol=True)
 
 
 def _serve_asgi() -> None:
     import uvicorn
+
+    from agent_meta.sdk import create_asgi_app
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

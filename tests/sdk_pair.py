@@ -124,7 +124,7 @@ async def run(
     async with asyncio.timeout(GUARD), _pair(options, max_line_bytes) as (client, adapter):
         agent = make_agent(adapter)
         served = asyncio.create_task(
-            acp.run_agent(agent, input_stream=adapter, use_unstable_protocol=True)
+            acp.run_agent(agent, **adapter.connection_kwargs(), use_unstable_protocol=True)
         )
         await scenario(client, adapter)
         await client.close_input()

@@ -133,13 +133,17 @@ TESTING_NAMES = [
 ]
 
 SDK_NAMES = [
+    "SUPPORTED_SDK_RANGE",
     "AdapterStatistics",
     "MessageSource",
     "SdkAdapter",
+    "SdkRelease",
+    "UnsupportedSdkError",
     "adapter_of",
     "create_asgi_app",
     "open_stdio_adapter",
     "open_stream_adapter",
+    "run_agent",
 ]
 
 REFERENCE_AGENT_NAMES = ["AGENT_NAME", "COMMANDS", "CommandError", "ReferenceAgent", "parse_line"]

@@ -19,6 +19,7 @@ from sdk_pair import RawClient, run
 from agent_meta import REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 from agent_meta.apps.reference_agent._storage import HistoryStore
 from agent_meta.apps.sdk_agent import SdkReferenceAgent
+from agent_meta.sdk._release import installed_release
 from agent_meta.testing import ClientMirror
 
 if TYPE_CHECKING:
@@ -27,6 +28,12 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
 
 Message = dict[str, Any]
+
+
+ROUTES_CLOSE = installed_release().routes_close
+needs_close = pytest.mark.skipif(
+    not ROUTES_CLOSE, reason="this SDK release does not route session/close"
+)
 
 
 def go(scenario: Any) -> tuple[RawClient, SdkAdapter]:
@@ -133,12 +140,14 @@ def test_cancel_ends_a_turn_waiting_for_the_client_with_cancelled() -> None:
     go(scenario)
 
 
+@needs_close
 def test_close_stops_a_burst_and_nothing_of_the_session_follows_its_response() -> None:
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
         sid = await start(client)
         await prompt(client, sid, "/burst 1000000 n")
+        # Under a busy writer bursts coalesce, so the client may see n skip values.
         await client.read_until(
-            lambda m: (m.get("params", {}).get("update", {}).get("_meta") or {}).get("n") == 3
+            lambda m: (m.get("params", {}).get("update", {}).get("_meta") or {}).get("n", 0) >= 3
         )
         closed = await client.call("session/close", {"sessionId": sid})
         assert closed["result"] == {}
@@ -151,6 +160,7 @@ def test_close_stops_a_burst_and_nothing_of_the_session_follows_its_response() -
     assert after == [], after
 
 
+@needs_close
 def test_reopening_a_closed_session_clears_the_title_the_client_kept() -> None:
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
         sid = await start(client)
@@ -179,7 +189,8 @@ def test_unknown_sessions_and_cursors_are_refused() -> None:
         assert answer["error"]["code"] == RESOURCE_NOT_FOUND
         listed = await client.call("session/list", {"cursor": "forged"})
         assert listed["error"]["code"] == -32602
-        assert (await client.call("session/close", {"sessionId": "nope"}))["result"] == {}
+        if ROUTES_CLOSE:
+            assert (await client.call("session/close", {"sessionId": "nope"}))["result"] == {}
 
     go(scenario)
 
@@ -226,6 +237,7 @@ def test_a_cancel_during_the_message_write_still_inserts_it_and_ends_the_turn_ca
     assert [m.message_id for m in session.history] == history.stored
 
 
+@needs_close
 def test_a_refused_resume_does_not_reopen_a_closed_session() -> None:
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
         sid = await start(client)
@@ -268,6 +280,7 @@ class _YieldingHistory(HistoryStore):
         self.messages.append((role, text))
 
 
+@needs_close
 def test_a_prompt_right_behind_close_ends_before_the_close_response() -> None:
     """Both lines arrive in one write while a turn waits in ``/ask``: the close stops the late
     prompt too (as the trio connection does), so nothing of it outlives the close."""
@@ -305,6 +318,7 @@ def test_a_prompt_right_behind_close_ends_before_the_close_response() -> None:
         assert late["result"] == {"stopReason": "cancelled"}
 
 
+@needs_close
 def test_a_load_running_when_the_session_closes_is_answered_before_the_close() -> None:
     class SlowReplay(SdkReferenceAgent):
         replaying = asyncio.Event()

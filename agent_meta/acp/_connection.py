@@ -53,6 +53,7 @@ from ..core._errors import (
     UnknownSessionError,
 )
 from ..core._json import JsonObject, json_object_copy
+from ..owner._base import unwritten_error
 from ..owner._trio import MetaOwner, open_owner
 from ..sansio._frames import build_response, session_of
 from ..sansio._options import OwnerOptions
@@ -682,16 +683,9 @@ async def serve_agent(
                 await owner.wait_flushed()
                 flushed = True
             if not flushed:  # the owner would only wait again: stop it now
-                raise _unwritten(f"within the drain timeout of {options.drain_timeout} s")
+                raise unwritten_error(f"within the drain timeout of {options.drain_timeout} s")
     if not flushed:
-        raise _unwritten("within the bound of the graceful stop")
-
-
-def _unwritten(when: str) -> TransportBrokenError:
-    return TransportBrokenError(
-        f"the output stalled: frames accepted before the end were not all written {when} (has"
-        " the client stopped reading? the last line written may be cut short)"
-    )
+        raise unwritten_error("within the bound of the graceful stop")
 
 
 async def _read_loop(

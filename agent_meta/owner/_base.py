@@ -60,6 +60,7 @@ __all__ = [
     "broken_transport",
     "check_options",
     "only_broken",
+    "unwritten_error",
 ]
 
 logger = logging.getLogger("agent_meta")
@@ -536,6 +537,15 @@ def _check_session_id(session_id: object) -> None:
     """A session id is a str (R12: a typed error, not a ``TypeError`` from a dict lookup)."""
     if not isinstance(session_id, str):
         raise MetaValueError(f"must be a str, not a {type(session_id).__name__}", path="session_id")
+
+
+def unwritten_error(when: str) -> TransportBrokenError:
+    """The error of a connection that stopped with accepted frames still unwritten ``when``
+    (a client that stopped reading): both connections raise it as they end."""
+    return TransportBrokenError(
+        f"the output stalled: frames accepted before the end were not all written {when} (has"
+        " the client stopped reading? the last line written may be cut short)"
+    )
 
 
 def broken_transport(exc: BaseException) -> TransportBrokenError:

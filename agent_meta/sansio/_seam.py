@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, final
 
 from ..core._sentinel import OMITTED
+from ..core._timestamps import is_rfc3339
 from ._modes import WIRE_MODES
 
 if TYPE_CHECKING:
@@ -51,11 +52,16 @@ __all__ = [
     "LifetimeTracker",
     "OutboundPlan",
     "ReplayStart",
+    "RequestId",
     "TrackerStatistics",
+    "is_request_id",
 ]
 
 PENDING_REQUESTS: Final = 4096
 """Requests awaiting their response that the tracker remembers; the oldest is forgotten first."""
+
+RequestId: TypeAlias = int | str | None
+"""A JSON-RPC request id, as the tracker keys the requests it remembers."""
 
 _INFO_UPDATE_FIELDS: Final = frozenset({"sessionUpdate", "title", "updatedAt", "_meta"})
 _NOTIFICATION_FIELDS: Final = frozenset({"sessionId", "update", "_meta"})
@@ -95,6 +101,9 @@ class InfoUpdate:
     updated_at: object = OMITTED
     meta: object = OMITTED
     notification_meta: Mapping[str, object] | None = None
+    dropped: tuple[str, ...] = ()
+    """Wire fields of the message left out because the negotiated version cannot carry them
+    (an ``updatedAt`` without a UTC offset under v2); the rest is still published."""
 
 
 @final
@@ -124,7 +133,14 @@ class TrackerStatistics:
     """Counters of a :class:`LifetimeTracker`."""
 
     absorbed_updates: int = 0
-    """``session_info_update`` messages turned into publications on an open lifetime."""
+    """``session_info_update`` messages turned into publications on an open lifetime (the
+    driver counts one once the owner has accepted it)."""
+    refused_updates: int = 0
+    """``session_info_update`` messages planned as publications that the owner refused (a
+    frame over the limit, say): the driver counts them, and never raises into the agent."""
+    dropped_fields: int = 0
+    """Fields left out of absorbed updates because the negotiated version cannot carry them
+    (:attr:`InfoUpdate.dropped`)."""
     passed_through_updates: int = 0
     """``session_info_update`` messages written unchanged: no lifetime was open for their
     session, or they carried fields the owner does not know."""
@@ -143,7 +159,7 @@ class LifetimeTracker:
 
     def __init__(self) -> None:
         # Requests whose response matters: id -> (method, session id, replay token or None).
-        self._pending: dict[int | str, tuple[str, str | None, int | None]] = {}
+        self._pending: dict[RequestId, tuple[str, str | None, int | None]] = {}
         # Loads and resumes running, by token: (session id, whether its lifetime already held
         # the state: replayed updates then pass through; otherwise the replay builds it).
         self._replays: dict[int, tuple[str, bool]] = {}
@@ -163,7 +179,7 @@ class LifetimeTracker:
         if not isinstance(method, str) or method not in _TRACKED_METHODS:
             return None
         request_id = message.get("id")
-        if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+        if "id" not in message or not is_request_id(request_id):
             return None  # a notification, or an id the agent will refuse
         session_id = _session_of(message.get("params"))
         if method not in _REPLAYING_METHODS or session_id is None:
@@ -184,16 +200,20 @@ class LifetimeTracker:
         has_lifetime: Callable[[str], bool],
         *,
         replaying: int | None = None,
+        offset_timestamps: bool = False,
     ) -> OutboundPlan:
         """Plan one message the agent sends; ``has_lifetime`` says whether a session's lifetime
         is open in the owner. ``replaying`` is the :attr:`ReplayStart.token` of the
         ``session/load`` or ``session/resume`` whose handler sent the message (``None``: some
-        other work of the agent); only what that handler sends, while it runs, is replay."""
+        other work of the agent); only what that handler sends, while it runs, is replay.
+        ``offset_timestamps``: the owner renders a version whose ``updatedAt`` must be RFC 3339
+        with an offset (v2); an update with another ``updatedAt`` is still absorbed, without
+        that field (:attr:`InfoUpdate.dropped`), so the agent's call never fails for it."""
         method = message.get("method")
         if isinstance(method, str):
-            return self._plan_outgoing(method, message, has_lifetime, replaying)
+            return self._plan_outgoing(method, message, has_lifetime, replaying, offset_timestamps)
         request_id = message.get("id")
-        if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+        if "id" not in message or not is_request_id(request_id):
             return _WRITE_AS_IS
         request = self._pending.pop(request_id, None)
         if request is None:
@@ -220,7 +240,7 @@ class LifetimeTracker:
             return OutboundPlan(step=LifetimeStep.DISCARD, session_id=replay[0])
         return _WRITE_AS_IS
 
-    def _remember(self, request_id: int | str, request: tuple[str, str | None, int | None]) -> None:
+    def _remember(self, request_id: RequestId, request: tuple[str, str | None, int | None]) -> None:
         self._pending[request_id] = request
         if len(self._pending) > PENDING_REQUESTS:
             _, _, token = self._pending.pop(next(iter(self._pending)))
@@ -248,6 +268,7 @@ class LifetimeTracker:
         message: Mapping[str, object],
         has_lifetime: Callable[[str], bool],
         replaying: int | None,
+        offset_timestamps: bool,
     ) -> OutboundPlan:
         params = message.get("params")
         session_id = _session_of(params)
@@ -259,7 +280,7 @@ class LifetimeTracker:
         update = params.get("update")
         if not isinstance(update, dict) or update.get("sessionUpdate") != "session_info_update":
             return OutboundPlan(session_id=session_id)
-        info = _info_update(params, update)
+        info = _info_update(params, update, offset_timestamps=offset_timestamps)
         if info is None or not has_lifetime(session_id):
             self.statistics.passed_through_updates += 1
             return OutboundPlan(session_id=session_id)
@@ -267,7 +288,8 @@ class LifetimeTracker:
         if replay == (session_id, True):
             self.statistics.replayed_updates += 1
             return OutboundPlan(session_id=session_id)
-        self.statistics.absorbed_updates += 1
+        if info.dropped:
+            self.statistics.dropped_fields += len(info.dropped)
         return OutboundPlan(session_id=session_id, update=info)
 
 
@@ -303,7 +325,15 @@ def _session_of(params: object) -> str | None:
     return session_id if isinstance(session_id, str) else None
 
 
-def _info_update(params: Mapping[str, object], update: Mapping[str, object]) -> InfoUpdate | None:
+def is_request_id(value: object) -> TypeGuard[RequestId]:
+    """Whether ``value`` is a JSON-RPC request id: a string, an integer or ``null`` (a
+    ``session/load`` with ``"id": null`` is served like any other)."""
+    return value is None or isinstance(value, str) or (type(value) is int)
+
+
+def _info_update(
+    params: Mapping[str, object], update: Mapping[str, object], *, offset_timestamps: bool
+) -> InfoUpdate | None:
     """The publication a ``session_info_update`` stands for, or ``None`` when it carries fields
     the owner would not reproduce (it then passes through unchanged)."""
     if not update.keys() <= _INFO_UPDATE_FIELDS or not params.keys() <= _NOTIFICATION_FIELDS:
@@ -311,9 +341,15 @@ def _info_update(params: Mapping[str, object], update: Mapping[str, object]) -> 
     notification_meta = params.get("_meta")
     if notification_meta is not None and not isinstance(notification_meta, dict):
         return None
+    updated_at = update.get("updatedAt", OMITTED)
+    dropped: tuple[str, ...] = ()
+    if offset_timestamps and isinstance(updated_at, str) and not is_rfc3339(updated_at):
+        updated_at = OMITTED  # a v2 client drops it anyway; the rest of the update stands
+        dropped = ("updatedAt",)
     return InfoUpdate(
         title=update.get("title", OMITTED),
-        updated_at=update.get("updatedAt", OMITTED),
+        updated_at=updated_at,
         meta=update.get("_meta", OMITTED),
         notification_meta=notification_meta,
+        dropped=dropped,
     )

@@ -1,30 +1,61 @@
 """agent_meta for agents built on the official ACP Python SDK (``agent-client-protocol``).
 
-Needs the ``sdk`` extra (``pip install 'agent-meta[sdk]'``; tested with
-``agent-client-protocol`` 0.12). Import it explicitly (``import agent_meta.sdk``); ``import
-agent_meta`` does not load it. See ``docs/sdk.md`` for the five-line adoption.
+Needs the ``sdk`` extra (``pip install 'agent-meta[sdk]'``; every SDK release from 0.8 to
+1.0, see :data:`SUPPORTED_SDK_RANGE`). Import it explicitly (``import agent_meta.sdk``);
+``import agent_meta`` does not load it. See ``docs/sdk.md`` for adopting it.
 
-- :func:`open_stdio_adapter` (and :func:`open_stream_adapter` for any asyncio stream pair)
-  yields an :class:`SdkAdapter`: pass it as ``input_stream`` to ``acp.run_agent``. Its asyncio
-  owner becomes the connection's only writer.
-- :func:`create_asgi_app` is the SDK's HTTP and WebSocket app with an adapter per connection;
+- :func:`run_agent` is ``acp.run_agent`` with an adapter under the connection: the one-line
+  adoption (``agent-meta run -- AGENT_CMD`` puts it in place without editing the agent);
   :func:`adapter_of` finds a connection's adapter.
+- :func:`open_stdio_adapter` (and :func:`open_stream_adapter` for any asyncio stream pair)
+  yields an :class:`SdkAdapter` whose asyncio owner becomes the connection's only writer:
+  ``acp.run_agent(agent, **adapter.connection_kwargs())``.
+- :func:`create_asgi_app` is the SDK's HTTP and WebSocket app with an adapter per connection
+  (SDK 0.12 with its ``http`` extra; imported on first use).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ._adapter import AdapterStatistics as AdapterStatistics
 from ._adapter import MessageSource as MessageSource
 from ._adapter import SdkAdapter as SdkAdapter
-from ._remote import adapter_of as adapter_of
-from ._remote import create_asgi_app as create_asgi_app
+from ._release import SUPPORTED_SDK_RANGE as SUPPORTED_SDK_RANGE
+from ._release import SdkRelease as SdkRelease
+from ._release import UnsupportedSdkError as UnsupportedSdkError
+from ._run import adapter_of as adapter_of
+from ._run import run_agent as run_agent
 from ._stdio import open_stdio_adapter as open_stdio_adapter
 from ._stdio import open_stream_adapter as open_stream_adapter
 
+if TYPE_CHECKING:
+    from ._remote import create_asgi_app as create_asgi_app
+
 __all__ = [
+    "SUPPORTED_SDK_RANGE",
     "AdapterStatistics",
     "MessageSource",
     "SdkAdapter",
+    "SdkRelease",
+    "UnsupportedSdkError",
     "adapter_of",
     "create_asgi_app",
     "open_stdio_adapter",
     "open_stream_adapter",
+    "run_agent",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The HTTP server part needs the SDK's http extra and a release that has it: loaded when
+    # first asked for, so that the rest of the adapter imports on every release.
+    if name == "create_asgi_app":
+        try:
+            from ._remote import create_asgi_app
+        except ImportError as exc:
+            raise UnsupportedSdkError(
+                "agent_meta.sdk.create_asgi_app needs the SDK's HTTP server: "
+                "agent-client-protocol 0.12 with its http extra "
+                f"(pip install 'agent-meta[sdk-http]'): {exc}"
+            ) from exc
+        return create_asgi_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,13 +2,16 @@
 owner as the only writer.
 
 The official ACP Python SDK (``agent-client-protocol``, import ``acp``) sends every message of a
-connection through one seam: an object with ``async send(dict)``, ``async receive()`` and
-``async close()`` (``acp.run_agent(agent, input_stream=<it>)``). An :class:`SdkAdapter` is such
-an object. Every message the SDK sends goes through the owner's FIFO (R2): responses,
-notifications and agent-to-client requests alike. What the lifetimes need around those messages
-(open on ``session/new``, resync before a ``session/load`` or ``session/resume`` response, end on
-``session/close``, the negotiated version) is planned by the sans-IO
-:class:`~agent_meta.sansio._seam.LifetimeTracker`; this module carries the plan out.
+connection through one seam: from 0.12 on, an object with ``async send(dict)``, ``async
+receive()`` and ``async close()`` (``acp.run_agent(agent, input_stream=<it>)``); before, the
+connection's ``sender_factory`` over asyncio streams (:mod:`agent_meta.sdk._streams`). An
+:class:`SdkAdapter` serves either (:meth:`SdkAdapter.connection_kwargs` picks the one of the
+installed release, see :mod:`agent_meta.sdk._release`). Every message the SDK sends goes
+through the owner's FIFO (R2): responses, notifications and agent-to-client requests alike.
+What the lifetimes need around those messages (open on ``session/new``, resync before a
+``session/load`` or ``session/resume`` response, end on ``session/close``, the negotiated
+version) is planned by the sans-IO :class:`~agent_meta.sansio._seam.LifetimeTracker`; this
+module carries the plan out.
 
 Cancellation: :meth:`SdkAdapter.send` is the owner's call underneath, so a cancelled send either
 queued its whole message or nothing of it.
@@ -16,13 +19,16 @@ queued its whole message or nothing of it.
 
 from __future__ import annotations
 
-import contextvars
+import asyncio
 import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any, Protocol, final
 
-from ..core._errors import MetaValueError, UnknownSessionError
-from ..sansio._seam import LifetimeStep, LifetimeTracker, OutboundPlan
+from ..core._errors import FrameTooLargeError, MetaValueError, UnknownSessionError
+from ..sansio._modes import wire_mode
+from ..sansio._seam import InfoUpdate, LifetimeStep, LifetimeTracker, OutboundPlan
+from ._release import SdkRelease, UnsupportedSdkError, installed_release
+from ._streams import REPLAYING, SeamReader, SeamSender, marking_dispatcher
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -35,18 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["AdapterStatistics", "MessageSource", "SdkAdapter"]
 
 logger = logging.getLogger("agent_meta.sdk")
-
-_replaying: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "agent_meta_sdk_replaying", default=None
-)
-"""The replay token of the ``session/load`` or ``session/resume`` the current task handles.
-
-:meth:`SdkAdapter.receive` sets it in the SDK's receive loop as it hands over each request
-(``None`` for any other message); the SDK starts the request's handler task right after, and a
-task copies its creator's context, so the handler (and the tasks it starts) carry their
-request's token, while a background task started earlier carries what was set when it was
-started. What a handler sends while its request runs is replay; what other work of the agent
-sends, or that handler's tasks once the response is out, is live."""
 
 
 class MessageSource(Protocol):
@@ -71,6 +65,12 @@ class AdapterStatistics:
     """The owner's counters (frames written, fenced, coalesced ...)."""
     absorbed_updates: int
     """``session_info_update`` messages the SDK sent that became publications on a lifetime."""
+    refused_updates: int
+    """``session_info_update`` messages the owner refused as publications (over the frame
+    limit, say): logged, counted, and never raised into the agent's ``session_update``."""
+    dropped_fields: int
+    """Fields left out of absorbed updates because the negotiated version cannot carry them:
+    an ``updatedAt`` without a UTC offset under ACP v2 (the rest of the update is published)."""
     passed_through_updates: int
     """``session_info_update`` messages written unchanged because no lifetime was open for their
     session (say, sent while ``session/new`` was still running) or because they carried fields
@@ -99,10 +99,22 @@ class SdkAdapter:
     ``report_failure`` / ``resolve_failure`` keep failure incidents (R7, R8).
     """
 
-    def __init__(self, owner: AsyncioMetaOwner, source: MessageSource) -> None:
+    def __init__(
+        self,
+        owner: AsyncioMetaOwner,
+        source: MessageSource,
+        *,
+        writer: asyncio.StreamWriter | None = None,
+        release: SdkRelease | None = None,
+    ) -> None:
         self._owner = owner
         self._source = source
+        self._writer = writer
+        self._release = release
         self._tracker = LifetimeTracker()
+        self._marks_in_dispatcher = False
+        self._warned: set[str] = set()
+        self._opening: dict[str, asyncio.Event] = {}
         self.refused_lines = 0
         """Inbound lines the source answered with an error (see :class:`AdapterStatistics`)."""
 
@@ -110,6 +122,13 @@ class SdkAdapter:
     def owner(self) -> AsyncioMetaOwner:
         """The connection's owner: every lifetime, statistics, raw frames."""
         return self._owner
+
+    @property
+    def release(self) -> SdkRelease:
+        """The SDK release this adapter serves (the installed one unless given)."""
+        if self._release is None:
+            self._release = installed_release()
+        return self._release
 
     @property
     def threadsafe(self) -> ThreadsafeOwner:
@@ -125,29 +144,79 @@ class SdkAdapter:
         """
         return self._owner.lifetime(session_id)
 
+    async def wait_opened(self, session_id: str) -> SessionLifetime:
+        """Wait until ``session_id``'s lifetime is open, and return it.
+
+        The adapter opens a new session's lifetime as the SDK queues the ``session/new``
+        response, so work of the handler that must reach the client after that response (it
+        learns the session id from it), such as an ``available_commands_update``, waits here:
+        which task the SDK sends the response from differs between releases. Cancelling it
+        only stops the wait.
+        """
+        while not self._owner.has_lifetime(session_id):
+            await self._opening.setdefault(session_id, asyncio.Event()).wait()
+        return self._owner.lifetime(session_id)
+
     def statistics(self) -> AdapterStatistics:
         """The adapter's counters and its owner's."""
         tracked = self._tracker.statistics
         return AdapterStatistics(
             owner=self._owner.statistics(),
             absorbed_updates=tracked.absorbed_updates,
+            refused_updates=tracked.refused_updates,
+            dropped_fields=tracked.dropped_fields,
             passed_through_updates=tracked.passed_through_updates,
             replayed_updates=tracked.replayed_updates,
             refused_lines=self.refused_lines,
         )
 
+    def connection_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments that put this adapter under the installed SDK's connection::
+
+            await acp.run_agent(agent, **adapter.connection_kwargs(), use_unstable_protocol=True)
+
+        (or ``acp.AgentSideConnection(agent, **adapter.connection_kwargs())``). From 0.12 on
+        the adapter is the message transport (``input_stream``); before, the connection gets
+        the adapter's stream pair and ``sender_factory``. Where the SDK starts request
+        handlers from a dispatcher task (0.8 to 0.12.0), a ``dispatcher_factory`` marks each
+        handler with its request. Raises :class:`~agent_meta.sdk.UnsupportedSdkError` for an
+        SDK outside the supported range, or for a streams-only release when the adapter has no
+        stream writer (one made over a message transport).
+        """
+        release = self.release
+        kwargs: dict[str, Any] = {}
+        if release.message_transport:
+            kwargs["input_stream"] = self
+        elif self._writer is None:
+            raise UnsupportedSdkError(
+                f"agent-client-protocol {release.version} connects over asyncio streams only;"
+                " this adapter has no stream writer"
+            )
+        else:
+            kwargs["input_stream"] = self._writer  # the SDK's sender_factory gets it, unused
+            kwargs["output_stream"] = SeamReader(self)
+            kwargs["sender_factory"] = lambda _writer, _supervisor: SeamSender(self)
+        if release.dispatcher:
+            kwargs["dispatcher_factory"] = marking_dispatcher(self._admit_in_dispatcher)
+        return kwargs
+
     # -- the SDK's transport ---------------------------------------------------------------
     async def receive(self) -> dict[str, Any] | None:
         """The next message from the client, for the SDK. A ``session/load`` or
-        ``session/resume`` opens its session's lifetime before the SDK sees it, so that the
-        history its handler replays is part of the lifetime."""
+        ``session/resume`` opens its session's lifetime before the SDK's handler runs, so
+        that the history its handler replays is part of the lifetime."""
         message = await self._source.receive()
         if message is None:
             return None
-        replay = self._tracker.inbound(message, self._lifetime_exists)
-        _replaying.set(None if replay is None else replay.token)  # for the handler task next
-        if replay is not None and not self._owner.has_lifetime(replay.session_id):
-            self._owner.open_lifetime(replay.session_id)
+        if not self._marks_in_dispatcher:
+            if self.release.dispatcher:
+                self._warn_once(
+                    "dispatcher",
+                    f"agent-client-protocol {self.release.version} starts handlers from a "
+                    "dispatcher task: pass **adapter.connection_kwargs() to acp.run_agent, or "
+                    "a load's replay is taken as live",
+                )
+            REPLAYING.set(self._admit(message))  # for the handler task the SDK starts next
         return message
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -159,16 +228,18 @@ class SdkAdapter:
         is not JSON-RPC or not JSON, and :class:`~agent_meta.UnknownSessionError` for a request
         to the client about a session whose lifetime has ended (it would never be answered).
         """
-        plan = self._tracker.outbound(message, self._owner.has_lifetime, replaying=_replaying.get())
+        owner = self._owner
+        plan = self._tracker.outbound(
+            message,
+            owner.has_lifetime,
+            replaying=REPLAYING.get(),
+            offset_timestamps=wire_mode(
+                owner.protocol_version, owner.options.v1_meta_mode
+            ).requires_offset_timestamps,
+        )
         self._prepare(plan)
-        update = plan.update
-        if update is not None and plan.session_id is not None:
-            await self._owner.lifetime(plan.session_id).publish(
-                title=update.title,  # type: ignore[arg-type]  # checked by the owner (R12)
-                updated_at=update.updated_at,  # type: ignore[arg-type]
-                meta=update.meta,  # type: ignore[arg-type]
-                notification_meta=update.notification_meta,
-            )
+        if plan.update is not None and plan.session_id is not None:
+            await self._absorb(plan.session_id, plan.update)
             return
         await self._write(message, plan)
 
@@ -178,6 +249,62 @@ class SdkAdapter:
         await self._source.close()
 
     # -- internals -------------------------------------------------------------------------
+    def _admit(self, message: Mapping[str, Any]) -> int | None:
+        """Note a message from the client; for a ``session/load`` or ``session/resume``, open
+        its lifetime (unless open) and return the token that marks its handler."""
+        replay = self._tracker.inbound(message, self._lifetime_exists)
+        if replay is None:
+            return None
+        self._open(replay.session_id)
+        return replay.token
+
+    def _open(self, session_id: str) -> None:
+        """Open ``session_id``'s lifetime unless it is open, and wake who waits for it."""
+        if not self._owner.has_lifetime(session_id):
+            self._owner.open_lifetime(session_id)
+        opened = self._opening.pop(session_id, None)
+        if opened is not None:
+            opened.set()
+
+    def _admit_in_dispatcher(self, message: Mapping[str, Any]) -> int | None:
+        self._marks_in_dispatcher = True
+        return self._admit(message)
+
+    async def _absorb(self, session_id: str, update: InfoUpdate) -> None:
+        """Publish an update the SDK sent. The SDK has already accepted it from the agent, so
+        nothing here raises into the agent's ``session_update``: what the owner refuses is
+        counted and logged once."""
+        statistics = self._tracker.statistics
+        if update.dropped:
+            self._warn_once(
+                "dropped",
+                f"left out {', '.join(update.dropped)} of a session_info_update for session "
+                f"{session_id!r}: ACP v{self._owner.protocol_version} cannot carry it (an "
+                "updatedAt needs a UTC offset); the rest was published",
+            )
+        try:
+            await self._owner.lifetime(session_id).publish(
+                title=update.title,  # type: ignore[arg-type]  # checked by the owner (R12)
+                updated_at=update.updated_at,  # type: ignore[arg-type]
+                meta=update.meta,  # type: ignore[arg-type]
+                notification_meta=update.notification_meta,
+            )
+        except (MetaValueError, FrameTooLargeError, UnknownSessionError) as exc:
+            statistics.refused_updates += 1
+            self._warn_once(
+                "refused", f"refused a session_info_update for session {session_id!r}: {exc}"
+            )
+            return
+        statistics.absorbed_updates += 1
+
+    def _warn_once(self, kind: str, message: str) -> None:
+        """Log ``message`` as a warning the first time, at debug level after."""
+        if kind in self._warned:
+            logger.debug("%s", message)
+            return
+        self._warned.add(kind)
+        logger.warning("%s (said once per connection; counted in statistics())", message)
+
     def _lifetime_exists(self, session_id: str) -> bool:
         return self._owner.has_lifetime(session_id) or self._owner.has_stored_lifetime(session_id)
 
@@ -197,8 +324,7 @@ class SdkAdapter:
             return
         owner = self._owner
         if plan.step is LifetimeStep.OPEN:
-            if not owner.has_lifetime(session_id):
-                owner.open_lifetime(session_id)
+            self._open(session_id)
         elif plan.step is LifetimeStep.RESYNC:
             if owner.has_lifetime(session_id):
                 owner.lifetime(session_id).resync()

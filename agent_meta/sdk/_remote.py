@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import weakref
 from typing import TYPE_CHECKING, Any, final
 
 import acp.http.server as sdk_server
@@ -32,6 +31,7 @@ from acp.http.server import AcpServer, ConnectionRegistry
 
 from ..owner._asyncio import open_asyncio_owner
 from ._adapter import SdkAdapter
+from ._run import register_connection
 from ._stdio import SDK_DEFAULT_OPTIONS
 
 if TYPE_CHECKING:
@@ -39,11 +39,9 @@ if TYPE_CHECKING:
 
     from ..sansio._options import OwnerOptions
 
-__all__ = ["MessageTransport", "RemoteConnection", "adapter_of", "create_asgi_app"]
+__all__ = ["MessageTransport", "RemoteConnection", "create_asgi_app"]
 
 logger = logging.getLogger("agent_meta.sdk")
-
-_ADAPTERS: weakref.WeakKeyDictionary[Any, RemoteConnection] = weakref.WeakKeyDictionary()
 
 
 @final
@@ -127,12 +125,6 @@ class RemoteConnection:
             self._ready.set()
 
 
-async def adapter_of(connection: object) -> SdkAdapter:
-    """The adapter of an ``AgentSideConnection`` made by :func:`create_asgi_app` (the one an
-    ``agent_factory`` receives), for its lifetime handles. Raises ``KeyError`` for another."""
-    return await _ADAPTERS[connection].adapter()
-
-
 def create_asgi_app(
     agent_factory: Callable[[Any], Any], options: OwnerOptions | None = None
 ) -> AcpAsgiApp:
@@ -173,7 +165,7 @@ class _AdaptingRegistry(ConnectionRegistry):
             remote = RemoteConnection(inner, options)
 
             def make_agent(connection: Any) -> Any:
-                _ADAPTERS[connection] = remote
+                register_connection(connection, remote.adapter)
                 return to_agent(connection)
 
             kwargs["use_unstable_protocol"] = True

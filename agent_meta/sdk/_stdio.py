@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import IO, TYPE_CHECKING, Any, Final, final
 
 from ..owner._asyncio import open_asyncio_owner
+from ..owner._base import unwritten_error
 from ..sansio._lines import (
     DEFAULT_MAX_LINE_BYTES,
     READ_SIZE,
@@ -152,14 +154,16 @@ async def open_stream_adapter(
         options = SDK_DEFAULT_OPTIONS
     async with open_asyncio_owner(writer, options, store=store) as owner:
         source = NdjsonSource(reader, owner, max_line_bytes=max_line_bytes)
-        adapter = SdkAdapter(owner, source)
+        adapter = SdkAdapter(owner, source, writer=writer)
         source.adapter = adapter
         yield adapter
         if not source.used:
             logger.warning(
-                "the SDK never read through the agent_meta adapter: pass it to "
-                "acp.run_agent(..., input_stream=adapter), or the SDK writes on its own"
+                "the SDK never read through the agent_meta adapter: pass "
+                "**adapter.connection_kwargs() to acp.run_agent, or the SDK writes on its own"
             )
+    if owner.statistics().queued:
+        raise unwritten_error(f"within the drain timeout of {options.drain_timeout} s")
 
 
 @asynccontextmanager
@@ -168,22 +172,26 @@ async def open_stdio_adapter(
     *,
     store: LifetimeStore | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    stdout: int | None = None,
 ) -> AsyncIterator[SdkAdapter]:
     """Run an adapter over this process's stdin and stdout for the duration of the block::
 
         async with open_stdio_adapter() as meta:
-            await acp.run_agent(MyAgent(meta), input_stream=meta, use_unstable_protocol=True)
+            agent = MyAgent(meta)
+            await acp.run_agent(agent, **meta.connection_kwargs(), use_unstable_protocol=True)
 
     ``options`` and ``store`` are those of :func:`~agent_meta.open_asyncio_owner` (by
     default protocol v1, the SDK's); the version then follows the ``initialize`` the SDK
-    answers. Inbound lines longer than
-    ``max_line_bytes`` are refused with ``-32700``. stdin and stdout must be pipes (or
-    sockets, or terminals), as for the SDK's own stdio: a regular file raises ``ValueError``.
+    answers. Inbound lines longer than ``max_line_bytes`` are refused with ``-32700``. stdin
+    and stdout must be pipes (or sockets, or terminals), as for the SDK's own stdio: a regular
+    file raises ``ValueError``. ``stdout`` is the file descriptor written instead of
+    ``sys.stdout`` (``agent-meta run`` hands the agent its client's stdout this way).
 
     On leaving the block the owner writes what is queued (up to ``options.drain_timeout``
-    seconds) before it stops.
+    seconds) before it stops; frames still unwritten then (a client that stopped reading)
+    raise :class:`~agent_meta.TransportBrokenError` from the block.
     """
-    writer = await _stdout_writer()
+    writer = await _stdout_writer(sys.stdout if stdout is None else stdout)
     try:
         async with open_stream_adapter(
             _stdin_reader, writer, options, store=store, max_line_bytes=max_line_bytes
@@ -200,9 +208,12 @@ async def _stdin_reader() -> asyncio.StreamReader:
     return reader
 
 
-async def _stdout_writer() -> asyncio.StreamWriter:
+async def _stdout_writer(stdout: IO[bytes] | IO[str] | int) -> asyncio.StreamWriter:
     loop = asyncio.get_running_loop()
+    pipe = (
+        os.fdopen(stdout, "wb", buffering=0, closefd=False) if isinstance(stdout, int) else stdout
+    )
     transport, protocol = await loop.connect_write_pipe(
-        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), sys.stdout
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), pipe
     )
     return asyncio.StreamWriter(transport, protocol, None, loop)

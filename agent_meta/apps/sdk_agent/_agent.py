@@ -36,7 +36,6 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
-    SessionCloseCapabilities,
     SessionInfoUpdate,
     SessionListCapabilities,
     SessionResumeCapabilities,
@@ -135,6 +134,13 @@ def _unknown(session_id: str) -> acp.RequestError:
     )
 
 
+def _agent_text(text: str) -> AgentMessageChunk:
+    """An agent message chunk of text (built from the schema: the SDK's helper for it is gone
+    in 1.0)."""
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+    return AgentMessageChunk.model_validate(chunk)
+
+
 def _replayed(update: JsonObject) -> UserMessageChunk | AgentMessageChunk:
     """A v1 replay update of the trio agent's :mod:`_replay`, as the SDK's model."""
     if update["sessionUpdate"] == "user_message_chunk":
@@ -221,10 +227,12 @@ class SdkReferenceAgent:
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
         """v1 whatever the client asks: the SDK 0.12 speaks nothing else."""
+        # session/close is offered where the SDK routes it (0.9 on).
+        close = (
+            acp.schema.SessionCloseCapabilities() if self._adapter.release.routes_close else None
+        )
         sessions = SessionCapabilities(
-            resume=SessionResumeCapabilities(),
-            close=SessionCloseCapabilities(),
-            list=SessionListCapabilities(),
+            resume=SessionResumeCapabilities(), close=close, list=SessionListCapabilities()
         )
         return InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
@@ -243,13 +251,13 @@ class SdkReferenceAgent:
         session = _Session(session_id=session_id, cwd=cwd, updated_at=utc_now())
         await self._save_session(session)
         self._sessions[session_id] = session
-        # The SDK sends the response when this handler returns, from this task and with no
-        # wait before it is queued; a task started now runs after that, so the command list
-        # follows the response, as clients expect (they learn the session id from it).
+        # The command list follows the response, as clients expect (they learn the session id
+        # from it): _advertise waits until the adapter has queued the response.
         self._spawn(self._advertise(session_id), name=f"commands of {session_id}")
         return NewSessionResponse(session_id=session_id)
 
     async def _advertise(self, session_id: str) -> None:
+        await self._adapter.wait_opened(session_id)
         commands = [
             {"name": name, "description": description, "input": {"hint": hint}}
             for name, description, hint in COMMANDS
@@ -436,7 +444,7 @@ class SdkReferenceAgent:
             if not line.strip():
                 continue
             reply = await run_line(context, line)
-            await self.client.session_update(sid, acp.update_agent_message_text(reply + "\n"))
+            await self.client.session_update(sid, _agent_text(reply + "\n"))
             turn.replies.append(reply)  # sent: stored as part of the reply
 
     # ----------------------------------------------------------------------- /burst

@@ -1,0 +1,123 @@
+"""Which release of the official SDK is installed, and where agent_meta plugs into it.
+
+The SDK's connection changed shape between releases, and the adapter needs two things from
+it: to be the only writer, and to know which handler sent a message (a ``session/load``
+handler's updates are replay, not live state). Each release offers them at a different seam:
+
+========== ======================== ===========================================================
+release    writing                  starting request handlers
+========== ======================== ===========================================================
+0.8 - 0.11 ``sender_factory`` over  from one dispatcher task (``dispatcher_factory``): a
+           asyncio streams only     context variable set as a message is read never reaches
+                                    the handler, so the adapter marks it in the dispatcher
+0.12.0     message transport        dispatcher task, as above
+           (``input_stream=``)
+0.12.1-1.0 message transport        from the receive loop: the mark set as a message is read
+                                    reaches the handler
+========== ======================== ===========================================================
+
+``session/close`` reaches the agent from 0.9 on. Each seam is found by looking at the
+installed code (the connection's parameters), not by comparing version numbers; the version
+bounds only say what has been tested.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.metadata
+import importlib.util
+import inspect
+import re
+from typing import Final, final
+
+from ..core._errors import AgentMetaError
+
+__all__ = [
+    "SUPPORTED_SDK_RANGE",
+    "SdkRelease",
+    "UnsupportedSdkError",
+    "installed_release",
+    "release_of",
+]
+
+SUPPORTED_SDK_RANGE: Final = ">=0.8.0,<1.1"
+"""The ``agent-client-protocol`` releases the adapter is tested with (every 0.8 to 1.0.x)."""
+
+_LOWEST: Final = (0, 8)
+_BEYOND: Final = (1, 1)
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+class UnsupportedSdkError(AgentMetaError, ImportError):
+    """The installed ``agent-client-protocol`` is not a release the adapter supports."""
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True)
+class SdkRelease:
+    """What one installed SDK release offers the adapter."""
+
+    version: str
+    """The distribution's version, as installed (``0.9.0``, ``1.0.0rc3``)."""
+    message_transport: bool
+    """``AgentSideConnection`` takes a message transport as ``input_stream`` (0.12 on);
+    before, only an asyncio ``StreamWriter`` / ``StreamReader`` pair, written through the
+    connection's ``sender_factory``."""
+    dispatcher: bool
+    """Request handlers are started by a dispatcher task the connection builds with
+    ``dispatcher_factory`` (0.8 to 0.12.0)."""
+    routes_close: bool
+    """``session/close`` reaches the agent (0.9 on); before, nothing is closed, so nothing is
+    fenced."""
+
+    @property
+    def seam(self) -> str:
+        """``"message transport"`` or ``"streams"``: where the adapter sits (for messages)."""
+        return "message transport" if self.message_transport else "streams"
+
+
+def release_of(
+    version: str,
+    *,
+    message_transport: bool,
+    connection_parameters: frozenset[str],
+    agent_methods: frozenset[str],
+) -> SdkRelease:
+    """The :class:`SdkRelease` of an SDK with this version, which has (or not) the message
+    transport module, whose ``Connection.__init__`` takes ``connection_parameters`` and whose
+    ``acp.meta.AGENT_METHODS`` are ``agent_methods``. Raises :class:`UnsupportedSdkError`
+    outside :data:`SUPPORTED_SDK_RANGE`."""
+    found = _VERSION.match(version)
+    numbers = (int(found.group(1)), int(found.group(2))) if found else None
+    if numbers is None or not _LOWEST <= numbers < _BEYOND:
+        raise UnsupportedSdkError(
+            f"agent-client-protocol {version} is not supported by agent_meta "
+            f"(supported: {SUPPORTED_SDK_RANGE})"
+        )
+    return SdkRelease(
+        version=version,
+        message_transport=message_transport,
+        dispatcher="dispatcher_factory" in connection_parameters,
+        routes_close="session_close" in agent_methods,
+    )
+
+
+@functools.cache
+def installed_release() -> SdkRelease:
+    """The installed SDK release (looked up once). Raises :class:`UnsupportedSdkError` when
+    the SDK is missing or outside :data:`SUPPORTED_SDK_RANGE`."""
+    try:
+        version = importlib.metadata.version("agent-client-protocol")
+        from acp import meta
+        from acp.connection import Connection
+    except (ImportError, importlib.metadata.PackageNotFoundError) as exc:
+        raise UnsupportedSdkError(
+            "the official ACP SDK is not installed: pip install 'agent-meta[sdk]'"
+        ) from exc
+    return release_of(
+        version,
+        message_transport=importlib.util.find_spec("acp._transport") is not None,
+        connection_parameters=frozenset(inspect.signature(Connection.__init__).parameters),
+        agent_methods=frozenset(getattr(meta, "AGENT_METHODS", {})),
+    )
