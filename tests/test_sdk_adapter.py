@@ -109,6 +109,81 @@ def test_an_update_for_a_session_without_a_lifetime_passes_through_and_is_counte
     assert (stats.absorbed_updates, stats.passed_through_updates) == (0, 1)
 
 
+class V2MiniAgent(MiniAgent):
+    """Answers ``initialize`` with protocol 2 (as fast-agent does, echoing the client), so the
+    owner renders v2; ``stamp`` sends a timestamp without a UTC offset, as fast-agent does."""
+
+    async def initialize(self, protocol_version: int, **_: Any) -> Any:
+        answer = await super().initialize(protocol_version)
+        answer.protocol_version = 2
+        return answer
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> Any:
+        if prompt[0].text == "stamp":
+            stamp = info(title="T", updated_at="2026-12-01T14:10:03.144382", field_meta={"k": 1})
+            await self.conn.session_update(session_id, stamp)
+            return acp.schema.PromptResponse(stop_reason="end_turn")
+        return await super().prompt(prompt, session_id, **kwargs)
+
+
+def test_an_updated_at_without_an_offset_under_v2_is_left_out_and_the_rest_published(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        for _ in range(2):
+            answer = await prompt(client, sid, "stamp")
+            assert answer["result"] == {"stopReason": "end_turn"}  # the agent's call did not fail
+
+    client, adapter = asyncio.run(run(V2MiniAgent, scenario))
+    assert (
+        client.info_updates("s1")
+        == [{"sessionUpdate": "session_info_update", "title": "T", "_meta": {"k": 1}}] * 2
+    )
+    stats = adapter.statistics()
+    assert (stats.absorbed_updates, stats.dropped_fields, stats.refused_updates) == (2, 2, 0)
+    warnings = [r for r in caplog.records if "updatedAt" in r.getMessage()]
+    assert [r.levelname for r in warnings] == ["WARNING"]  # said once, not per update
+
+
+def test_an_update_the_owner_refuses_is_counted_and_never_raised_into_the_agent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        answer = await prompt(client, sid, f'meta big "{"x" * 600}"')
+        assert answer["result"] == {"stopReason": "end_turn"}
+        await prompt(client, sid, "meta small 1")
+
+    client, adapter = go(scenario, OwnerOptions(max_frame_bytes=512))
+    assert client.info_updates("s1") == [
+        {"sessionUpdate": "session_info_update", "_meta": {"small": 1}}
+    ]
+    stats = adapter.statistics()
+    assert (stats.absorbed_updates, stats.refused_updates) == (1, 1)
+    assert "refused a session_info_update" in caplog.text
+
+
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+def test_a_load_or_resume_with_a_null_id_is_resynced_before_its_response(method: str) -> None:
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "meta a 1")
+        await prompt(client, sid, "clear")  # the history still has {"a": 1}: replay must not
+        await prompt(client, sid, "meta c 3")  # bring it back
+        params = {"sessionId": sid, "cwd": "/", "mcpServers": []}
+        await client.send({"id": None, "method": method, "params": params})
+        answer = await client.read_until(lambda m: "id" in m and m["id"] is None)
+        assert answer["result"] == {}
+
+    client, adapter = go(scenario)
+    response = next(i for i, m in enumerate(client.messages) if "id" in m and m["id"] is None)
+    resync = client.messages[response - 1]
+    assert resync["params"]["update"] == {"sessionUpdate": "session_info_update", "_meta": {"c": 3}}
+    assert adapter.lifetime("s1").snapshot().meta == {"c": 3}
+    assert adapter.owner.statistics().resyncs == 1
+
+
 # -- resync (R4), lifetimes (R5), fencing (R6) ---------------------------------------------------
 
 

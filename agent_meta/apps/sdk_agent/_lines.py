@@ -15,6 +15,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import acp
+import pydantic
 from acp.schema import PermissionOption, SessionInfoUpdate, ToolCallUpdate
 
 from ..reference_agent._commands import (
@@ -40,7 +41,7 @@ from ..reference_agent._lines import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from agent_meta import SessionLifetime
+    from agent_meta import JsonValue, SessionLifetime
 
 __all__ = ["LineContext", "run_line"]
 
@@ -122,4 +123,15 @@ async def _ask(ctx: LineContext, text: str) -> str:
         return f"not answered: the client refused ({exc.code} {exc})"
     except ConnectionError:
         return "not answered: the connection closed"
+    except pydantic.ValidationError as exc:
+        # A result that is not a permission response ({}, null): valid JSON-RPC, no answer.
+        return permission_reply(_answered(exc))
     return permission_reply(response.model_dump(mode="json", by_alias=True))
+
+
+def _answered(error: pydantic.ValidationError) -> JsonValue:
+    """What the client answered, as far as the SDK's failed validation shows it: the value it
+    could not take (the whole result for ``{}`` or ``null``)."""
+    problems = error.errors()
+    value: JsonValue = problems[0].get("input") if problems else None
+    return value

@@ -1,0 +1,84 @@
+"""``agent-meta agent --runtime sdk`` in a child process, over real pipes: how it ends.
+
+The SDK runtime must end as the trio runtime does (``test_reliability_pipe.py``): when the
+client has stopped reading, the frames it accepted cannot all be written, so the agent exits
+with status 1 and says so on stderr, whether its input ended or a SIGTERM arrived.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+import trio
+from test_reliability_pipe import AgentProcess, prompt_params, request, spawn
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
+
+BIG_PROMPT = "\n".join(f"line {n:05d} " + "x" * 100 for n in range(3000))
+"""A prompt the reference agent echoes line by line: far more than a pipe holds."""
+
+
+async def stuck_output(agent: AgentProcess) -> None:
+    """Start a prompt whose output the client never reads, and return once the agent has read
+    everything sent (its output then stays blocked)."""
+    await agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    session = await agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+    session_id = session["result"]["sessionId"]
+    await agent.send(
+        request(agent.next_id(), "session/prompt", prompt_params(session_id, BIG_PROMPT))
+    )
+    await agent.pad()
+
+
+async def stderr_of(agent: AgentProcess) -> bytes:
+    assert agent.process.stderr is not None
+    errors = b""
+    while chunk := await agent.process.stderr.receive_some():
+        errors += chunk
+    return errors
+
+
+@pytest.mark.parametrize("end", ["end of input", "SIGTERM"])
+async def test_frames_left_unwritten_make_the_sdk_runtime_exit_1_and_say_so(end: str) -> None:
+    async with spawn("--runtime", "sdk", stderr=True) as agent:
+        await stuck_output(agent)
+        if end == "SIGTERM":
+            agent.process.send_signal(signal.SIGTERM)
+        else:
+            await agent.stdin.aclose()
+        with trio.fail_after(60):  # a hang guard: the CLI's drain bound is 10 s
+            status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status == 1, (status, errors.decode(errors="replace"))
+    assert b"stopped reading" in errors, errors.decode(errors="replace")
+
+
+@pytest.mark.parametrize("answer", [{}, None], ids=["{}", "null"])
+@pytest.mark.parametrize("runtime", ["trio", "sdk"])
+async def test_an_ask_answered_with_no_permission_outcome_is_not_answered(
+    runtime: str, answer: object
+) -> None:
+    """A result that is not a permission outcome is valid JSON-RPC: the turn goes on and the
+    agent says it got no answer, on both runtimes (the SDK's validation error used to fail
+    the whole prompt with -32602)."""
+    async with spawn("--runtime", runtime) as agent:
+        await agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        session = await agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        session_id = session["result"]["sessionId"]
+        prompt_id = agent.next_id()
+        await agent.send(
+            request(prompt_id, "session/prompt", prompt_params(session_id, "/ask Go?"))
+        )
+        while not any(m.get("method") == "session/request_permission" for m in agent.messages):
+            assert await agent.receive() is not None, "the agent never asked"
+        ask = next(m for m in agent.messages if m.get("method") == "session/request_permission")
+        await agent.send({"jsonrpc": "2.0", "id": ask["id"], "result": answer})
+        answered = await agent.response(prompt_id)
+        assert answered.get("result") == {"stopReason": "end_turn"}, answered
+        replies = agent.replies(session_id, 0)
+        assert await agent.finish() == 0
+    shown = "{}" if answer == {} else "null"
+    assert replies[-1].strip() == (
+        f"not answered: the client's answer is not a permission outcome: {shown}"
+    ), replies
