@@ -12,8 +12,9 @@ change. Prompts are commands:
 - anything else: echoed as an agent message chunk (kept for replay).
 
 ``session/load`` replays the session's history. Run it as ``python -m
-integration.sdk_mini_agent stdio``, or ``... asgi`` to serve streamable HTTP and WebSocket on
-127.0.0.1 (the port it got is the first line it prints).
+integration.sdk_mini_agent stdio``, or ``... plain`` (no agent_meta: for ``agent-meta run``),
+or ``... asgi`` to serve streamable HTTP and WebSocket on 127.0.0.1 (the port it got is the
+first line it prints).
 """
 
 from __future__ import annotations
@@ -136,10 +137,19 @@ def _serve_asgi() -> None:
     asyncio.run(server.serve(sockets=[listener]))
 
 
+async def _serve_plain() -> None:
+    """The agent as any SDK agent starts, without a line of agent_meta: for ``agent-meta run``,
+    which puts the adapter under it (``clear`` then finds it with ``adapter_of``)."""
+    agent = cast("acp.Agent", MiniAgent(None))
+    await acp.run_agent(agent, use_unstable_protocol=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["stdio"]:
         asyncio.run(_serve_stdio())
+    elif sys.argv[1:] == ["plain"]:
+        asyncio.run(_serve_plain())
     elif sys.argv[1:] == ["asgi"]:
         _serve_asgi()
     else:
-        sys.exit("usage: python -m integration.sdk_mini_agent stdio|asgi")
+        sys.exit("usage: python -m integration.sdk_mini_agent stdio|plain|asgi")

@@ -9,7 +9,6 @@ diagnostics go to stderr.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import importlib
 import logging
@@ -18,12 +17,9 @@ import stat
 import sys
 from typing import TYPE_CHECKING
 
-import trio
-
 from .._version import __version__
-from ..acp._lines import DEFAULT_MAX_LINE_BYTES
 from ..core._errors import AgentMetaError
-from . import _check, _proxy, _timeline
+from ..sansio._lines import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -120,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         "session-info frames. Every argument after 'demo' is passed to the demo.",
     )
     demo.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
-    for app in (_proxy, _check, _timeline):
+    from . import _check, _proxy, _supervise, _timeline
+
+    for app in (_supervise, _proxy, _check, _timeline):
         app.add_parser(commands)
     return parser
 
@@ -140,6 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["demo"]:  # everything after it, --help included, is the demo's
         return _run_demo(arguments[1:])
+    if arguments[:1] == ["run"]:  # parsed there, importing nothing more: its start-up is the
+        from ._supervise import main as run_main  # agent's
+
+        return run_main(arguments[1:])
     parser = build_parser()
     args = parser.parse_args(arguments)
     if hasattr(args, "run"):  # the apps: proxy, check, timeline
@@ -164,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 options=options,
             )
         else:
+            import trio
+
             trio.run(
                 _serve_with_store,
                 args.store,
@@ -226,6 +230,8 @@ def _run_sdk_agent(
         )
         return 2
     options = dataclasses.replace(options, protocol_version=1)
+    import asyncio
+
     try:
         asyncio.run(_serve_sdk(sdk_agent.serve_sdk_agent, args.store, args.max_line, options))
     except (AgentMetaError, ExceptionGroup) as exc:

@@ -25,10 +25,10 @@ import contextlib
 import functools
 import os
 import sqlite3
+import sys
 from typing import TYPE_CHECKING, Literal, Self, TypeGuard, TypeVar, final
 
 import sniffio  # a dependency of trio
-import trio
 
 from ..core._errors import StoreCorruptError, StoreError, StoreLockedError, StoreSchemaError
 from ..sansio._records import StoredLifetime
@@ -36,7 +36,9 @@ from ..sansio._state import FailureIncident
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
-    from types import TracebackType
+    from types import ModuleType, TracebackType
+
+    import trio
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
@@ -113,7 +115,7 @@ class SQLiteStore:
         self = object.__new__(cls)
         self._path = location
         self._library = sniffio.current_async_library()
-        self._lock = trio.Lock() if self._library == "trio" else asyncio.Lock()
+        self._lock = _trio().Lock() if self._library == "trio" else asyncio.Lock()
         self._conn = await self._in_thread(_connect, location, lock_timeout, synchronous)
         return self
 
@@ -145,7 +147,7 @@ class SQLiteStore:
         if self._runtime() != "trio":
             await _uncancellable(self._close())
             return
-        with trio.CancelScope(shield=True):
+        with _trio().CancelScope(shield=True):
             await self._close()
 
     async def _close(self) -> None:
@@ -166,7 +168,8 @@ class SQLiteStore:
     async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
         """Run ``function(*args)`` in a worker thread of the store's runtime."""
         if self._runtime() == "trio":
-            return await trio.to_thread.run_sync(functools.partial(function, *args))
+            result: T = await _trio().to_thread.run_sync(functools.partial(function, *args))
+            return result
         return await _uncancellable(asyncio.to_thread(function, *args))
 
     async def run(self, action: Callable[[sqlite3.Connection], T], *, what: str = "query") -> T:
@@ -343,3 +346,9 @@ def _create(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.execute(_SCHEMA)
+
+
+def _trio() -> ModuleType:
+    """trio, which is imported wherever it runs: the store does not import it itself, so that
+    it loads no trio under asyncio (the official-SDK adapter's runtime)."""
+    return sys.modules["trio"]

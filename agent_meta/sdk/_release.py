@@ -37,8 +37,8 @@ __all__ = [
     "SUPPORTED_SDK_RANGE",
     "SdkRelease",
     "UnsupportedSdkError",
+    "check_version",
     "installed_release",
-    "release_of",
 ]
 
 SUPPORTED_SDK_RANGE: Final = ">=0.8.0,<1.1"
@@ -77,17 +77,8 @@ class SdkRelease:
         return "message transport" if self.message_transport else "streams"
 
 
-def release_of(
-    version: str,
-    *,
-    message_transport: bool,
-    connection_parameters: frozenset[str],
-    agent_methods: frozenset[str],
-) -> SdkRelease:
-    """The :class:`SdkRelease` of an SDK with this version, which has (or not) the message
-    transport module, whose ``Connection.__init__`` takes ``connection_parameters`` and whose
-    ``acp.meta.AGENT_METHODS`` are ``agent_methods``. Raises :class:`UnsupportedSdkError`
-    outside :data:`SUPPORTED_SDK_RANGE`."""
+def check_version(version: str) -> None:
+    """Raise :class:`UnsupportedSdkError` for a version outside :data:`SUPPORTED_SDK_RANGE`."""
     found = _VERSION.match(version)
     numbers = (int(found.group(1)), int(found.group(2))) if found else None
     if numbers is None or not _LOWEST <= numbers < _BEYOND:
@@ -95,12 +86,6 @@ def release_of(
             f"agent-client-protocol {version} is not supported by agent_meta "
             f"(supported: {SUPPORTED_SDK_RANGE})"
         )
-    return SdkRelease(
-        version=version,
-        message_transport=message_transport,
-        dispatcher="dispatcher_factory" in connection_parameters,
-        routes_close="session_close" in agent_methods,
-    )
 
 
 @functools.cache
@@ -109,15 +94,20 @@ def installed_release() -> SdkRelease:
     the SDK is missing or outside :data:`SUPPORTED_SDK_RANGE`."""
     try:
         version = importlib.metadata.version("agent-client-protocol")
-        from acp import meta
-        from acp.connection import Connection
-    except (ImportError, importlib.metadata.PackageNotFoundError) as exc:
+    except importlib.metadata.PackageNotFoundError as exc:
         raise UnsupportedSdkError(
             "the official ACP SDK is not installed: pip install 'agent-meta[sdk]'"
         ) from exc
-    return release_of(
-        version,
+    check_version(version)
+    try:
+        from acp import meta
+        from acp.connection import Connection
+    except ImportError as exc:
+        raise UnsupportedSdkError(f"agent-client-protocol {version} cannot be imported") from exc
+    # Each seam is found in the installed code, not from the version number.
+    return SdkRelease(
+        version=version,
         message_transport=importlib.util.find_spec("acp._transport") is not None,
-        connection_parameters=frozenset(inspect.signature(Connection.__init__).parameters),
-        agent_methods=frozenset(getattr(meta, "AGENT_METHODS", {})),
+        dispatcher="dispatcher_factory" in inspect.signature(Connection.__init__).parameters,
+        routes_close="session_close" in getattr(meta, "AGENT_METHODS", {}),
     )

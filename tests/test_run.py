@@ -1,0 +1,244 @@
+"""``agent-meta run -- AGENT_CMD``: an unchanged SDK agent with the owner under it, over pipes.
+
+The agent is ``integration.sdk_mini_agent plain``: an official-SDK agent that calls
+``acp.run_agent(agent)`` and nothing of agent_meta (its ``clear`` looks the adapter up with
+``adapter_of(conn)``, which only ``agent-meta run`` makes possible). Every other command here is
+one that must not run without ownership: each is stopped, and the client hears nothing from it.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+from test_reliability_pipe import BOUND, AgentProcess, prompt_params, request
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAIN_AGENT = [sys.executable, "-m", "integration.sdk_mini_agent", "plain"]
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
+
+
+@asynccontextmanager
+async def supervised(
+    *command: str, options: tuple[str, ...] = (), cwd: Path = ROOT
+) -> AsyncIterator[AgentProcess]:
+    """``agent-meta run [options] -- command`` with its stdin and stdout as pipes (and stderr,
+    read by :func:`stderr_of`)."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "agent_meta", "run", *options, "--", *command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+    )
+    try:
+        with trio.fail_after(BOUND):
+            yield AgentProcess(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+            for stream in (process.stdin, process.stdout, process.stderr):
+                if stream is not None:
+                    await stream.aclose()
+
+
+async def stderr_of(agent: AgentProcess) -> str:
+    assert agent.process.stderr is not None
+    errors = b""
+    while chunk := await agent.process.stderr.receive_some():
+        errors += chunk
+    return errors.decode(errors="replace")
+
+
+async def start(agent: AgentProcess) -> str:
+    answer = await agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    assert answer["result"]["protocolVersion"] == 1
+    created = await agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+    session_id: str = created["result"]["sessionId"]
+    return session_id
+
+
+def info_updates(agent: AgentProcess, since: int = 0) -> list[dict[str, object]]:
+    return [
+        m["params"]["update"]
+        for m in agent.messages[since:]
+        if m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] == "session_info_update"
+    ]
+
+
+async def test_an_unchanged_sdk_agent_is_owned_resynced_and_can_clear() -> None:
+    async with supervised(*PLAIN_AGENT) as agent:
+        sid = await start(agent)
+        for text in ("meta a 1", "clear", "meta b 2"):
+            answer = await agent.prompt(sid, text)
+            assert answer.get("result") == {"stopReason": "end_turn"}, answer
+        before = len(agent.messages)
+        loaded = await agent.call("session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []})
+        assert loaded["result"] == {}
+        assert await agent.finish() == 0
+    # The clear went through adapter_of(conn): v1 has no clear, so the whole object, empty.
+    assert info_updates(agent, 0)[:3] == [
+        {"sessionUpdate": "session_info_update", "_meta": {"a": 1}},
+        {"sessionUpdate": "session_info_update", "_meta": {}},
+        {"sessionUpdate": "session_info_update", "_meta": {"b": 2}},
+    ]
+    # The load replays the agent's history ({"a": 1} came back there) and the resync, last
+    # before the response, puts the client right.
+    after = agent.messages[before:]
+    assert after[-1] == loaded
+    assert after[-2]["params"]["update"] == {
+        "sessionUpdate": "session_info_update",
+        "_meta": {"b": 2},
+    }
+
+
+async def test_the_same_agent_without_agent_meta_cannot_clear() -> None:
+    """The baseline the first test is measured against: the agent alone."""
+    direct = await trio.lowlevel.open_process(
+        PLAIN_AGENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT
+    )
+    alone = AgentProcess(direct)
+    try:
+        sid = await start(alone)
+        answer = await alone.prompt(sid, "clear")
+        assert "error" in answer  # adapter_of(conn): no adapter under this connection
+        assert await alone.finish() == 0
+    finally:
+        if direct.returncode is None:
+            direct.kill()
+        with trio.CancelScope(shield=True):
+            await direct.wait()
+            for stream in (direct.stdin, direct.stdout):
+                assert stream is not None
+                await stream.aclose()
+
+
+FAKE_AGENT = textwrap.dedent(
+    """
+    import sys
+    sys.stdin.readline()
+    print('{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}', flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param([sys.executable, "-c", FAKE_AGENT], id="python, no SDK"),
+        pytest.param(["cat"], id="not python"),
+    ],
+)
+async def test_an_agent_that_answers_without_ownership_is_stopped(command: list[str]) -> None:
+    async with supervised(*command) as agent:
+        await agent.send(request(1, "initialize", {"protocolVersion": 1}))
+        assert await agent.receive() is None  # nothing reached the client
+        status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status == 2, errors
+    assert "answered the client without agent_meta" in errors
+
+
+async def test_an_agent_that_exits_unowned_says_so() -> None:
+    async with supervised(sys.executable, "-c", "print('hello')") as agent:
+        assert await agent.receive() is None
+        status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status == 2
+    assert "agent_meta never owned its connection" in errors
+    assert "hello" in errors  # what it printed is shown, not sent
+
+
+async def test_an_sdk_release_outside_the_range_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "site"
+    (fake / "acp").mkdir(parents=True)
+    (fake / "acp" / "__init__.py").write_text("async def run_agent(*a, **k): pass\n")
+    info = fake / "agent_client_protocol-0.7.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: agent-client-protocol\nVersion: 0.7.0\n"
+    )
+    script = f"import sys, time; sys.path.insert(0, {str(fake)!r}); import acp; time.sleep(60)"
+    async with supervised(sys.executable, "-c", script) as agent:
+        status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status == 2
+    assert "agent-client-protocol 0.7.0 is not supported" in errors
+
+
+async def test_an_interpreter_without_agent_meta_is_refused(tmp_path: Path) -> None:
+    base = getattr(sys, "_base_executable", sys.executable)
+    found = await trio.run_process(
+        [base, "-c", "import agent_meta"], capture_stderr=True, check=False, cwd=tmp_path
+    )
+    if found.returncode == 0:
+        pytest.skip(f"{base} can import agent_meta: no interpreter without it here")
+    script = "import time; time.sleep(60)"
+    async with supervised(base, "-c", script, cwd=tmp_path) as agent:
+        status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status == 2
+    assert "agent_meta cannot be imported by the agent's Python" in errors
+
+
+STRAY = textwrap.dedent(
+    """
+    import asyncio, sys
+    sys.path.insert(0, ".")
+    import acp
+    from integration.sdk_mini_agent import MiniAgent
+    print("a stray print before serving")
+    class Noisy(MiniAgent):
+        async def prompt(self, prompt, session_id, **kwargs):
+            print("a stray print while serving", flush=True)
+            return await super().prompt(prompt, session_id, **kwargs)
+    asyncio.run(acp.run_agent(Noisy(None), use_unstable_protocol=True))
+    """
+)
+
+
+async def test_stray_prints_go_to_stderr_and_the_stream_stays_clean() -> None:
+    async with supervised(sys.executable, "-c", STRAY) as agent:
+        sid = await start(agent)
+        answer = await agent.prompt(sid, "meta a 1")
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert await agent.finish() == 0  # every line parsed as JSON on the way
+        errors = await stderr_of(agent)
+    assert "a stray print before serving" in errors
+    assert "a stray print while serving" in errors
+
+
+async def test_a_client_that_stopped_reading_makes_it_exit_1() -> None:
+    body = "\n".join(f"line {n:05d} " + "x" * 100 for n in range(3000))
+    async with supervised(*PLAIN_AGENT) as agent:
+        sid = await start(agent)
+        await agent.send(request(agent.next_id(), "session/prompt", prompt_params(sid, body)))
+        await agent.pad()
+        await agent.stdin.aclose()
+        status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status == 1, errors
+    assert "stopped reading" in errors
+
+
+async def test_sigterm_is_passed_on_to_the_agent() -> None:
+    async with supervised(*PLAIN_AGENT) as agent:
+        await start(agent)
+        agent.process.send_signal(signal.SIGTERM)
+        status = await agent.process.wait()
+    assert status == 128 + signal.SIGTERM  # Python's default: the agent died of it
