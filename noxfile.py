@@ -68,6 +68,44 @@ def integration(session: nox.Session) -> None:
     session.run("pytest", "integration", f"--ignore={THIRDPARTY}", *session.posargs)
 
 
+SDK_SUITE = [
+    "tests/test_sdk_adapter.py",
+    "tests/test_sdk_remote.py",
+    "tests/test_lifetime_tracker.py",
+    "tests/test_sdk_agent.py",
+    "tests/test_sdk_runtime_pipe.py",
+    "tests/test_run.py",
+]
+"""The adapter's suite: what runs against each SDK release in its own venv."""
+
+SDK_RELEASES = ["0.8.0", "0.8.1", "0.9.0", "0.10.1", "0.11.1", "0.12.0", "0.12.1", "1.0.0rc3"]
+"""The latest patch of every SDK minor agent_meta supports (0.8.0 too: the oldest)."""
+
+SDK_MATRIX = ["0.8.0", "0.12.1", "1.0.0rc3"]
+"""What CI runs: the oldest release, the one the demo pins, the newest."""
+
+
+def _sdk_suite(session: nox.Session, release: str) -> None:
+    session.install("-e", ".[test]", f"agent-client-protocol=={release}")
+    # python -m: the suite imports integration.sdk_mini_agent from the project root.
+    session.run("python", "-m", "pytest", *SDK_SUITE, *session.posargs)
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("release", SDK_MATRIX)
+def sdk_matrix(session: nox.Session, release: str) -> None:
+    """The adapter's suite on the oldest SDK release, 0.12.1 and the newest, each in its own
+    venv (``nox -s sdk_releases`` runs it on every minor)."""
+    _sdk_suite(session, release)
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("release", SDK_RELEASES)
+def sdk_releases(session: nox.Session, release: str) -> None:
+    """The adapter's suite on every supported SDK minor (not in CI: ``sdk_matrix`` is)."""
+    _sdk_suite(session, release)
+
+
 @nox.session(python=PYTHON)
 def thirdparty(session: nox.Session) -> None:
     """deepagents-acp, an agent from PyPI, with agent_meta under it (``integration/thirdparty``).
@@ -100,6 +138,14 @@ def bench(session: nox.Session) -> None:
     """
     session.install("-e", ".[test,demo,bench]")
     session.run("python", "-m", "integration.bench", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("release", SDK_MATRIX)
+def bench_sdk(session: nox.Session, release: str) -> None:
+    """The SDK adapter's throughput against the plain SDK (f/b) on one SDK release."""
+    session.install("-e", ".[test]", f"agent-client-protocol=={release}")
+    session.run("python", "-m", "integration.bench", "--only", "sdk", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -1,7 +1,7 @@
 """A real official-SDK agent behind the adapter, and a raw NDJSON client, over OS pipes.
 
 The agent side is exactly what an SDK agent runs: ``acp.run_agent(agent,
-input_stream=adapter, use_unstable_protocol=True)`` with the adapter of
+**adapter.connection_kwargs(), use_unstable_protocol=True)`` with the adapter of
 :func:`agent_meta.sdk.open_stream_adapter` over asyncio pipe streams. The client side writes
 lines and reads every line the agent writes, so tests see the wire itself. Both run on one
 asyncio loop in the test process; :func:`run` bounds every scenario (a hang guard only).

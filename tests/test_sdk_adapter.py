@@ -516,7 +516,8 @@ def test_a_client_that_goes_away_stops_the_owner_with_a_clear_error() -> None:
 
 
 def test_an_adapter_the_sdk_never_reads_through_says_so(caplog: pytest.LogCaptureFixture) -> None:
-    """A forgotten ``input_stream=adapter``: the SDK runs on its own streams, the adapter idles."""
+    """A forgotten ``**adapter.connection_kwargs()``: the SDK runs on its own streams, the
+    adapter idles."""
     opened: list[bool] = []
 
     async def never_opened() -> asyncio.StreamReader:

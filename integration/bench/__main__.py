@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from . import patch_cost, proxy, scale, slow_client, throughput
+from . import patch_cost, proxy, scale, slow_client, startup, throughput
 from ._common import Row, machine, render_table
 
 FULL = {
@@ -21,6 +21,7 @@ FULL = {
     "per_session": 200,
     "lifetimes": 10_000,
     "proxy_repeats": 5,  # a shared machine's noise swamps a 10 % difference in fewer runs
+    "starts": 15,
 }
 SMOKE = {
     "updates": 500,
@@ -30,6 +31,7 @@ SMOKE = {
     "per_session": 50,
     "lifetimes": 500,
     "proxy_repeats": 1,
+    "starts": 1,
 }
 
 
@@ -38,17 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny counts: checks the suite runs")
     parser.add_argument(
         "--only",
-        choices=("throughput", "patch", "slow", "scale", "proxy"),
+        choices=("throughput", "sdk", "patch", "slow", "scale", "proxy", "startup"),
         action="append",
-        help="sections",
+        help="sections (default: all but sdk, whose figures throughput has too; nox -s "
+        "bench_sdk runs sdk on several SDK releases)",
     )
     args = parser.parse_args(argv)
     size = SMOKE if args.smoke else FULL
-    only = set(args.only or ("throughput", "patch", "slow", "scale", "proxy"))
+    only = set(args.only or ("throughput", "patch", "slow", "scale", "proxy", "startup"))
     started = time.monotonic()
     rows: list[Row] = []
     if "throughput" in only:
         rows += throughput.rows(size["updates"], size["repeats"])
+    if "sdk" in only:
+        rows += throughput.sdk_rows(size["updates"], size["repeats"])
     if "patch" in only:
         rows += patch_cost.rows(size["patches"], size["repeats"])
     if "slow" in only:
@@ -57,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += scale.rows(size["lifetimes"])
     if "proxy" in only:
         rows += proxy.rows(size["updates"], size["proxy_repeats"])
+    if "startup" in only:
+        rows += startup.rows(size["starts"])
     print(render_table(rows))
     print()
     print(f"machine: {machine()}")

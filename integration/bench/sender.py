@@ -181,7 +181,8 @@ async def run_sdk_adapter(count: int) -> dict[str, Any]:
     options = agent_meta.OwnerOptions(coalesce=False, protocol_version=1)
     async with open_stream_adapter(reader, writer, options) as adapter:
         adapter.owner.open_lifetime(SESSION_ID)  # as session/new would
-        conn = AgentSideConnection(_IdleAgent(), adapter, listening=False)  # type: ignore[arg-type]
+        # On every SDK release: the message transport from 0.12, the stream seam before.
+        conn = AgentSideConnection(_IdleAgent(), **adapter.connection_kwargs(), listening=False)  # type: ignore[arg-type]
         t0 = time.monotonic()
         for step in range(count):
             update = SessionInfoUpdate(

@@ -54,11 +54,11 @@ def run_once(kind: str, count: int, scratch: Path) -> Run:
     )
 
 
-def measure(count: int, repeats: int) -> dict[str, Run]:
+def measure(count: int, repeats: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Run]:
     best: dict[str, Run] = {}
     with tempfile.TemporaryDirectory(prefix="agent-meta-bench-") as tmp:
         for _ in range(repeats):
-            for kind in KINDS:
+            for kind in kinds:
                 run = run_once(kind, count, Path(tmp))
                 if kind not in best or run.rate > best[kind].rate:
                     best[kind] = run
@@ -106,4 +106,27 @@ def rows(count: int, repeats: int) -> list[Row]:
                 verdict(co.exact),
             )
         )
+    return out
+
+
+def sdk_rows(count: int, repeats: int) -> list[Row]:
+    """(b) and (f) alone, on whichever SDK release is installed: ``nox -s bench_sdk`` runs it
+    on the oldest, 0.12.1 and the newest, each in its own venv."""
+    from agent_meta.sdk._release import installed_release
+
+    release = installed_release()
+    runs = measure(count, repeats, ("sdk", "sdk-adapter"))
+    section = f"1b SDK {release.version} ({release.seam})"
+    out = [
+        Row(section, "(b) official SDK session_update", f"{runs['sdk'].rate:,.0f} updates/s"),
+        Row(
+            section,
+            "(f) the same, agent_meta adapter under it",
+            f"{runs['sdk-adapter'].rate:,.0f} updates/s",
+            "",
+            verdict(runs["sdk-adapter"].exact and runs["sdk"].exact),
+        ),
+    ]
+    ratio = runs["sdk-adapter"].rate / runs["sdk"].rate
+    out.append(Row(section, "ratio f/b", f"{ratio:.2f}", ">= 0.8", verdict(ratio >= 0.8)))
     return out

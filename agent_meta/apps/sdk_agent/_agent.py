@@ -3,8 +3,8 @@
 :class:`SdkReferenceAgent` is an ordinary ``acp`` agent: the SDK routes each request to a
 handler, and the handlers talk to the client through the SDK (``conn.session_update``,
 ``conn.request_permission``). The only agent_meta code in the loop is the adapter under the SDK
-(``acp.run_agent(agent, input_stream=adapter)``), which owns the wire: it opens each session's
-lifetime on ``session/new``, ``session/load`` and ``session/resume``, absorbs the
+(``acp.run_agent(agent, **adapter.connection_kwargs())``), which owns the wire: it opens each
+session's lifetime on ``session/new``, ``session/load`` and ``session/resume``, absorbs the
 ``session_info_update`` messages the SDK sends, resyncs before a load or resume response, and
 ends the lifetime on ``session/close``. So, unlike the trio agent, these handlers never open,
 resync or close a lifetime; they reach one (``adapter.lifetime(sid)``) only for what the SDK
@@ -151,7 +151,7 @@ def _replayed(update: JsonObject) -> UserMessageChunk | AgentMessageChunk:
 class SdkReferenceAgent:
     """The ``agent-meta agent --runtime sdk`` agent: one instance serves one connection.
 
-    ``adapter`` is the one passed to ``acp.run_agent(..., input_stream=adapter,
+    ``adapter`` is the one put under ``acp.run_agent(..., **adapter.connection_kwargs(),
     use_unstable_protocol=True)`` (``session/resume`` and ``session/close`` are unstable
     routes in the SDK 0.12). Call :meth:`aclose` once ``run_agent`` returns, to stop the
     background bursts.

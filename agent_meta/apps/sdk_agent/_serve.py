@@ -4,7 +4,7 @@ This is the whole embedding (the "five lines" of adopting agent_meta in an SDK a
 
     async with open_stdio_adapter(options, store=store) as adapter:
         agent = SdkReferenceAgent(adapter)
-        await acp.run_agent(agent, input_stream=adapter, use_unstable_protocol=True)
+        await acp.run_agent(agent, **adapter.connection_kwargs(), use_unstable_protocol=True)
 
 plus what a command-line agent needs: history in the same SQLite file, and SIGTERM / SIGINT
 ending the connection so that the owner still writes what it accepted.
@@ -63,7 +63,9 @@ async def serve_sdk_agent(
             # Duck-typed, as the SDK allows: a method the agent lacks is answered -32601,
             # where a subclass of the acp.Agent Protocol would answer its stub's null.
             acp.run_agent(
-                cast("acp.Agent", agent), input_stream=adapter, use_unstable_protocol=True
+                cast("acp.Agent", agent),
+                **adapter.connection_kwargs(),
+                use_unstable_protocol=True,
             )
         )
         try:
