@@ -118,6 +118,7 @@ def test_the_text_report(agent: list[str]) -> None:
         ("correct", PROMPTS, {1: set(), 2: set()}),
         ("correct", SAME_KEY, {1: set(), 2: set()}),
         ("no_resync", PROMPTS, {1: {"resync"}, 2: {"resync"}}),
+        ("null_without_snapshot", PROMPTS, {1: {"resync"}, 2: {"resync"}}),
         ("frame_after_close", PROMPTS, {1: {"fence"}, 2: {"fence"}}),
         ("v1_patches", PROMPTS, {1: {"v1-meaning"}, 2: set()}),
         ("out_of_order", SAME_KEY, {1: {"state"}, 2: {"state"}}),
@@ -142,6 +143,20 @@ def test_the_text_report_names_the_rule_and_quotes_the_frames() -> None:
     assert "  FAIL           fence" in done.stdout.splitlines()
     assert '"_meta":{"closed":true}' in done.stdout
     assert done.stdout.splitlines()[-1] == "result: FAIL: fence (v2)"
+
+
+def test_a_resync_without_its_snapshot_is_named_without_session_list() -> None:
+    status, document = report(broken("null_without_snapshot"), *prompts(PROMPTS))
+    assert status == 1
+    for run in document["runs"]:
+        assert not any(step.startswith("session/list") for step in run["steps"])
+        rules = {rule["id"]: rule for rule in run["rules"]}
+        assert rules["state"]["status"] == "not exercised"
+        messages = [finding["message"] for finding in rules["resync"]["findings"]]
+        # The load/resume with replay and the resume without: each clears and restores nothing.
+        assert len(messages) == 2, messages
+        for message in messages:  # what the agent had published last
+            assert 'no snapshot of {"d":true}' in message, message
 
 
 # --------------------------------------------------------------------------- what is offered
