@@ -643,7 +643,9 @@ async def test_a_real_session_through_the_proxy(tmp_path: Path) -> None:
             session = new.result["sessionId"]
             text = '/title Through\n/meta set a {"x":null}\n/meta set b 1\n/meta rm b\n/fail i 1'
             prompt = [{"type": "text", "text": text}]
-            await peer.request("session/prompt", {"sessionId": session, "prompt": prompt})
+            answer = await peer.request("session/prompt", {"sessionId": session, "prompt": prompt})
+            # v2 answers the prompt before its lines run: the turn ends with an idle state_update.
+            assert await peer.wait_for_turn_end(answer.frame.seq, session) is not None
             replay = {"sessionId": session, "cwd": str(tmp_path), "replayFrom": {"type": "start"}}
             await peer.request("session/resume", replay)
             listed = await peer.request("session/list", {}, capture=True)

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
-    from ._watch import Frame
-
 __all__ = ["SCRIPTS", "Script", "add_parser", "check", "run"]
 
 
@@ -211,17 +209,9 @@ class _Scenario:
         self.result.steps.append(label if reply.ok else f"{label}: {reply.error_text()}")
         if reply.ok and "stopReason" not in _dict(reply.result):
             # ACP v2 answers a prompt once its message is stored; the turn ends with `idle`.
-            ended = await self.peer.wait_for_frame(reply.frame.seq, self._turn_ended)
+            ended = await self.peer.wait_for_turn_end(reply.frame.seq, self.session)
             if ended is None:
                 self.result.steps.append(f"{label}: the turn did not report idle")
-
-    def _turn_ended(self, frame: Frame) -> bool:
-        update = _dict(_dict(_dict(frame.message).get("params")).get("update"))
-        return (
-            frame.session == self.session
-            and update.get("sessionUpdate") == "state_update"
-            and update.get("state") == "idle"
-        )
 
     async def _restore(self, *, replay: bool, reopen: bool = False) -> bool:
         """Load or resume the session (v1: session/load replays; v2: replayFrom)."""

@@ -159,6 +159,12 @@ class AgentPeer:
                 await self._arrived.wait()
         return None
 
+    async def wait_for_turn_end(self, after: int, session: str) -> Frame | None:
+        """The ``state_update`` with state ``idle`` that ends a v2 turn of ``session``, the
+        first after frame ``after`` (a prompt's early answer), as :meth:`wait_for_frame` finds
+        it. ACP v2 answers a prompt once its message is stored, before the turn's lines run."""
+        return await self.wait_for_frame(after, lambda frame: _ends_turn(frame, session))
+
     def _arrival(self) -> None:
         self._arrived.set()
         self._arrived = trio.Event()
@@ -238,3 +244,15 @@ class AgentPeer:
                 await self._stdin.aclose()
             await self._ended.wait()
             self.returncode = exit_status(await self._process.wait())
+
+
+def _ends_turn(frame: Frame, session: str) -> bool:
+    """Whether ``frame`` is ``session``'s ``state_update`` reporting ``idle``."""
+    params = frame.message.get("params") if frame.message is not None else None
+    update = params.get("update") if isinstance(params, dict) else None
+    return (
+        frame.session == session
+        and isinstance(update, dict)
+        and update.get("sessionUpdate") == "state_update"
+        and update.get("state") == "idle"
+    )
