@@ -392,9 +392,9 @@ def test_v1_resync_is_one_frame_with_the_whole_object() -> None:
     watcher.observe("client", resume(1))
     watcher.observe("agent", update(meta={"stage": "new"}))
     watcher.observe("agent", chunk(kind="user_message_chunk"))
-    response_ok = watcher.observe("agent", update(meta={"stage": "working", "a": 1}))
+    snapshot = watcher.observe("agent", update(meta={"stage": "working", "a": 1}))
     watcher.observe("agent", line(id=5, result={}))
-    assert response_ok.findings == ()
+    assert snapshot.findings == ()
     assert not watcher.failed
 
     watcher.observe("client", resume(1, request_id=6))
