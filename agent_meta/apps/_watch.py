@@ -451,21 +451,16 @@ class Watcher:
         if meta is not None and not isinstance(meta, dict):
             self.fail(frame, "shape", f"_meta is {_kind(meta)}, not an object or null (not folded)")
             return False
-        if view.closed_by is None and not any(request.replay for request in windows):
-            view.known = self._fold(view.known, meta)
-        if self.protocol_version >= 2:
+        v2 = self.protocol_version >= 2
+        if view.closed_by is None and not (windows and any(r.replay for r in windows)):
+            view.known = patch_meta(view.known, meta) if v2 else _replaced(view.known, meta)
+        if v2:
             view.meta = patch_meta(view.meta, meta)
             return meta is None
         self._v1_meta(frame, view, meta)
         # A v1 resync is one _meta object. A null there is the agent's resync too, made with v2
         # vocabulary: v1-meaning reports it when it leaves the client stale.
         return True
-
-    def _fold(self, stored: Meta, meta: Meta) -> Meta:
-        """``stored`` with ``meta`` applied by the client's rule (v1: replaced, null omitted)."""
-        if self.protocol_version >= 2:
-            return patch_meta(stored, meta)
-        return stored if meta is None else dict(meta) or None
 
     def _updated_at(self, frame: Frame, view: _Session, value: object) -> None:
         if value is not None and not isinstance(value, str):
@@ -600,6 +595,11 @@ class Watcher:
             request.seq,
             *request.window,
         )
+
+
+def _replaced(stored: Meta, meta: Meta) -> Meta:
+    """The v1 rule: an object replaces ``stored`` whole (a copy); ``null`` means omitted."""
+    return stored if meta is None else dict(meta) or None
 
 
 def _key(request_id: object) -> object:
