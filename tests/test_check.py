@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agent_meta.apps._check import _offer
+from agent_meta.apps._peer import AgentPeer
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = ROOT / "tests" / "broken_agents"
@@ -118,6 +119,8 @@ def test_the_text_report(agent: list[str]) -> None:
         ("correct", PROMPTS, {1: set(), 2: set()}),
         ("correct", SAME_KEY, {1: set(), 2: set()}),
         ("no_resync", PROMPTS, {1: {"resync"}, 2: {"resync"}}),
+        ("null_without_snapshot", PROMPTS, {1: {"resync"}, 2: {"resync"}}),
+        ("late_publication", PROMPTS, {1: set(), 2: set()}),
         ("frame_after_close", PROMPTS, {1: {"fence"}, 2: {"fence"}}),
         ("v1_patches", PROMPTS, {1: {"v1-meaning"}, 2: set()}),
         ("out_of_order", SAME_KEY, {1: {"state"}, 2: {"state"}}),
@@ -142,6 +145,55 @@ def test_the_text_report_names_the_rule_and_quotes_the_frames() -> None:
     assert "  FAIL           fence" in done.stdout.splitlines()
     assert '"_meta":{"closed":true}' in done.stdout
     assert done.stdout.splitlines()[-1] == "result: FAIL: fence (v2)"
+
+
+def test_a_resync_without_its_snapshot_is_named_without_session_list() -> None:
+    status, document = report(broken("null_without_snapshot"), *prompts(PROMPTS))
+    assert status == 1
+    for run in document["runs"]:
+        assert not any(step.startswith("session/list") for step in run["steps"])
+        rules = {rule["id"]: rule for rule in run["rules"]}
+        assert rules["state"]["status"] == "not exercised"
+        messages = [finding["message"] for finding in rules["resync"]["findings"]]
+        # The load/resume with replay and the resume without: each clears and restores nothing.
+        assert len(messages) == 2, messages
+        for message in messages:  # what the agent had published last
+            assert 'no snapshot of {"d":true}' in message, message
+
+
+def test_publications_after_the_prompt_response_are_waited_for() -> None:
+    """hermes-agent publishes a title from a worker thread about 35 ms after it answers the
+    prompt; this agent publishes 50 ms after. check judges each step once the agent has been
+    quiet for --quiet-ms (200 by default), so it compares the state the late frames made."""
+    status, document = report(broken("late_publication"), *prompts(PROMPTS))
+    assert status == 0, json.dumps(document, indent=1)
+    for version, found in statuses(document).items():
+        for rule in ("json", "shape", "resync", "fence", "state"):
+            assert found[rule] == "pass", (version, rule)
+    for run in document["runs"]:
+        assert not [step for step in run["steps"] if "quiet" in step], run["steps"]
+
+
+#: Sends a notification every 10 ms until its stdin ends: it never falls quiet.
+CHATTY_AGENT = textwrap.dedent(
+    """
+    import os, sys, threading, time
+    threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+    while True:
+        sys.stdout.write('{"jsonrpc":"2.0","method":"tick"}\\n')
+        sys.stdout.flush()
+        time.sleep(0.01)
+    """
+)
+
+
+async def test_the_wait_for_quiet_is_bounded() -> None:
+    async with AgentPeer.spawn([sys.executable, "-c", CHATTY_AGENT], answer_within=BOUND) as peer:
+        assert await peer.wait_quiet(0.5, within=1.0) is False
+        assert len(peer.frames) > 5
+    silent = [sys.executable, "-c", "import sys; sys.stdin.read()"]
+    async with AgentPeer.spawn(silent, answer_within=BOUND) as peer:
+        assert await peer.wait_quiet(0.05, within=BOUND) is True
 
 
 # --------------------------------------------------------------------------- what is offered
@@ -207,7 +259,14 @@ def test_an_agent_that_exits_is_an_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [[], ["--"], ["--timeout", "0", "--", "x"], ["--protocol", "3", "--", "x"]]
+    "args",
+    [
+        [],
+        ["--"],
+        ["--timeout", "0", "--", "x"],
+        ["--protocol", "3", "--", "x"],
+        ["--quiet-ms", "-1", "--", "x"],
+    ],
 )
 def test_usage_errors_exit_2(args: list[str]) -> None:
     done = subprocess.run(

@@ -295,6 +295,118 @@ def test_v1_load_needs_an_object_after_the_replay() -> None:
     assert not watcher.failed
 
 
+def test_a_v2_clear_without_the_snapshot_fails() -> None:
+    """R4: after replay, _meta: null, then the state the agent had published when non-empty."""
+    watcher = held(2)
+    request = watcher.observe("client", resume())
+    watcher.observe("agent", chunk())
+    watcher.observe("agent", update(meta={"stage": "new"}))  # history: replay is no publication
+    clear = watcher.observe("agent", update(meta=None))
+    response = watcher.observe("agent", line(id=5, result={}))
+    assert [f.rule for f in response.findings] == ["resync"]
+    finding = response.findings[0]
+    assert {request.seq, clear.seq, response.seq} <= set(finding.frames)
+    assert 'no snapshot of {"stage":"working","a":1} followed it' in finding.message
+    assert watcher.meta("s") is None  # what the client was left with
+
+
+def test_an_empty_snapshot_is_no_snapshot() -> None:
+    watcher = held(2)
+    watcher.observe("client", resume())
+    watcher.observe("agent", chunk())
+    watcher.observe("agent", update(meta=None))
+    watcher.observe("agent", update(meta={}))  # changes nothing on v2
+    response = watcher.observe("agent", line(id=5, result={}))
+    assert [f.rule for f in response.findings] == ["resync"]
+
+
+def test_a_clear_alone_is_the_resync_of_an_empty_state() -> None:
+    """The agent cleared its metadata live: replaying the history's stale info re-sends old
+    keys, and _meta: null alone leaves the client with the nothing the agent holds."""
+    watcher = held(2)
+    watcher.observe("agent", update(meta=None))  # live: the agent's state is empty now
+    watcher.observe("client", resume())
+    watcher.observe("agent", update(meta={"stage": "new"}))
+    watcher.observe("agent", chunk())
+    watcher.observe("agent", update(meta=None))
+    watcher.observe("agent", line(id=5, result={}))
+    assert not watcher.failed
+    assert watcher.exercised["resync"] == 1
+
+
+def test_a_reopened_lifetime_starts_with_nothing_known() -> None:
+    """R5: after session/close a reopen is a fresh lifetime: a clear alone is its resync. A
+    frame the agent sends for the closed lifetime (a fence finding) does not count either."""
+    watcher = held(2)
+    watcher.observe("client", close())
+    watcher.observe("agent", line(id=9, result={}))
+    late = watcher.observe("agent", update(meta={"late": 1}))
+    assert [f.rule for f in late.findings] == ["fence"]
+    watcher.observe("client", resume(request_id=10))
+    watcher.observe("agent", update(meta={"stage": "new"}))
+    watcher.observe("agent", chunk())
+    watcher.observe("agent", update(meta=None))
+    watcher.observe("agent", line(id=10, result={}))
+    assert watcher.failed == {"fence": 1}
+
+
+def test_what_a_resync_restored_is_what_the_agent_holds() -> None:
+    """After a complete resync the snapshot is the agent's state: a later clear alone fails."""
+    watcher = held(2)
+    watcher.observe("client", resume())
+    watcher.observe("agent", update(meta={"stage": "new"}))
+    watcher.observe("agent", chunk())
+    watcher.observe("agent", update(meta=None))
+    watcher.observe("agent", update(meta={"restored": True}))
+    watcher.observe("agent", line(id=5, result={}))
+    assert not watcher.failed
+    watcher.observe("client", resume(request_id=6))
+    watcher.observe("agent", update(meta=None))
+    response = watcher.observe("agent", line(id=6, result={}))
+    assert [f.rule for f in response.findings] == ["resync"]
+    assert '{"restored":true}' in response.findings[0].message
+
+
+def test_a_resume_without_replay_needs_its_snapshot_too() -> None:
+    """R4 holds on every successful session/resume: no replay, the same clear + snapshot."""
+    watcher = held(2)
+    params = {"sessionId": "s", "cwd": "/"}
+    watcher.observe("client", line(id=5, method="session/resume", params=params))
+    watcher.observe("agent", update(meta={"live": 1}))  # published live: part of the state
+    watcher.observe("agent", update(meta=None))
+    response = watcher.observe("agent", line(id=5, result={}))
+    assert [f.rule for f in response.findings] == ["resync"]
+    assert '"live":1' in response.findings[0].message
+
+    watcher = held(2)
+    watcher.observe("client", line(id=6, method="session/resume", params=params))
+    watcher.observe("agent", update(meta=None))
+    watcher.observe("agent", update(meta={"stage": "working", "a": 1}))
+    watcher.observe("agent", line(id=6, result={}))
+    assert not watcher.failed
+
+
+def test_v1_resync_is_one_frame_with_the_whole_object() -> None:
+    """v1 has no clear + snapshot: the one object is the snapshot, and {} clears."""
+    watcher = held(1)
+    watcher.observe("client", resume(1))
+    watcher.observe("agent", update(meta={"stage": "new"}))
+    watcher.observe("agent", chunk(kind="user_message_chunk"))
+    snapshot = watcher.observe("agent", update(meta={"stage": "working", "a": 1}))
+    watcher.observe("agent", line(id=5, result={}))
+    assert snapshot.findings == ()
+    assert not watcher.failed
+
+    watcher.observe("client", resume(1, request_id=6))
+    watcher.observe("agent", chunk(kind="user_message_chunk"))
+    watcher.observe("agent", update(meta={}))
+    response = watcher.observe("agent", line(id=6, result={}))
+    assert [f.rule for f in response.findings] == ["resync"]
+    message = response.findings[0].message
+    assert 'no snapshot of {"stage":"working","a":1}' in message
+    assert "on v1 the resync is one frame with the complete object" in message
+
+
 def test_status_updates_are_not_replay() -> None:
     watcher = held(2)
     watcher.observe("client", resume())
@@ -531,7 +643,9 @@ async def test_a_real_session_through_the_proxy(tmp_path: Path) -> None:
             session = new.result["sessionId"]
             text = '/title Through\n/meta set a {"x":null}\n/meta set b 1\n/meta rm b\n/fail i 1'
             prompt = [{"type": "text", "text": text}]
-            await peer.request("session/prompt", {"sessionId": session, "prompt": prompt})
+            answer = await peer.request("session/prompt", {"sessionId": session, "prompt": prompt})
+            # v2 answers the prompt before its lines run: the turn ends with an idle state_update.
+            assert await peer.wait_for_turn_end(answer.frame.seq, session) is not None
             replay = {"sessionId": session, "cwd": str(tmp_path), "replayFrom": {"type": "start"}}
             await peer.request("session/resume", replay)
             listed = await peer.request("session/list", {}, capture=True)
@@ -549,14 +663,24 @@ async def test_a_real_session_through_the_proxy(tmp_path: Path) -> None:
     assert "null" in json.dumps(last["_meta"])  # a nested null is data, kept
 
 
-def test_the_proxy_reports_a_broken_agent(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("agent", "found"),
+    [
+        # The resume with replay; the reopen replays the same stale info over it, changing
+        # nothing.
+        ("no_resync", ["resync"]),
+        # The resume with replay and the one without: each clears, and no snapshot follows.
+        ("null_without_snapshot", ["resync", "resync"]),
+    ],
+)
+def test_the_proxy_reports_a_broken_agent(tmp_path: Path, agent: str, found: list[str]) -> None:
     """check through the proxy: both see the same frames and name the same rule."""
     log = tmp_path / "log.ndjson"
     done = subprocess.run(
         [
             sys.executable, "-m", "agent_meta", "check", "--protocol", "2",
             "--prompt", '/meta set stage "working"',
-            "--", *proxied(log, [sys.executable, str(BROKEN / "no_resync.py")]),
+            "--", *proxied(log, [sys.executable, str(BROKEN / f"{agent}.py")]),
         ],
         capture_output=True, text=True, timeout=BOUND, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -565,5 +689,4 @@ def test_the_proxy_reports_a_broken_agent(tmp_path: Path) -> None:
     assert "result: FAIL: resync (v2)" in done.stdout
     assert "[resync]" in done.stderr  # the proxy's own report
     findings = [f for text in log.read_text().splitlines() for f in json.loads(text)["findings"]]
-    # The resume with replay; the reopen replays the same stale info over it, changing nothing.
-    assert [f["rule"] for f in findings] == ["resync"]
+    assert [f["rule"] for f in findings] == found

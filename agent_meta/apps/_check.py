@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
-    from ._watch import Frame
-
 __all__ = ["SCRIPTS", "Script", "add_parser", "check", "run"]
 
 
@@ -72,6 +70,14 @@ DEFAULT_PROMPT: Final = "Hello from agent-meta check."
 
 _QUIET_ATTEMPTS: Final = 5
 """How many times the ``state`` rule asks ``session/list`` for an answer no update overtook."""
+
+DEFAULT_QUIET: Final = 0.2
+"""Seconds without a frame from the agent before a step is judged (``--quiet-ms``): an agent
+may publish after its answer (hermes-agent sends a title from a worker thread about 35 ms
+after the prompt's response)."""
+
+QUIET_BOUND: Final = 5.0
+"""The longest a step waits for the agent to fall quiet; then it is judged as it stands."""
 
 _VERSIONS: Final = {"auto": (1, 2), "1": (1,), "2": (2,)}
 
@@ -128,10 +134,13 @@ class _StepError(Exception):
 class _Scenario:
     """One protocol version's run against one agent process."""
 
-    def __init__(self, peer: AgentPeer, result: RunResult, prompts: Sequence[str]) -> None:
+    def __init__(
+        self, peer: AgentPeer, result: RunResult, prompts: Sequence[str], quiet: float
+    ) -> None:
         self.peer = peer
         self.result = result
         self.user_prompts = list(prompts)
+        self.quiet = quiet
         self.cwd = os.getcwd()
         self.offer = _NOTHING_OFFERED
         self.session = ""
@@ -148,7 +157,7 @@ class _Scenario:
             prompts.append(DEFAULT_PROMPT)
         for text in [*prompts, *self.user_prompts]:
             await self._prompt(text)
-            await self._compare()
+            await self._judge()
         await self._restore(replay=True)
         await self._restore(replay=False)
         if not self.offer.close:
@@ -187,7 +196,7 @@ class _Scenario:
         if await self._restore(replay=True, reopen=True):
             if script is not None and script.after_reopen is not None:
                 await self._prompt(script.after_reopen)
-                await self._compare()
+                await self._judge()
             await self._step("session/close", {"sessionId": self.session})
 
     async def _required(self, method: str, params: dict[str, Any]) -> Reply:
@@ -211,17 +220,9 @@ class _Scenario:
         self.result.steps.append(label if reply.ok else f"{label}: {reply.error_text()}")
         if reply.ok and "stopReason" not in _dict(reply.result):
             # ACP v2 answers a prompt once its message is stored; the turn ends with `idle`.
-            ended = await self.peer.wait_for_frame(reply.frame.seq, self._turn_ended)
+            ended = await self.peer.wait_for_turn_end(reply.frame.seq, self.session)
             if ended is None:
                 self.result.steps.append(f"{label}: the turn did not report idle")
-
-    def _turn_ended(self, frame: Frame) -> bool:
-        update = _dict(_dict(_dict(frame.message).get("params")).get("update"))
-        return (
-            frame.session == self.session
-            and update.get("sessionUpdate") == "state_update"
-            and update.get("state") == "idle"
-        )
 
     async def _restore(self, *, replay: bool, reopen: bool = False) -> bool:
         """Load or resume the session (v1: session/load replays; v2: replayFrom)."""
@@ -241,15 +242,32 @@ class _Scenario:
             return False
         ok = await self._step(label, params, method)
         if ok:
-            await self._compare()
+            await self._judge()
         return ok
 
     async def _barrier(self) -> None:
-        """A round trip, so that whatever the agent sent before it has been read."""
+        """A round trip, so that whatever the agent sent before it has been read, then
+        whatever it sends late too (:meth:`_settle`)."""
         if self.offer.list:
             await self.peer.request("session/list", {})
         else:
             await self.peer.request("_agent-meta/barrier", {})
+        await self._settle()
+
+    async def _settle(self) -> None:
+        """Wait for the agent to fall quiet (no frame for :attr:`quiet` seconds, at most
+        :data:`QUIET_BOUND`), so that what it publishes after an answer is judged with the
+        step that made it; note in the steps an agent that never pauses."""
+        if self.quiet > 0 and not await self.peer.wait_quiet(self.quiet, QUIET_BOUND):
+            last = self.result.steps[-1] if self.result.steps else "start"
+            self.result.steps.append(
+                f"{last}: no {self.quiet * 1000:g} ms quiet within {QUIET_BOUND:g} s"
+            )
+
+    async def _judge(self) -> None:
+        """After a step: let late publications arrive, then compare (``state``)."""
+        await self._settle()
+        await self._compare()
 
     async def _compare(self) -> None:
         """The ``state`` rule: the client's folded ``_meta`` against the agent's session/list.
@@ -263,7 +281,9 @@ class _Scenario:
         """
         if not self.offer.list:
             return
-        for _ in range(_QUIET_ATTEMPTS):
+        for attempt in range(_QUIET_ATTEMPTS):
+            if attempt:
+                await self._settle()  # it was publishing as it answered: let it finish
             asked_at = len(self.peer.frames)
             reply = await self.peer.request("session/list", {}, capture=True)
             if not self._info_frames_between(asked_at, reply.frame.seq):
@@ -332,13 +352,18 @@ class _Scenario:
 
 
 async def _run_version(
-    command: Sequence[str], version: int, prompts: Sequence[str], answer_within: float
+    command: Sequence[str],
+    version: int,
+    prompts: Sequence[str],
+    *,
+    answer_within: float,
+    quiet: float,
 ) -> RunResult:
     result = RunResult(protocol=version)
     async with AgentPeer.spawn(command, answer_within=answer_within) as peer:
         result.peer = peer
         try:
-            await _Scenario(peer, result, prompts).run()
+            await _Scenario(peer, result, prompts, quiet).run()
         except (_StepError, NoAnswerError, AgentExitedError) as exc:
             result.error = str(exc)
     return result
@@ -350,14 +375,19 @@ async def check(
     versions: Sequence[int] = (1, 2),
     prompts: Sequence[str] = (),
     answer_within: float = 30.0,
+    quiet: float = DEFAULT_QUIET,
 ) -> Report:
     """Run the scenario once per protocol version in ``versions``, each in a fresh process.
 
-    Each answer is awaited at most ``answer_within`` seconds.
+    Each answer is awaited at most ``answer_within`` seconds. Each step is judged once the
+    agent has sent nothing for ``quiet`` seconds (at most :data:`QUIET_BOUND`; 0: at once).
     """
     report = Report(command=list(command), versions=list(versions))
     for version in versions:
-        report.runs.append(await _run_version(command, version, prompts, answer_within))
+        run = await _run_version(
+            command, version, prompts, answer_within=answer_within, quiet=quiet
+        )
+        report.runs.append(run)
     return report
 
 
@@ -366,7 +396,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser(
         "check",
         usage="%(prog)s [-h] [--protocol {auto,1,2}] [--prompt TEXT] [--timeout SECONDS] "
-        "[--json] -- AGENT_CMD [ARGS...]",
+        "[--quiet-ms MS] [--json] -- AGENT_CMD [ARGS...]",
         help="drive an ACP agent through a fixed scenario and report its _meta rules",
         description=(
             "Run AGENT_CMD as an ACP agent and drive it as a client: initialize (v1 and v2 "
@@ -396,6 +426,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="SECONDS",
         help="how long to wait for each answer (default: 30)",
     )
+    parser.add_argument(
+        "--quiet-ms",
+        type=float,
+        default=DEFAULT_QUIET * 1000,
+        metavar="MS",
+        help="judge each step once the agent has sent nothing for MS milliseconds, so that "
+        f"what it publishes late is seen (default: {DEFAULT_QUIET * 1000:g}; at most "
+        f"{QUIET_BOUND:g} s per step; 0 judges at once)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     add_agent_command(parser)
     parser.set_defaults(run=run)
@@ -406,9 +445,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         print("agent-meta check: --timeout must be positive", file=sys.stderr)
         return 2
+    if not args.quiet_ms >= 0:
+        print("agent-meta check: --quiet-ms must not be negative", file=sys.stderr)
+        return 2
     versions = _VERSIONS[args.protocol]
     try:
-        report = trio.run(_check, args.agent, versions, args.prompt, args.timeout)
+        report = trio.run(
+            _check, args.agent, versions, args.prompt, args.timeout, args.quiet_ms / 1000
+        )
     except OSError as exc:
         print(f"agent-meta check: cannot start the agent: {exc}", file=sys.stderr)
         return 127 if isinstance(exc, FileNotFoundError) else 126
@@ -420,6 +464,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _check(
-    command: list[str], versions: tuple[int, ...], prompts: list[str], answer_within: float
+    command: list[str],
+    versions: tuple[int, ...],
+    prompts: list[str],
+    answer_within: float,
+    quiet: float,
 ) -> Report:
-    return await check(command, versions=versions, prompts=prompts, answer_within=answer_within)
+    return await check(
+        command, versions=versions, prompts=prompts, answer_within=answer_within, quiet=quiet
+    )

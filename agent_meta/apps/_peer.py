@@ -90,6 +90,7 @@ class AgentPeer:
         self._write_lock = trio.Lock()
         self._ended = trio.Event()
         self._arrived = trio.Event()  # set, and replaced, whenever a frame arrives
+        self._last_arrival = trio.current_time()  # when the agent's last frame arrived
         self._started = time.monotonic()
 
     @classmethod
@@ -159,7 +160,28 @@ class AgentPeer:
                 await self._arrived.wait()
         return None
 
+    async def wait_for_turn_end(self, after: int, session: str) -> Frame | None:
+        """The ``state_update`` with state ``idle`` that ends a v2 turn of ``session``, the
+        first after frame ``after`` (a prompt's early answer), as :meth:`wait_for_frame` finds
+        it. ACP v2 answers a prompt once its message is stored, before the turn's lines run."""
+        return await self.wait_for_frame(after, lambda frame: _ends_turn(frame, session))
+
+    async def wait_quiet(self, period: float, within: float) -> bool:
+        """Wait until no frame has come from the agent for ``period`` seconds, at most
+        ``within`` seconds in all. Return whether it fell quiet (or its output ended), so that
+        what it publishes late, after an answer, has arrived."""
+        with trio.move_on_after(within):
+            while not self._ended.is_set():
+                arrived = self._arrived
+                with trio.move_on_at(self._last_arrival + period) as window:
+                    await arrived.wait()
+                if window.cancelled_caught:
+                    return True
+            return True
+        return False
+
     def _arrival(self) -> None:
+        self._last_arrival = trio.current_time()
         self._arrived.set()
         self._arrived = trio.Event()
 
@@ -238,3 +260,15 @@ class AgentPeer:
                 await self._stdin.aclose()
             await self._ended.wait()
             self.returncode = exit_status(await self._process.wait())
+
+
+def _ends_turn(frame: Frame, session: str) -> bool:
+    """Whether ``frame`` is ``session``'s ``state_update`` reporting ``idle``."""
+    params = frame.message.get("params") if frame.message is not None else None
+    update = params.get("update") if isinstance(params, dict) else None
+    return (
+        frame.session == session
+        and isinstance(update, dict)
+        and update.get("sessionUpdate") == "state_update"
+        and update.get("state") == "idle"
+    )

@@ -18,11 +18,14 @@ import collections
 import dataclasses
 import json
 from collections import Counter
-from typing import Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from ..core._sentinel import OMITTED, Omitted
 from ..core._timestamps import is_rfc3339
 from ..wire._models import STRICT_JSON
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "RULES",
@@ -62,7 +65,8 @@ RULES: Final = (
     Rule(
         "resync",
         "after session/load or session/resume with replay the client holds the _meta it held "
-        "before, or _meta: null and the snapshot arrived after the replay, before the response",
+        "before, or _meta: null and the snapshot arrived after the replay, before the response; "
+        "no resync clears what the agent holds without the snapshot",
         "R4",
     ),
     Rule("fence", "nothing arrives for a session after its session/close response", "R6"),
@@ -94,10 +98,10 @@ _NOT_REPLAY: Final = frozenset(
 )
 """``session/update`` kinds that report status, not conversation: never part of a replay."""
 
-_REPLAY_METHODS: Final = frozenset({"session/load", "session/resume"})
+_RESTORE_METHODS: Final = frozenset({"session/load", "session/resume"})
 
 _WINDOW_EVIDENCE: Final = 200
-"""A replay's last frames kept as evidence: a request never answered cannot grow without end."""
+"""A load or resume window's last frames kept as evidence: an unanswered one stays bounded."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -135,28 +139,37 @@ class Frame:
 
 @dataclasses.dataclass(slots=True)
 class _Session:
-    """What the client holds for one session, and whether it is fenced."""
+    """What the client holds for one session, what the agent holds, and whether it is fenced.
+
+    ``known`` is the agent's ``_meta`` as its frames show it: its publications folded with the
+    client's rule, except the frames of a replay window (history, not publications; a resync
+    that completes sets it to what the client then holds) and those of a closed lifetime. A
+    ``session/close`` response starts the next lifetime with nothing known.
+    """
 
     title: str | None | Omitted = OMITTED
     updated_at: str | None | Omitted = OMITTED
     meta: Meta = None
     as_v2: Meta = None  # v1 only: the same frames folded with the v2 rule, for diagnosis
+    known: Meta = None
     closed_by: int | None = None  # seq of the session/close response while fenced
 
 
 @dataclasses.dataclass(slots=True)
 class _Request:
-    """A client request waiting for its response; a replay request also watches its window."""
+    """A client request waiting for its response; a load or resume also watches its window."""
 
     method: str
     session: str | None
     seq: int
+    restore: bool = False  # session/load or session/resume: its window is watched
     replay: bool = False
     meta_before: Meta = None
     info_frames: int = 0
     last_replay: int | None = None
     resync_at: int | None = None
-    window: collections.deque[int] = dataclasses.field(
+    known_at_resync: Meta = None  # what the agent held when its last resync frame came
+    window: collections.deque[int] = dataclasses.field(  # evidence: the window's updates
         default_factory=lambda: collections.deque(maxlen=_WINDOW_EVIDENCE)
     )
 
@@ -346,21 +359,20 @@ class Watcher:
             return
         request = _Request(method, session, frame.seq)
         self._requests[_key(message["id"])] = request
-        if session is None or method not in _REPLAY_METHODS:
+        if session is None or method not in _RESTORE_METHODS:
             return
         view = self._sessions.get(session)
         if view is not None:
             view.closed_by = None  # asking for the session again reopens it
         params = message.get("params")
-        replay = method == "session/load" or (
+        request.restore = True
+        request.replay = method == "session/load" or (
             self.protocol_version >= 2
             and isinstance(params, dict)
             and params.get("replayFrom") is not None
         )
-        if replay:
-            request.replay = True
-            request.meta_before = None if view is None or view.meta is None else dict(view.meta)
-            self._windows.setdefault(session, []).append(request)
+        request.meta_before = None if view is None or view.meta is None else dict(view.meta)
+        self._windows.setdefault(session, []).append(request)
 
     def _agent_call(self, frame: Frame, message: dict[str, Any]) -> None:
         params = message.get("params")
@@ -393,19 +405,27 @@ class Watcher:
         kind = update.get("sessionUpdate")
         windows = self._windows.get(session, ())
         if kind == "session_info_update":
-            resync = self._info_update(frame, view, session, update)
+            # What the agent held before this frame, should it be a resync (R4 restores it).
+            known = None if not windows or view is None or view.known is None else dict(view.known)
+            resync = self._info_update(frame, view, session, update, windows)
             for request in windows:
                 request.window.append(frame.seq)
                 request.info_frames += 1
                 if resync:
                     request.resync_at = frame.seq
+                    request.known_at_resync = known
         elif kind not in _NOT_REPLAY:
             for request in windows:
                 request.window.append(frame.seq)
                 request.last_replay = frame.seq
 
     def _info_update(
-        self, frame: Frame, view: _Session | None, session: str, update: dict[str, Any]
+        self,
+        frame: Frame,
+        view: _Session | None,
+        session: str,
+        update: dict[str, Any],
+        windows: Sequence[_Request],
     ) -> bool:
         """Fold one ``session_info_update``; return whether it is a resync (see ``resync``)."""
         if view is None:
@@ -421,11 +441,20 @@ class Watcher:
             self._updated_at(frame, view, update["updatedAt"])
         if "_meta" not in update:
             return False
-        meta = update["_meta"]
+        return self._meta_update(frame, view, update["_meta"], windows)
+
+    def _meta_update(
+        self, frame: Frame, view: _Session, meta: object, windows: Sequence[_Request]
+    ) -> bool:
+        """Fold a ``_meta`` into what the client holds, and into what the agent holds unless
+        it is replay or fenced; return whether it is a resync (see ``resync``)."""
         if meta is not None and not isinstance(meta, dict):
             self.fail(frame, "shape", f"_meta is {_kind(meta)}, not an object or null (not folded)")
             return False
-        if self.protocol_version >= 2:
+        v2 = self.protocol_version >= 2
+        if view.closed_by is None and not (windows and any(r.replay for r in windows)):
+            view.known = patch_meta(view.known, meta) if v2 else _replaced(view.known, meta)
+        if v2:
             view.meta = patch_meta(view.meta, meta)
             return meta is None
         self._v1_meta(frame, view, meta)
@@ -479,14 +508,20 @@ class Watcher:
         frame.session = session
         if request.method == "initialize" and ok:
             self._negotiated(result)
-        if session is None:
-            return
+        if session is not None:
+            self._session_response(frame, session, request, ok=ok)
+
+    def _session_response(self, frame: Frame, session: str, request: _Request, *, ok: bool) -> None:
+        """The answer to a request of ``session``: a close fences it, a load or resume ends
+        its window and is judged (``resync``)."""
         if request.method == "session/close" and ok:
-            self._sessions.setdefault(session, _Session()).closed_by = frame.seq
+            view = self._sessions.setdefault(session, _Session())
+            view.closed_by = frame.seq
+            view.known = None  # the lifetime ended: a reopen starts a fresh one (R5)
             self.exercised["fence"] += 1
-        if request.replay:
+        if request.restore:
             self._windows[session].remove(request)
-            if ok:
+            if ok and not self._check_snapshot(frame, session, request) and request.replay:
                 self._check_resync(frame, session, request)
 
     def _negotiated(self, result: object) -> None:
@@ -494,6 +529,43 @@ class Watcher:
         version = result.get("protocolVersion") if isinstance(result, dict) else None
         if type(version) is int and version >= 1:
             self.protocol_version = version
+
+    def _check_snapshot(self, frame: Frame, session: str, request: _Request) -> bool:
+        """R4: a resync clears, then restores what the agent holds when that is not nothing.
+
+        The last resync frame after the replay counts (v2: ``_meta: null``; v1: any ``_meta``).
+        Return whether the snapshot was missing (a finding); else a completed resync makes what
+        the client holds the agent's known state.
+        """
+        view = self._sessions.get(session)
+        resync = request.resync_at
+        if view is None or resync is None:
+            return False
+        if request.last_replay is not None and resync < request.last_replay:
+            return False  # not a resync: _check_resync reports it
+        expected = request.known_at_resync
+        if expected is not None and not request.replay:  # _check_resync counts a replay
+            self.exercised["resync"] += 1
+        if expected is None or view.meta is not None:
+            view.known = None if view.meta is None else dict(view.meta)
+            return False
+        view.known = expected  # the agent still holds it; the client was told otherwise
+        snapshot = f"no snapshot of {short_meta(expected)}"
+        if self.protocol_version >= 2:
+            why = f"_meta: null (#{resync}) came, but {snapshot} followed it"
+        else:
+            why = (
+                f"the v1 resync (#{resync}) cleared it, with {snapshot} (on v1 the resync is "
+                "one frame with the complete object)"
+            )
+        self.fail(
+            frame,
+            "resync",
+            f"after {request.method} (frame #{request.seq}) the client holds no _meta: {why}",
+            request.seq,
+            *request.window,
+        )
+        return True
 
     def _check_resync(self, frame: Frame, session: str, request: _Request) -> None:
         view = self._sessions.get(session)
@@ -523,6 +595,11 @@ class Watcher:
             request.seq,
             *request.window,
         )
+
+
+def _replaced(stored: Meta, meta: Meta) -> Meta:
+    """The v1 rule: an object replaces ``stored`` whole (a copy); ``null`` means omitted."""
+    return stored if meta is None else dict(meta) or None
 
 
 def _key(request_id: object) -> object:

@@ -5,9 +5,10 @@ Each broken agent next to it subclasses :class:`Agent` and breaks exactly one ru
 the control that shows a failure comes from the break, not from the scaffolding.
 
 It speaks v1 and v2 (whichever ``initialize`` asks for), offers load (v1), resume, close and
-list, and replays a conversation whose first entry is the session info it published when the
-session was created (``{"title": "New session", "_meta": {"stage": "new"}}``): replay over
-newer metadata is what a resync must repair. Prompt lines are commands:
+list (unless ``offers_list`` is off), and replays a conversation whose first entry is the
+session info it published when the session was created (``{"title": "New session", "_meta":
+{"stage": "new"}}``): replay over newer metadata is what a resync must repair. Prompt lines
+are commands:
 
 - ``/meta set KEY JSON``, ``/meta rm KEY``, ``/meta clear``, ``/title TEXT``;
 - anything else is echoed.
@@ -43,6 +44,9 @@ class Agent:
     name = "broken-agents-base"
     list_meta = True
     """Whether session/list entries carry the session's ``_meta``."""
+    offers_list = True
+    """Whether it offers session/list at all (v1 advertises it; v2, where it is baseline,
+    answers ``-32601`` without it)."""
 
     def __init__(self) -> None:
         self.version = 1
@@ -68,7 +72,7 @@ class Agent:
             if not isinstance(method, str) or "id" not in message:
                 continue  # notifications and responses need no answer here
             handler = getattr(self, "on_" + method.replace("/", "_"), None)
-            if handler is None:
+            if handler is None or (method == "session/list" and not self.offers_list):
                 error = {"code": -32601, "message": f"no method {method}"}
                 self.send({"jsonrpc": "2.0", "id": message["id"], "error": error})
                 continue
@@ -139,10 +143,10 @@ class Agent:
         info = {"name": self.name, "version": "0"}
         if self.version == 2:
             return {"protocolVersion": 2, "info": info, "capabilities": {"session": {}}}
-        capabilities = {
-            "loadSession": True,
-            "sessionCapabilities": {"resume": {}, "close": {}, "list": {}},
-        }
+        sessions: Json = {"resume": {}, "close": {}}
+        if self.offers_list:
+            sessions["list"] = {}
+        capabilities = {"loadSession": True, "sessionCapabilities": sessions}
         return {"protocolVersion": 1, "agentInfo": info, "agentCapabilities": capabilities}
 
     def on_session_new(self, params: Json) -> Json:
