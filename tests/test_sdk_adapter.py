@@ -541,3 +541,18 @@ def test_an_adapter_the_sdk_never_reads_through_says_so(caplog: pytest.LogCaptur
     asyncio.run(scenario())
     assert opened == []
     assert "never read through the agent_meta adapter" in caplog.text
+
+
+def test_the_seam_of_every_release_is_used_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With ``connection_kwargs()`` the adapter says nothing about its seam, on any release
+    (where handlers start from a dispatcher, they are marked there, never also on reading)."""
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "meta a 1")
+        await client.call("session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []})
+
+    go(scenario)
+    assert [r.getMessage() for r in caplog.records if r.name == "agent_meta.sdk"] == []

@@ -197,7 +197,7 @@ class SdkAdapter:
             kwargs["output_stream"] = SeamReader(self)
             kwargs["sender_factory"] = lambda _writer, _supervisor: SeamSender(self)
         if release.dispatcher:
-            kwargs["dispatcher_factory"] = marking_dispatcher(self._admit_in_dispatcher)
+            kwargs["dispatcher_factory"] = marking_dispatcher(self._admit, self._dispatching)
         return kwargs
 
     # -- the SDK's transport ---------------------------------------------------------------
@@ -266,9 +266,9 @@ class SdkAdapter:
         if opened is not None:
             opened.set()
 
-    def _admit_in_dispatcher(self, message: Mapping[str, Any]) -> int | None:
+    def _dispatching(self) -> None:
+        """The SDK built the adapter's dispatcher: requests are admitted there, not read."""
         self._marks_in_dispatcher = True
-        return self._admit(message)
 
     async def _absorb(self, session_id: str, update: InfoUpdate) -> None:
         """Publish an update the SDK sent. The SDK has already accepted it from the agent, so

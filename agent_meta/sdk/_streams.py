@@ -88,11 +88,14 @@ class SeamReader(asyncio.StreamReader):
         return line
 
 
-def marking_dispatcher(admit: Callable[[Mapping[str, Any]], int | None]) -> Callable[..., Any]:
+def marking_dispatcher(
+    admit: Callable[[Mapping[str, Any]], int | None], built: Callable[[], None]
+) -> Callable[..., Any]:
     """A ``dispatcher_factory`` for the SDK's connection: the SDK's own dispatcher, whose request
     handlers first call ``admit(message)`` and mark their task with the token it returns (see
-    :data:`REPLAYING`). Handlers start in the order the requests were
-    read, so requests are admitted in that order too."""
+    :data:`REPLAYING`). Handlers start in the order the requests were read, so requests are
+    admitted in that order too. ``built`` is called when the SDK builds the dispatcher, as it
+    builds its connection: before it reads anything."""
     # Only the releases with a dispatcher have it (the installed one is checked by the caller).
     dispatcher_class = importlib.import_module("acp.task").DefaultMessageDispatcher
 
@@ -103,6 +106,8 @@ def marking_dispatcher(admit: Callable[[Mapping[str, Any]], int | None]) -> Call
         request_runner: Callable[[dict[str, Any]], Awaitable[Any]],
         notification_runner: Callable[[dict[str, Any]], Awaitable[None]],
     ) -> Any:
+        built()
+
         async def run_request(message: dict[str, Any]) -> Any:
             REPLAYING.set(admit(message))
             return await request_runner(message)
