@@ -141,6 +141,7 @@ SDK_NAMES = [
     "UnsupportedSdkError",
     "adapter_of",
     "create_asgi_app",
+    "on_connection",
     "open_stdio_adapter",
     "open_stream_adapter",
     "run_agent",

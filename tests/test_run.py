@@ -8,6 +8,7 @@ one that must not run without ownership: each is stopped, and the client hears n
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -23,7 +24,8 @@ from test_reliability_pipe import BOUND, AgentProcess, prompt_params, request
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
 PLAIN_AGENT = [sys.executable, "-m", "integration.sdk_mini_agent", "plain"]
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
@@ -31,7 +33,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns 
 
 @asynccontextmanager
 async def supervised(
-    *command: str, options: tuple[str, ...] = (), cwd: Path = ROOT
+    *command: str,
+    options: tuple[str, ...] = (),
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[AgentProcess]:
     """``agent-meta run [options] -- command`` with its stdin and stdout as pipes (and stderr,
     read by :func:`stderr_of`)."""
@@ -41,6 +46,7 @@ async def supervised(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=cwd,
+        env=env,
     )
     try:
         with trio.fail_after(BOUND):
@@ -242,3 +248,23 @@ async def test_sigterm_is_passed_on_to_the_agent() -> None:
         agent.process.send_signal(signal.SIGTERM)
         status = await agent.process.wait()
     assert status == 128 + signal.SIGTERM  # Python's default: the agent died of it
+
+
+async def test_an_extension_imported_into_the_agent_publishes_on_its_sessions() -> None:
+    # The agent finds the extension on its PYTHONPATH (kept behind agent_meta's own entry).
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    options = ("--import", "run_extension")
+    async with supervised(*PLAIN_AGENT, options=options, env=env) as agent:
+        sid = await start(agent)
+        await agent.prompt(sid, "meta a 1")
+        assert await agent.finish() == 0
+    metas = [update.get("_meta") for update in info_updates(agent)]
+    assert {"extension": {"loaded": True}, "a": 1} in metas, metas
+
+
+async def test_an_extension_that_cannot_be_imported_stops_the_agent() -> None:
+    async with supervised(*PLAIN_AGENT, options=("--import", "no_such_extension")) as agent:
+        status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status == 2
+    assert "--import no_such_extension: ModuleNotFoundError" in errors

@@ -93,6 +93,15 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="send every update as its own frame (producers wait for queue room)",
     )
     parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE into the agent (an extension using agent_meta.sdk.on_connection); "
+        "repeatable",
+    )
+    parser.add_argument(
         "--max-line",
         type=int,
         metavar="BYTES",
@@ -112,7 +121,10 @@ def main(argv: Sequence[str]) -> int:
         "drain_timeout": 10.0,  # as agent-meta agent: a stalled client cannot hold the exit
     }
     store = None if args.store is None else str(Path(args.store).resolve())
-    return Supervisor(args.agent, store=store, options=options, max_line=args.max_line).run()
+    supervisor = Supervisor(
+        args.agent, store=store, options=options, max_line=args.max_line, imports=args.imports
+    )
+    return supervisor.run()
 
 
 @dataclasses.dataclass
@@ -138,8 +150,10 @@ class Supervisor:
         store: str | None,
         options: dict[str, Any],
         max_line: int | None,
+        imports: list[str] | None = None,
     ) -> None:
         self._command = command
+        self._imports = imports or []
         self._store = store
         self._options = options
         self._max_line = max_line
@@ -180,6 +194,7 @@ class Supervisor:
             "store": self._store,
             "options": self._options,
             "max_line_bytes": self._max_line,
+            "imports": self._imports,
         }
         environment[ENVIRONMENT] = json.dumps(config)
         parts = [str(BOOT_DIRECTORY)] + ([pythonpath] if pythonpath else [])

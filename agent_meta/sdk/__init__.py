@@ -23,6 +23,7 @@ from ._release import SUPPORTED_SDK_RANGE as SUPPORTED_SDK_RANGE
 from ._release import SdkRelease as SdkRelease
 from ._release import UnsupportedSdkError as UnsupportedSdkError
 from ._run import adapter_of as adapter_of
+from ._run import on_connection as on_connection
 from ._run import run_agent as run_agent
 from ._stdio import open_stdio_adapter as open_stdio_adapter
 from ._stdio import open_stream_adapter as open_stream_adapter
@@ -39,6 +40,7 @@ __all__ = [
     "UnsupportedSdkError",
     "adapter_of",
     "create_asgi_app",
+    "on_connection",
     "open_stdio_adapter",
     "open_stream_adapter",
     "run_agent",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import importlib.abc
 import importlib.machinery
 import json
@@ -55,6 +56,9 @@ class RunConfig:
     """``OwnerOptions`` fields (``failure_path``, ``v1_meta_mode``, ``coalesce``,
     ``drain_timeout``)."""
     max_line_bytes: int | None = None
+    imports: list[str] = dataclasses.field(default_factory=list)
+    """Modules imported into the agent once it is instrumented (``--import``): extensions that
+    reach each connection's adapter through :func:`agent_meta.sdk.on_connection`."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -94,6 +98,12 @@ def install(config: RunConfig) -> None:
         _instrument(sys.modules["acp"])
     else:
         sys.meta_path.insert(0, _SdkFinder())
+    for name in config.imports:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            report("refused", reason=f"--import {name}: {type(exc).__name__}: {exc}")
+            raise
 
 
 @final

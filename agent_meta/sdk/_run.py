@@ -10,6 +10,7 @@ connection, so that the agent finds it with :func:`adapter_of` (the ``conn`` its
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,11 @@ if TYPE_CHECKING:
     from ..sansio._options import OwnerOptions
     from ._adapter import SdkAdapter
 
-__all__ = ["adapter_of", "register_connection", "run_agent", "sdk_run_agent"]
+__all__ = ["adapter_of", "on_connection", "register_connection", "run_agent", "sdk_run_agent"]
+
+logger = logging.getLogger("agent_meta.sdk")
+
+_HOOKS: list[Callable[[SdkAdapter, Any], None]] = []
 
 _CONNECTIONS: weakref.WeakKeyDictionary[Any, Callable[[], Awaitable[SdkAdapter]]] = (
     weakref.WeakKeyDictionary()
@@ -47,6 +52,25 @@ async def adapter_of(connection: object) -> SdkAdapter:
     :func:`run_agent` (and so by ``agent-meta run``) or made by
     :func:`~agent_meta.sdk.create_asgi_app`. Raises ``KeyError`` for any other."""
     return await _CONNECTIONS[connection]()
+
+
+def on_connection(hook: Callable[[SdkAdapter, Any], None]) -> Callable[[], None]:
+    """Call ``hook(adapter, connection)`` for every connection :func:`run_agent` starts (and so
+    every connection of an agent under ``agent-meta run``), as the SDK builds it, before the
+    agent's ``on_connect``. Returns a function that removes the hook.
+
+    This is how an extension publishes into an agent it did not write: load it with
+    ``agent-meta run --import MODULE``, and keep the adapter to reach the lifetimes
+    (``adapter.lifetime(sid)``, ``adapter.threadsafe``) once they open. A hook that raises is
+    logged; the connection goes on.
+    """
+    _HOOKS.append(hook)
+
+    def remove() -> None:
+        if hook in _HOOKS:
+            _HOOKS.remove(hook)
+
+    return remove
 
 
 def sdk_run_agent() -> Callable[..., Awaitable[None]]:
@@ -118,6 +142,11 @@ def _registering(agent: Any, adapter: SdkAdapter) -> Callable[[Any], Any]:
 
     def build(connection: Any) -> Any:
         register_connection(connection, found)
+        for hook in _HOOKS:
+            try:
+                hook(adapter, connection)
+            except Exception:
+                logger.exception("a connection hook failed: %r", hook)
         return agent(connection) if callable(agent) else agent
 
     return build
