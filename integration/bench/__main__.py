@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from . import patch_cost, proxy, scale, slow_client, startup, throughput
+from . import callgrind, patch_cost, proxy, scale, slow_client, startup, throughput
 from ._common import Row, machine, render_table
 
 FULL = {
@@ -22,6 +22,8 @@ FULL = {
     "lifetimes": 10_000,
     "proxy_repeats": 5,  # a shared machine's noise swamps a 10 % difference in fewer runs
     "starts": 15,
+    "instructions_small": 2_000,
+    "instructions_large": 6_000,
 }
 SMOKE = {
     "updates": 500,
@@ -32,6 +34,8 @@ SMOKE = {
     "lifetimes": 500,
     "proxy_repeats": 1,
     "starts": 1,
+    "instructions_small": 100,
+    "instructions_large": 300,
 }
 
 
@@ -40,14 +44,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny counts: checks the suite runs")
     parser.add_argument(
         "--only",
-        choices=("throughput", "sdk", "patch", "slow", "scale", "proxy", "startup"),
+        choices=(
+            "throughput",
+            "sdk",
+            "patch",
+            "slow",
+            "scale",
+            "proxy",
+            "startup",
+            "instructions",
+        ),
         action="append",
         help="sections (default: all but sdk, whose figures throughput has too; nox -s "
         "bench_sdk runs sdk on several SDK releases)",
     )
     args = parser.parse_args(argv)
     size = SMOKE if args.smoke else FULL
-    only = set(args.only or ("throughput", "patch", "slow", "scale", "proxy", "startup"))
+    every = ("throughput", "patch", "slow", "scale", "proxy", "startup", "instructions")
+    only = set(args.only or every)
     started = time.monotonic()
     rows: list[Row] = []
     if "throughput" in only:
@@ -64,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += proxy.rows(size["updates"], size["proxy_repeats"])
     if "startup" in only:
         rows += startup.rows(size["starts"])
+    if "instructions" in only:
+        rows += callgrind.rows(size["instructions_small"], size["instructions_large"])
     print(render_table(rows))
     print()
     print(f"machine: {machine()}")

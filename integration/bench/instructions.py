@@ -1,10 +1,17 @@
-"""Publish N one-key patches to ``/dev/null`` through the trio owner, for instruction counts.
+"""Publish N one-key patches to ``/dev/null``, for instruction counts: ``python -m
+integration.bench.instructions KIND N`` with KIND one of
+
+- ``trio``: the trio owner (``coalesce=False``, one frame per update);
+- ``asyncio``: the asyncio owner, the same way;
+- ``floor``: the same frame built as a dict, ``json.dumps`` and one ``os.write``: what any
+  agent pays to put the update on the wire, with no rule kept.
 
 Run it under ``valgrind --tool=callgrind`` with two counts and take the difference, which
-leaves out start-up and imports::
+leaves out start-up and imports (``python -m integration.bench --only instructions`` does it
+for the three kinds in one run)::
 
-    PYTHONHASHSEED=0 valgrind --tool=callgrind python -m integration.bench.instructions 2000
-    PYTHONHASHSEED=0 valgrind --tool=callgrind python -m integration.bench.instructions 6000
+    PYTHONHASHSEED=0 valgrind --tool=callgrind python -m integration.bench.instructions trio 2000
+    PYTHONHASHSEED=0 valgrind --tool=callgrind python -m integration.bench.instructions trio 6000
 
 (instructions per update = difference of the two totals / 4000). Instruction counts do not
 depend on what else the machine is doing, so they compare two versions of the code where
@@ -13,6 +20,8 @@ throughput runs are too noisy to.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import sys
 
@@ -20,24 +29,65 @@ import trio
 
 import agent_meta
 
+SESSION_ID = "bench-session"
+KINDS = ("trio", "asyncio", "floor")
+
 
 def patch(step: int, count: int) -> dict[str, object]:
     return {"progress": {"step": step, "of": count}, "pad": "x" * 40}
 
 
-async def publish(count: int) -> None:
+async def publish_trio(count: int) -> None:
     stream = trio.lowlevel.FdStream(os.open(os.devnull, os.O_WRONLY))
     options = agent_meta.OwnerOptions(coalesce=False)
     async with agent_meta.open_owner(stream, options) as owner:
-        lifetime = owner.open_lifetime("bench-session")
+        lifetime = owner.open_lifetime(SESSION_ID)
         for step in range(count):
             await lifetime.publish(meta=patch(step, count))
     await stream.aclose()
 
 
+async def publish_asyncio(count: int) -> None:
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()),
+        os.fdopen(os.open(os.devnull, os.O_WRONLY), "wb", buffering=0),
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    options = agent_meta.OwnerOptions(coalesce=False)
+    async with agent_meta.open_asyncio_owner(writer, options) as owner:
+        lifetime = owner.open_lifetime(SESSION_ID)
+        for step in range(count):
+            await lifetime.publish(meta=patch(step, count))
+    transport.close()
+
+
+def publish_floor(count: int) -> None:
+    fd = os.open(os.devnull, os.O_WRONLY)
+    for step in range(count):
+        message = {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "sessionId": SESSION_ID,
+                "update": {"sessionUpdate": "session_info_update", "_meta": patch(step, count)},
+            },
+        }
+        os.write(fd, (json.dumps(message, separators=(",", ":")) + "\n").encode())
+    os.close(fd)
+
+
 def main() -> None:
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    trio.run(publish, count)
+    kind = sys.argv[1] if len(sys.argv) > 1 else "trio"
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+    if kind == "trio":
+        trio.run(publish_trio, count)
+    elif kind == "asyncio":
+        asyncio.run(publish_asyncio(count))
+    elif kind == "floor":
+        publish_floor(count)
+    else:
+        sys.exit(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,75 @@
+"""Section 7: instructions per update, under callgrind, against the floor.
+
+Each kind of :mod:`.instructions` (the trio owner, the asyncio owner, the floor: the same
+frame as a dict, ``json.dumps``, one ``os.write``) runs under ``valgrind --tool=callgrind``
+twice, with ``small`` and ``large`` updates; the difference of the two totals divided by the
+difference of the counts is what one update costs, start-up and imports left out. Instruction
+counts are the same whatever else the machine does, so the ratios compare code, not load.
+Skipped (with the reason) where valgrind is missing.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ._common import ROOT, Row, child_env, module_command, verdict
+from .instructions import KINDS
+
+TARGET = 1.3
+"""Each owner's instructions per update, at most this many times the floor's."""
+
+_TOTAL = re.compile(rb"^summary:\s+(\d+)", re.MULTILINE)
+
+
+def instructions(kind: str, count: int, scratch: Path) -> int:
+    """Instructions the whole ``instructions KIND COUNT`` process executes."""
+    out = scratch / f"callgrind.{kind}.{count}"
+    env = child_env()
+    env["PYTHONHASHSEED"] = "0"
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={out}",
+        *module_command("instructions", kind, str(count)),
+    ]
+    subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True)
+    found = _TOTAL.search(out.read_bytes())
+    if found is None:
+        raise RuntimeError(f"no instruction total in {out}")
+    return int(found.group(1))
+
+
+def per_update(kind: str, small: int, large: int) -> float:
+    with tempfile.TemporaryDirectory(prefix="agent-meta-callgrind-") as tmp:
+        low = instructions(kind, small, Path(tmp))
+        high = instructions(kind, large, Path(tmp))
+    return (high - low) / (large - small)
+
+
+def rows(small: int, large: int) -> list[Row]:
+    section = "7 instructions per update (callgrind)"
+    if shutil.which("valgrind") is None:
+        return [Row(section, "skipped", "valgrind is not installed (Debian: valgrind)")]
+    cost = {kind: per_update(kind, small, large) for kind in KINDS}
+    floor = cost["floor"]
+    out = [
+        Row(section, "floor: dict, json.dumps, os.write", f"{floor:,.0f}"),
+        Row(section, "trio owner, coalesce=False", f"{cost['trio']:,.0f}"),
+        Row(section, "asyncio owner, coalesce=False", f"{cost['asyncio']:,.0f}"),
+    ]
+    for kind in ("trio", "asyncio"):
+        ratio = cost[kind] / floor
+        out.append(
+            Row(
+                section,
+                f"ratio {kind}/floor",
+                f"{ratio:.2f}",
+                f"<= {TARGET}",
+                verdict(ratio <= TARGET),
+            )
+        )
+    return out
