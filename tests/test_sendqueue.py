@@ -665,7 +665,7 @@ def test_oversized_seed_and_raw_frames_raise() -> None:
     q = make_queue(max_frame_bytes=500)
     with pytest.raises(FrameTooLargeError):
         q.open_lifetime(SID, enc(meta={"a": "x" * 1000}))
-    assert SID not in q.sessions
+    assert SID not in q.lifetimes.sessions
     with pytest.raises(FrameTooLargeError):
         q.submit_raw(b'{"jsonrpc":"2.0","id":1,"result":"' + b"x" * 1000 + b'"}\n')
     assert next_frame(q) is None

@@ -132,7 +132,7 @@ class AsyncioMetaOwner(OwnerBase):
             self._check_stopped()
             await self._progress.park()
 
-    async def _submit(self, state: LifetimeState, edit: Edit) -> bool:
+    async def submit_edit(self, state: LifetimeState, edit: Edit) -> bool:
         if _cancel_requested():
             await asyncio.sleep(0)  # where that cancellation is raised, before any effect
         outcome = self._try_submit(state, edit)
@@ -141,7 +141,7 @@ class AsyncioMetaOwner(OwnerBase):
             outcome = self._try_submit(state, edit)  # computed afresh from the state now (R8)
         return outcome is Outcome.ACCEPTED  # nothing awaited since the effect
 
-    async def _send_raw(self, frame: bytes, session_id: str | None) -> bool:
+    async def send_encoded(self, frame: bytes, session_id: str | None) -> bool:
         if _cancel_requested():
             await asyncio.sleep(0)
         outcome = self._try_raw(frame, session_id)

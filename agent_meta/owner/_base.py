@@ -282,7 +282,7 @@ class OwnerBase(abc.ABC):
         waiting, nothing is sent.
         """
         frame = build_notification(method, params)
-        return await self._send_raw(frame, session_of(params))
+        return await self.send_encoded(frame, session_of(params))
 
     def send_notification_nowait(
         self, method: str, params: Mapping[str, object] | None = None
@@ -301,7 +301,7 @@ class OwnerBase(abc.ABC):
         :class:`~agent_meta.MetaValueError` before anything is queued. May wait for queue room;
         if cancelled while waiting, nothing is sent.
         """
-        await self._send_raw(build_response(request_id, result=result, error=error), None)
+        await self.send_encoded(build_response(request_id, result=result, error=error), None)
 
     def send_response_nowait(
         self, request_id: int | str | None, *, result: object = None, error: object = None
@@ -314,7 +314,7 @@ class OwnerBase(abc.ABC):
         """Queue the answer to a JSON-RPC batch: one line holding every response given
         (``{"id": ..., "result": ...}`` or ``{"id": ..., "error": {...}}``), validated like
         :meth:`send_response`."""
-        await self._send_raw(build_response_batch(responses), None)
+        await self.send_encoded(build_response_batch(responses), None)
 
     async def send_request(
         self, request_id: int | str, method: str, params: Mapping[str, object] | None = None
@@ -326,7 +326,9 @@ class OwnerBase(abc.ABC):
         on the trio connection; the official SDK does it behind the SDK adapter). Returns
         ``False`` (nothing written) if its session's lifetime has ended.
         """
-        return await self._send_raw(build_request(request_id, method, params), session_of(params))
+        return await self.send_encoded(
+            build_request(request_id, method, params), session_of(params)
+        )
 
     def send_request_nowait(
         self, request_id: int | str, method: str, params: Mapping[str, object] | None = None
@@ -335,7 +337,12 @@ class OwnerBase(abc.ABC):
         waiting."""
         return self._raw_nowait(build_request(request_id, method, params), session_of(params))
 
-    # -- what the handles call -----------------------------------------------------------
+    # -- what the handles call (LifetimeOwner) --------------------------------------------
+    @property
+    def offset_timestamps(self) -> bool:
+        """``updatedAt`` must be RFC 3339 with an offset in the version rendered now (v2)."""
+        return self._queue.mode.requires_offset_timestamps
+
     def _try_submit(self, state: LifetimeState, edit: Edit) -> Outcome:
         """Submit one edit to the queue now; wake the writer if anything was accepted."""
         if not state.closed and (self._stopped is not None or self._closing):
@@ -345,13 +352,16 @@ class OwnerBase(abc.ABC):
             self._wake_writer()
         return outcome
 
-    def _submit_nowait(self, state: LifetimeState, edit: Edit) -> bool:
+    def submit_edit_nowait(self, state: LifetimeState, edit: Edit) -> bool:
+        """Submit one edit without waiting: the driver's "would block" error when it needs
+        queue room and there is none."""
         outcome = self._try_submit(state, edit)
         if outcome is Outcome.FULL:
             self._would_block()
         return outcome is Outcome.ACCEPTED
 
-    def _resync(self, state: LifetimeState) -> bool:
+    def resync_lifetime(self, state: LifetimeState) -> bool:
+        """Queue a resync of ``state`` (R4; never waits); ``False`` if it has ended."""
         if not state.closed:
             self._check_running()
         accepted = self._queue.resync(state) is Outcome.ACCEPTED
@@ -374,11 +384,11 @@ class OwnerBase(abc.ABC):
         return outcome is Outcome.ACCEPTED
 
     @abc.abstractmethod
-    async def _submit(self, state: LifetimeState, edit: Edit) -> bool:
+    async def submit_edit(self, state: LifetimeState, edit: Edit) -> bool:
         """Submit one edit, waiting for queue room as long as needed (the driver's way)."""
 
     @abc.abstractmethod
-    async def _send_raw(self, frame: bytes, session_id: str | None) -> bool:
+    async def send_encoded(self, frame: bytes, session_id: str | None) -> bool:
         """Queue a raw frame, waiting for queue room as long as needed (the driver's way);
         ``False`` if it was fenced (its session's lifetime has ended)."""
 

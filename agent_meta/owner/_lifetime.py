@@ -12,7 +12,7 @@ block" exception (``trio.WouldBlock``, ``asyncio.QueueFull``) instead of waiting
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Protocol, final
 
 from ..core._errors import MetaValueError
 from ..core._json import JsonValue, json_copy
@@ -25,11 +25,12 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ..core._session_info import SessionInfo
+    from ..sansio._edits import Edit
     from ..sansio._state import LifetimeState
-    from ._base import OwnerBase
 
 __all__ = [
     "DomainHandle",
+    "LifetimeOwner",
     "SessionLifetime",
     "check_domain_key",
     "domain_edit",
@@ -37,6 +38,29 @@ __all__ = [
     "report_edit",
     "resolve_edit",
 ]
+
+
+class LifetimeOwner(Protocol):
+    """The owner as its handles see it: where they submit edits. Every driver's owner is one
+    (:class:`~agent_meta.owner._base.OwnerBase`); agents use the handles, not this."""
+
+    @property
+    def offset_timestamps(self) -> bool:
+        """``updatedAt`` must be RFC 3339 with an offset in the version rendered now (v2)."""
+        ...
+
+    async def submit_edit(self, state: LifetimeState, edit: Edit) -> bool:
+        """Apply ``edit`` to the lifetime ``state`` (waiting for queue room if it needs some);
+        ``False`` if the lifetime has ended."""
+        ...
+
+    def submit_edit_nowait(self, state: LifetimeState, edit: Edit) -> bool:
+        """:meth:`submit_edit` without waiting: the driver's "would block" error instead."""
+        ...
+
+    def resync_lifetime(self, state: LifetimeState) -> bool:
+        """Queue a resync of ``state`` (never waits); ``False`` if the lifetime has ended."""
+        ...
 
 
 @final
@@ -50,14 +74,14 @@ class SessionLifetime:
 
     __slots__ = ("_owner", "_state")
 
-    _owner: OwnerBase
+    _owner: LifetimeOwner
     _state: LifetimeState
 
     def __init__(self) -> None:
         raise TypeError("use owner.open_lifetime() or owner.lifetime()")
 
     @classmethod
-    def _create(cls, owner: OwnerBase, state: LifetimeState) -> SessionLifetime:
+    def _create(cls, owner: LifetimeOwner, state: LifetimeState) -> SessionLifetime:
         self = object.__new__(cls)
         self._owner = owner
         self._state = state
@@ -106,7 +130,7 @@ class SessionLifetime:
         when ``notification_meta`` is given (that frame is never merged).
         """
         edit = publication(self._owner, title, updated_at, meta, notification_meta)
-        return await self._owner._submit(self._state, edit)
+        return await self._owner.submit_edit(self._state, edit)
 
     def publish_nowait(
         self,
@@ -118,7 +142,7 @@ class SessionLifetime:
     ) -> bool:
         """Like :meth:`publish`, but raise instead of waiting for queue room."""
         edit = publication(self._owner, title, updated_at, meta, notification_meta)
-        return self._owner._submit_nowait(self._state, edit)
+        return self._owner.submit_edit_nowait(self._state, edit)
 
     def resync(self) -> bool:
         """Queue a resync (R4): ``_meta: null``, then the known state, taken at write time.
@@ -128,11 +152,11 @@ class SessionLifetime:
         resync. Never blocks (a lifetime has at most one pending resync, which serves every
         request made before it is written). Returns ``False`` if the lifetime has ended.
         """
-        return self._owner._resync(self._state)
+        return self._owner.resync_lifetime(self._state)
 
     def domain(self, key: str) -> DomainHandle:
         """A handle that edits values inside the top-level ``_meta`` key ``key`` only (R8)."""
-        return DomainHandle._create(self, check_domain_key(key))
+        return DomainHandle._create(self._owner, self._state, check_domain_key(key))
 
     # -- failure incidents (R7) ------------------------------------------------------------
     async def report_failure(self, incident_id: str, revision: int, record: JsonValue) -> bool:
@@ -143,12 +167,12 @@ class SessionLifetime:
         ``False`` (as does an ended lifetime).
         """
         edit = report_edit(incident_id, revision, record)
-        return await self._owner._submit(self._state, edit)
+        return await self._owner.submit_edit(self._state, edit)
 
     def report_failure_nowait(self, incident_id: str, revision: int, record: JsonValue) -> bool:
         """Like :meth:`report_failure`, but raise instead of waiting for queue room."""
         edit = report_edit(incident_id, revision, record)
-        return self._owner._submit_nowait(self._state, edit)
+        return self._owner.submit_edit_nowait(self._state, edit)
 
     async def resolve_failure(self, incident_id: str, revision: int) -> bool:
         """Clear the failure record if ``(incident_id, revision)`` is still the current incident.
@@ -158,11 +182,11 @@ class SessionLifetime:
         the whole top-level value without it (siblings kept; emptied objects removed).
         """
         edit = resolve_edit(incident_id, revision)
-        return await self._owner._submit(self._state, edit)
+        return await self._owner.submit_edit(self._state, edit)
 
     def resolve_failure_nowait(self, incident_id: str, revision: int) -> bool:
         """Like :meth:`resolve_failure`, but raise instead of waiting for queue room."""
-        return self._owner._submit_nowait(self._state, resolve_edit(incident_id, revision))
+        return self._owner.submit_edit_nowait(self._state, resolve_edit(incident_id, revision))
 
 
 @final
@@ -175,18 +199,20 @@ class DomainHandle:
     top-level key.
     """
 
-    __slots__ = ("_key", "_lifetime")
+    __slots__ = ("_key", "_owner", "_state")
 
-    _lifetime: SessionLifetime
+    _owner: LifetimeOwner
+    _state: LifetimeState
     _key: str
 
     def __init__(self) -> None:
         raise TypeError("use SessionLifetime.domain(key)")
 
     @classmethod
-    def _create(cls, lifetime: SessionLifetime, key: str) -> DomainHandle:
+    def _create(cls, owner: LifetimeOwner, state: LifetimeState, key: str) -> DomainHandle:
         self = object.__new__(cls)
-        self._lifetime = lifetime
+        self._owner = owner
+        self._state = state
         self._key = key
         return self
 
@@ -197,7 +223,7 @@ class DomainHandle:
     def get(self, path: Sequence[str] = ()) -> JsonValue | Omitted:
         """A copy of the known value at ``path`` inside the key, or ``OMITTED`` if absent."""
         steps = check_path(path)
-        node = self._lifetime._state.meta_value(self._key)
+        node = self._state.meta_value(self._key)
         for step in steps:
             if not isinstance(node, dict) or step not in node:
                 return OMITTED
@@ -211,12 +237,12 @@ class DomainHandle:
         only if the lifetime has ended.
         """
         edit = domain_edit(self._key, path, value)
-        return await self._lifetime._owner._submit(self._lifetime._state, edit)
+        return await self._owner.submit_edit(self._state, edit)
 
     def set_nowait(self, path: Sequence[str], value: object) -> bool:
         """Like :meth:`set`, but raise instead of waiting for queue room."""
         edit = domain_edit(self._key, path, value)
-        return self._lifetime._owner._submit_nowait(self._lifetime._state, edit)
+        return self._owner.submit_edit_nowait(self._state, edit)
 
     async def remove(self, path: Sequence[str]) -> bool:
         """Remove the value at ``path``; ``path=()`` removes the whole key (``{key: null}``).
@@ -225,12 +251,12 @@ class DomainHandle:
         if the lifetime has ended.
         """
         edit = domain_edit(self._key, path, OMITTED)
-        return await self._lifetime._owner._submit(self._lifetime._state, edit)
+        return await self._owner.submit_edit(self._state, edit)
 
     def remove_nowait(self, path: Sequence[str]) -> bool:
         """Like :meth:`remove`, but raise instead of waiting for queue room."""
         edit = domain_edit(self._key, path, OMITTED)
-        return self._lifetime._owner._submit_nowait(self._lifetime._state, edit)
+        return self._owner.submit_edit_nowait(self._state, edit)
 
 
 # -- edits, built (validated, values copied) before they reach the owner ---------------------
@@ -240,7 +266,7 @@ class DomainHandle:
 
 
 def publication(
-    owner: OwnerBase,
+    owner: LifetimeOwner,
     title: str | None | Omitted,
     updated_at: str | None | Omitted,
     meta: Mapping[str, object] | None | Omitted,
@@ -252,7 +278,7 @@ def publication(
         updated_at=updated_at,
         meta=meta,
         notification_meta=notification_meta,
-        offset_timestamps=owner._queue.mode.requires_offset_timestamps,
+        offset_timestamps=owner.offset_timestamps,
     )
 
 

@@ -130,12 +130,12 @@ class ThreadsafeOwner:
         ``params.sessionId`` names a session whose lifetime has ended (R6)."""
         frame = build_notification(method, params)
         session_id = session_of(params)
-        return self._call(lambda: self._owner._send_raw(frame, session_id))
+        return self._call(lambda: self._owner.send_encoded(frame, session_id))
 
     # -- plumbing ------------------------------------------------------------------------
     def _edit(self, session: SessionLifetime | str, edit: Edit) -> concurrent.futures.Future[bool]:
         async def run() -> bool:
-            return await self._owner._submit(self._lifetime(session)._state, edit)
+            return await self._owner.submit_edit(self._lifetime(session)._state, edit)
 
         return self._call(run)
 

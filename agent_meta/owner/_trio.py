@@ -72,7 +72,7 @@ class MetaOwner(OwnerBase):
             await self._progress.park()
         await trio.lowlevel.cancel_shielded_checkpoint()
 
-    async def _submit(self, state: LifetimeState, edit: Edit) -> bool:
+    async def submit_edit(self, state: LifetimeState, edit: Edit) -> bool:
         await trio.lowlevel.checkpoint_if_cancelled()
         outcome = self._try_submit(state, edit)
         while outcome is Outcome.FULL:
@@ -81,7 +81,7 @@ class MetaOwner(OwnerBase):
         await trio.lowlevel.cancel_shielded_checkpoint()
         return outcome is Outcome.ACCEPTED
 
-    async def _send_raw(self, frame: bytes, session_id: str | None) -> bool:
+    async def send_encoded(self, frame: bytes, session_id: str | None) -> bool:
         await trio.lowlevel.checkpoint_if_cancelled()
         outcome = self._try_raw(frame, session_id)
         while outcome is Outcome.FULL:

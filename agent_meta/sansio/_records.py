@@ -10,7 +10,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, final
 
-from ..core._errors import StoreCorruptError
+from ..core._errors import FrameTooLargeError, StoreCorruptError
 from ..core._timestamps import normalize_rfc3339
 from ._frames import encode_json, fragment
 
@@ -49,8 +49,14 @@ def record_of(state: LifetimeState) -> StoredLifetime:
     )
 
 
-def restore_state(state: LifetimeState, record: StoredLifetime, location: str) -> None:
-    """Make ``state`` hold what ``record`` stored; :class:`StoreCorruptError` if it is damaged."""
+def restore_state(
+    state: LifetimeState,
+    record: StoredLifetime,
+    location: str,
+    max_frame_bytes: int | None = None,
+) -> None:
+    """Make ``state`` hold what ``record`` stored; :class:`StoreCorruptError` if it is damaged,
+    :class:`~agent_meta.FrameTooLargeError` if its snapshot would be over ``max_frame_bytes``."""
     where = f"session {record.session_id!r}"
     fragments: dict[str, str] = {}
     try:
@@ -71,6 +77,12 @@ def restore_state(state: LifetimeState, record: StoredLifetime, location: str) -
     state.meta_size = sum(len(text) for text in fragments.values())
     state.failure = record.failure
     state.needs_repair = record.needs_repair
+    size = state.snapshot_size()
+    if max_frame_bytes is not None and size > max_frame_bytes:
+        raise FrameTooLargeError(
+            f"stored session {record.session_id!r} holds about {size} bytes of session info, "
+            f"over the frame limit of {max_frame_bytes} bytes"
+        )
 
 
 def _reject(name: str) -> object:

@@ -17,6 +17,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING
 
+from ..core._errors import FrameTooLargeError
 from ..core._sentinel import OMITTED, Omitted
 from ..core._session_info import SessionInfo
 from ._frames import object_text, session_prefix
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from ..core._json import JsonObject, JsonValue
     from ._encode import EncodedUpdate
 
-__all__ = ["FailureIncident", "LifetimeState"]
+__all__ = ["FailureIncident", "LifetimeState", "check_sizes"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -147,3 +148,35 @@ class LifetimeState:
                 if frag is not None:
                     fragments[key] = frag
                     self.meta_size += len(frag)
+
+
+def check_sizes(state: LifetimeState, update: EncodedUpdate, limit: int) -> None:
+    """Raise :class:`~agent_meta.FrameTooLargeError`, before anything changes, when the frame of
+    ``update`` or the state it leaves would be over ``limit`` bytes (a resync must fit in one
+    frame, R12)."""
+    own = len(state.prefix) + 64 + update.patch_size
+    if update.title is not None:
+        own += len(update.title)
+    if update.updated_at is not None:
+        own += len(update.updated_at)
+    if update.notification_meta is not None:
+        own += len(update.notification_meta)
+    # Quick and sufficient: the update's frame plus everything known bounds both sizes.
+    known = state.meta_size + len(state.fragments)
+    if state.title is not None:
+        known += len(state.title)
+    if state.updated_at is not None:
+        known += len(state.updated_at)
+    if own + known <= limit:
+        return
+    if own > limit:
+        raise FrameTooLargeError(
+            f"the frame for this update of session {state.session_id!r} would be about "
+            f"{own} bytes, over the limit of {limit} bytes"
+        )
+    after = state.size_after(update)
+    if after > limit:
+        raise FrameTooLargeError(
+            f"session {state.session_id!r} would hold about {after} bytes of session info, "
+            f"over the frame limit of {limit} bytes (a resync must fit in one frame)"
+        )

@@ -1,0 +1,89 @@
+"""The entries of one send queue, in order, with what they weigh (R2, R3).
+
+:class:`EntryFifo` keeps the queued entries, how many count against the queue's capacity
+(publications that could pile up without bound; a merge into an open entry does not), and how
+many frames they will be written as (a clear followed by members is two, a resync one or two).
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ._cursor import FlushCursor
+    from ._entries import Entry, QueueCounters
+    from ._state import LifetimeState
+
+__all__ = ["EntryFifo"]
+
+
+class EntryFifo:
+    """Queued entries, oldest first."""
+
+    __slots__ = ("_counters", "_cursor", "_entries", "counted", "frames")
+
+    def __init__(self, counters: QueueCounters, cursor: FlushCursor) -> None:
+        self._entries: collections.deque[Entry] = collections.deque()
+        self._counters = counters
+        self._cursor = cursor
+        self.counted = 0
+        """Queued entries that count against capacity."""
+        self.frames = 0
+        """Frames the queued entries will be written as, at most."""
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self._entries)
+
+    def append(self, entry: Entry) -> None:
+        """Queue ``entry`` at the next position."""
+        entry.pos = self._cursor.append()
+        self._entries.append(entry)
+        if entry.counted:
+            self.counted += 1
+        self.count_frames(entry.frames)
+
+    def take(self) -> Entry:
+        """The oldest entry, out of the queue (the writer takes it)."""
+        entry = self._entries.popleft()
+        self._forget(entry)
+        return entry
+
+    def drop_lifetime(self, state: LifetimeState) -> int:
+        """Remove every entry of ``state`` (its lifetime ended); the frames they held."""
+        kept: collections.deque[Entry] = collections.deque()
+        dropped = 0
+        for entry in self._entries:
+            if entry.lifetime is state:
+                dropped += entry.frames
+                self._forget(entry)
+            else:
+                kept.append(entry)
+        self._entries = kept
+        return dropped
+
+    def count_frames(self, delta: int) -> None:
+        """The queued frames changed by ``delta`` (a merge may add one); the peak follows."""
+        self.frames += delta
+        if self.frames > self._counters.peak_queued_frames:
+            self._counters.peak_queued_frames = self.frames
+
+    def _forget(self, entry: Entry) -> None:
+        """Bookkeeping when an entry leaves the queue (taken or dropped)."""
+        if entry.counted:
+            self.counted -= 1
+        self.frames -= entry.frames
+        lifetime = entry.lifetime
+        if lifetime is not None:
+            if lifetime.open_entry is entry:
+                lifetime.open_entry = None
+            if lifetime.resync_entry is entry:
+                lifetime.resync_entry = None
