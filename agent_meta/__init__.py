@@ -58,11 +58,11 @@ if _typing.TYPE_CHECKING:
     from .acp._agent import RequestContext as RequestContext
     from .acp._connection import SUPPORTED_PROTOCOL_VERSIONS as SUPPORTED_PROTOCOL_VERSIONS
     from .acp._connection import AgentConnection as AgentConnection
-    from .acp._connection import run_stdio_agent as run_stdio_agent
-    from .acp._connection import serve_agent as serve_agent
-    from .acp._connection import serve_stdio as serve_stdio
     from .acp._outbound import ClientRequestError as ClientRequestError
     from .acp._outbound import ConnectionClosedError as ConnectionClosedError
+    from .acp._serve import serve_agent as serve_agent
+    from .acp._stdio import run_stdio_agent as run_stdio_agent
+    from .acp._stdio import serve_stdio as serve_stdio
     from .owner._asyncio import AsyncioMetaOwner as AsyncioMetaOwner
     from .owner._asyncio import open_asyncio_owner as open_asyncio_owner
     from .owner._asyncio_stream import AsyncioStreamTransport as AsyncioStreamTransport
@@ -122,9 +122,9 @@ _LAZY: dict[str, str] = {
     "RequestContext": ".acp._agent",
     "SUPPORTED_PROTOCOL_VERSIONS": ".acp._connection",
     "AgentConnection": ".acp._connection",
-    "run_stdio_agent": ".acp._connection",
-    "serve_agent": ".acp._connection",
-    "serve_stdio": ".acp._connection",
+    "run_stdio_agent": ".acp._stdio",
+    "serve_agent": ".acp._serve",
+    "serve_stdio": ".acp._stdio",
     "ClientRequestError": ".acp._outbound",
     "ConnectionClosedError": ".acp._outbound",
     "AsyncioMetaOwner": ".owner._asyncio",

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from reporting import show_lines
 
 from agent_meta import MetaValueError
-from agent_meta.acp._connection import serve_agent
 from agent_meta.acp._lines import IncompleteLineError, LineTooLongError, NdjsonLineReader
+from agent_meta.acp._serve import serve_agent
 from agent_meta.apps.reference_agent import ReferenceAgent
 from agent_meta.testing import ClientMirror
 from agent_meta.wire._models import (

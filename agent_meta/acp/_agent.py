@@ -29,13 +29,15 @@ class RequestContext:
         request_id: RequestId | None,
         method: str,
         session_id: str | None = None,
+        *,
+        responder: Callable[[RequestContext, JsonObject], Awaitable[None]] | None = None,
     ) -> None:
         self.connection = connection
         self.request_id = request_id
         self.method = method
         self.session_id = session_id
         self._after: list[Callable[[], Awaitable[None]]] = []
-        self._respond: Callable[[JsonObject], Awaitable[None]] | None = None
+        self._responder = responder  # how the connection answers this request
         self._answer = "open"  # "answering" while respond() runs, "answered" once it is queued
         self._on_cancel: Callable[[], object] | None = None
 
@@ -83,11 +85,11 @@ class RequestContext:
         before the response is queued, it sent nothing (the connection then answers as usual).
         Raises ``RuntimeError`` if the request was answered already.
         """
-        if self._answer != "open" or self._respond is None:
+        if self._answer != "open" or self._responder is None:
             raise RuntimeError(f"request {self.request_id!r} ({self.method}) was answered already")
         self._answer = "answering"
         try:
-            await self._respond(result)
+            await self._responder(self, result)
         except BaseException:
             self._answer = "open"  # cancelled before it was queued: the connection answers
             raise

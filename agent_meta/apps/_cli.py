@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = _agent_options(parser, args)
     if args.runtime == "sdk":
         return _run_sdk_agent(parser, args, options)
-    from ..acp._connection import run_stdio_agent
+    from ..acp._stdio import run_stdio_agent
     from .reference_agent import ReferenceAgent
 
     try:
@@ -284,7 +284,7 @@ write protects is written. Only for crash tests."""
 async def _serve_with_store(
     path: str, versions: tuple[int, ...], max_line: int, options: OwnerOptions
 ) -> None:
-    from ..acp._connection import serve_stdio
+    from ..acp._stdio import serve_stdio
     from ..owner._sqlite import SQLiteStore
     from .reference_agent import ReferenceAgent
 

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     import tenacity
 
     from ..core._session_info import SessionInfo, SessionInfoPatch
+    from ..sansio._encode import EncodedUpdate
     from ..sansio._entries import Outgoing
     from ..sansio._records import StoredLifetime
     from ._store import LifetimeStore
@@ -359,6 +360,13 @@ class OwnerBase(abc.ABC):
         if outcome is Outcome.FULL:
             self._would_block()
         return outcome is Outcome.ACCEPTED
+
+    def seed_lifetime(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+        """Make ``update`` known state of ``state`` without a frame; ``False`` if it has
+        ended."""
+        if not state.closed:
+            self._check_running()
+        return self._queue.seed(state, update) is Outcome.ACCEPTED
 
     def resync_lifetime(self, state: LifetimeState) -> bool:
         """Queue a resync of ``state`` (R4; never waits); ``False`` if it has ended."""

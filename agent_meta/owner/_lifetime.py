@@ -62,6 +62,10 @@ class LifetimeOwner(Protocol):
         """Queue a resync of ``state`` (never waits); ``False`` if the lifetime has ended."""
         ...
 
+    def seed_lifetime(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+        """Make ``update`` known state without a frame; ``False`` if the lifetime has ended."""
+        ...
+
 
 @final
 class SessionLifetime:
@@ -147,12 +151,31 @@ class SessionLifetime:
     def resync(self) -> bool:
         """Queue a resync (R4): ``_meta: null``, then the known state, taken at write time.
 
-        Call it after replay and before responding to ``session/resume`` (v1
-        ``session/load``); because the response goes through the same FIFO, it follows the
-        resync. Never blocks (a lifetime has at most one pending resync, which serves every
-        request made before it is written). Returns ``False`` if the lifetime has ended.
+        agent_meta's connections (its own and the official-SDK adapter) resync every
+        successful ``session/resume`` and v1 ``session/load`` themselves, after the replay and
+        before the response; call this only on an owner you drive yourself. Never blocks (a
+        lifetime has at most one pending resync, which serves every request made before it is
+        written). Returns ``False`` if the lifetime has ended.
         """
         return self._owner.resync_lifetime(self._state)
+
+    def seed(
+        self,
+        *,
+        title: str | None | Omitted = OMITTED,
+        updated_at: str | None | Omitted = OMITTED,
+        meta: Mapping[str, object] | None | Omitted = OMITTED,
+    ) -> bool:
+        """Make these fields known without sending a frame: the next resync carries them.
+
+        For a load or resume handler that knows more than the store does (say, ``title=None``:
+        a reopened session's title went with its closed lifetime), before the connection's
+        resync. Fields follow the rule of :meth:`publish`. Never blocks; ``False`` if the
+        lifetime has ended. Under ACP v1 the next frame of the session carries the whole
+        known state, so it tells the client too.
+        """
+        update = publication(self._owner, title, updated_at, meta, None)
+        return self._owner.seed_lifetime(self._state, update)
 
     def domain(self, key: str) -> DomainHandle:
         """A handle that edits values inside the top-level ``_meta`` key ``key`` only (R8)."""

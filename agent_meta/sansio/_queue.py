@@ -185,6 +185,18 @@ class SendQueue:
             self._store.changed(state)  # a failure change may carry no frame of its own
         return Outcome.ACCEPTED
 
+    def seed(self, state: LifetimeState, update: EncodedUpdate) -> Outcome:
+        """Make ``update``'s fields known without queuing a frame: the next resync (or, under
+        v1, the next frame, which carries the whole state) tells the client. Checked as a
+        publication is (R12)."""
+        if state.closed:
+            self.counters.fenced += 1
+            return Outcome.FENCED
+        check_sizes(state, update, self.max_frame_bytes)
+        state.apply(update)
+        self._store.changed(state)
+        return Outcome.ACCEPTED
+
     def resync(self, state: LifetimeState, *, repair_only: bool = False) -> Outcome:
         """Queue a resync of one lifetime (R4): ``_meta: null``, then the snapshot at write time.
 

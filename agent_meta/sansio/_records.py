@@ -77,10 +77,16 @@ def restore_state(
     state.meta_size = sum(len(text) for text in fragments.values())
     state.failure = record.failure
     state.needs_repair = record.needs_repair
+    if max_frame_bytes is not None:
+        _check_snapshot(state, max_frame_bytes)
+
+
+def _check_snapshot(state: LifetimeState, max_frame_bytes: int) -> None:
+    """A restored lifetime's resync must fit in one frame (R12)."""
     size = state.snapshot_size()
-    if max_frame_bytes is not None and size > max_frame_bytes:
+    if size > max_frame_bytes:
         raise FrameTooLargeError(
-            f"stored session {record.session_id!r} holds about {size} bytes of session info, "
+            f"stored session {state.session_id!r} holds about {size} bytes of session info, "
             f"over the frame limit of {max_frame_bytes} bytes"
         )
 

@@ -25,8 +25,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol, final
 
 from ..core._errors import FrameTooLargeError, MetaValueError, UnknownSessionError
-from ..sansio._modes import wire_mode
-from ..sansio._seam import InfoUpdate, LifetimeStep, LifetimeTracker, OutboundPlan
+from ..owner._policy import LifetimePolicy
 from ._release import SdkRelease, UnsupportedSdkError, installed_release
 from ._streams import REPLAYING, SeamReader, SeamSender, marking_dispatcher
 
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from ..owner._base import OwnerStatistics
     from ..owner._lifetime import SessionLifetime
     from ..owner._threadsafe import ThreadsafeOwner
+    from ..sansio._seam import InfoUpdate, OutboundPlan
 
 __all__ = ["AdapterStatistics", "MessageSource", "SdkAdapter"]
 
@@ -111,7 +111,7 @@ class SdkAdapter:
         self._source = source
         self._writer = writer
         self._release = release
-        self._tracker = LifetimeTracker()
+        self._policy = LifetimePolicy(owner, on_open=self._opened)
         self._marks_in_dispatcher = False
         self._warned: set[str] = set()
         self._opening: dict[str, asyncio.Event] = {}
@@ -159,7 +159,7 @@ class SdkAdapter:
 
     def statistics(self) -> AdapterStatistics:
         """The adapter's counters and its owner's."""
-        tracked = self._tracker.statistics
+        tracked = self._policy.tracker.statistics
         return AdapterStatistics(
             owner=self._owner.statistics(),
             absorbed_updates=tracked.absorbed_updates,
@@ -197,7 +197,9 @@ class SdkAdapter:
             kwargs["output_stream"] = SeamReader(self)
             kwargs["sender_factory"] = lambda _writer, _supervisor: SeamSender(self)
         if release.dispatcher:
-            kwargs["dispatcher_factory"] = marking_dispatcher(self._admit, self._dispatching)
+            kwargs["dispatcher_factory"] = marking_dispatcher(
+                self._policy.request, self._dispatching
+            )
         return kwargs
 
     # -- the SDK's transport ---------------------------------------------------------------
@@ -216,7 +218,7 @@ class SdkAdapter:
                     "dispatcher task: pass **adapter.connection_kwargs() to acp.run_agent, or "
                     "a load's replay is taken as live",
                 )
-            REPLAYING.set(self._admit(message))  # for the handler task the SDK starts next
+            REPLAYING.set(self._policy.request(message))  # for the handler task the SDK starts next
         return message
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -228,16 +230,7 @@ class SdkAdapter:
         is not JSON-RPC or not JSON, and :class:`~agent_meta.UnknownSessionError` for a request
         to the client about a session whose lifetime has ended (it would never be answered).
         """
-        owner = self._owner
-        plan = self._tracker.outbound(
-            message,
-            owner.has_lifetime,
-            replaying=REPLAYING.get(),
-            offset_timestamps=wire_mode(
-                owner.protocol_version, owner.options.v1_meta_mode
-            ).requires_offset_timestamps,
-        )
-        self._prepare(plan)
+        plan = self._policy.response(message, replaying=REPLAYING.get())
         if plan.update is not None and plan.session_id is not None:
             await self._absorb(plan.session_id, plan.update)
             return
@@ -249,19 +242,8 @@ class SdkAdapter:
         await self._source.close()
 
     # -- internals -------------------------------------------------------------------------
-    def _admit(self, message: Mapping[str, Any]) -> int | None:
-        """Note a message from the client; for a ``session/load`` or ``session/resume``, open
-        its lifetime (unless open) and return the token that marks its handler."""
-        replay = self._tracker.inbound(message, self._lifetime_exists)
-        if replay is None:
-            return None
-        self._open(replay.session_id)
-        return replay.token
-
-    def _open(self, session_id: str) -> None:
-        """Open ``session_id``'s lifetime unless it is open, and wake who waits for it."""
-        if not self._owner.has_lifetime(session_id):
-            self._owner.open_lifetime(session_id)
+    def _opened(self, session_id: str) -> None:
+        """A lifetime is open: wake who waits for it (:meth:`wait_opened`)."""
         opened = self._opening.pop(session_id, None)
         if opened is not None:
             opened.set()
@@ -274,7 +256,7 @@ class SdkAdapter:
         """Publish an update the SDK sent. The SDK has already accepted it from the agent, so
         nothing here raises into the agent's ``session_update``: what the owner refuses is
         counted and logged once."""
-        statistics = self._tracker.statistics
+        statistics = self._policy.tracker.statistics
         if update.dropped:
             self._warn_once(
                 "dropped",
@@ -304,32 +286,6 @@ class SdkAdapter:
             return
         self._warned.add(kind)
         logger.warning("%s (said once per connection; counted in statistics())", message)
-
-    def _lifetime_exists(self, session_id: str) -> bool:
-        return self._owner.has_lifetime(session_id) or self._owner.has_stored_lifetime(session_id)
-
-    def _prepare(self, plan: OutboundPlan) -> None:
-        """What must happen before the message is queued: the version, a lifetime step."""
-        if plan.protocol_version is not None:
-            try:
-                self._owner.set_protocol_version(plan.protocol_version)
-            except RuntimeError:
-                logger.warning(
-                    "initialize answered protocol %d after a session opened; frames stay v%d",
-                    plan.protocol_version,
-                    self._owner.protocol_version,
-                )
-        session_id = plan.session_id
-        if plan.step is None or session_id is None:
-            return
-        owner = self._owner
-        if plan.step is LifetimeStep.OPEN:
-            self._open(session_id)
-        elif plan.step is LifetimeStep.RESYNC:
-            if owner.has_lifetime(session_id):
-                owner.lifetime(session_id).resync()
-        elif owner.has_lifetime(session_id):  # LifetimeStep.CLOSE or DISCARD
-            owner.close_lifetime(session_id)
 
     async def _write(self, message: Mapping[str, Any], plan: OutboundPlan) -> None:
         owner = self._owner

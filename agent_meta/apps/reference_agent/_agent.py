@@ -2,7 +2,7 @@
 
 It is built only on the public API (a :class:`~agent_meta.MetaOwner` reached through the
 connection) and shows the intended embedding, above all in :meth:`ReferenceAgent.resume_session`:
-replay history, report the foreground state (v2), then ``lifetime.resync()``, then respond.
+replay history and report the foreground state (v2); the connection resyncs, then responds.
 Because every frame goes through the owner's FIFO, "replay, then ``_meta: null`` and the
 snapshot, then the response" holds by construction, even while a ``/burst`` is publishing.
 
@@ -22,7 +22,6 @@ import trio
 
 from ..._version import __version__
 from ...acp._agent import BaseAgent, RequestContext
-from ...core._session_info import SessionInfoPatch
 from ...wire._jsonrpc import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -177,8 +176,7 @@ class ReferenceAgent(BaseAgent):
         session_id = f"sess-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
         session = _Session(session_id=session_id, cwd=cwd, updated_at=utc_now())
         await self._save_session(session)
-        ctx.owner.open_lifetime(session_id)
-        self._sessions[session_id] = session
+        self._sessions[session_id] = session  # its lifetime opens as the response is queued
 
         async def advertise() -> None:
             await ctx.connection.session_update(session_id, self._commands_update(ctx))
@@ -249,24 +247,21 @@ class ReferenceAgent(BaseAgent):
         return {}
 
     async def _restore(self, ctx: RequestContext, session: _Session, *, replay: bool) -> None:
-        """The resume embedding: keep an open lifetime (R5) or open a fresh one, replay, report
-        the foreground state (v2), then resync. Each step only queues, so the response the
-        connection sends next is behind the snapshot on the wire, and any ``/burst`` frame
-        queued meanwhile lands either before the ``_meta: null`` (and the snapshot carries it)
-        or after the snapshot."""
+        """Replay, and report the foreground state (v2). The connection has opened the
+        session's lifetime (kept if open, R5; from the store if kept) and resyncs it after
+        this, before the response; each step here only queues, so any ``/burst`` frame queued
+        meanwhile lands either before the ``_meta: null`` (and the snapshot carries it) or
+        after the snapshot."""
         owner = ctx.owner
         sid = session.session_id
-        if owner.has_lifetime(sid):
-            lifetime = owner.lifetime(sid)
-        elif session.closed:
+        lifetime = owner.lifetime(sid)
+        if session.closed:
             # A fresh lifetime of a closed session: its title went with the old lifetime (R5),
             # and the agent knows it, so the resync says so (title: null on v2).
-            lifetime = owner.open_lifetime(sid, seed=SessionInfoPatch(title=None))
+            lifetime.seed(title=None)
             session.closed = False
             with trio.CancelScope(shield=True):  # a short write; the store must agree
                 await self._save_session(session)
-        else:
-            lifetime = owner.open_lifetime(sid)  # a restarted agent: from the store, if kept
         if replay:
             v2 = ctx.protocol_version >= 2
             for message in list(session.history):
@@ -276,21 +271,19 @@ class ReferenceAgent(BaseAgent):
             session.reported = session.state
             state: JsonObject = {"sessionUpdate": "state_update", "state": session.reported}
             await ctx.connection.session_update(sid, state)
-        lifetime.resync()
 
     # ----------------------------------------------------------------------- close / cancel
 
     async def close_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
-        """The connection has stopped the session's work already; this keeps what
-        ``session/list`` shows of it and ends its lifetime. Closing a session that does not
-        exist succeeds (ACP v2: it SHOULD)."""
+        """The connection has stopped the session's work already and ends its lifetime as the
+        response is queued; this keeps what ``session/list`` shows of it. Closing a session
+        that does not exist succeeds (ACP v2: it SHOULD)."""
         session = self._sessions.get(require_str(params, "sessionId"))
         if session is None or not ctx.owner.has_lifetime(session.session_id):
             return {}
         session.last_info = self._info(ctx, session)
         session.closed = True  # kept in the store too: a restarted agent reopens it alike
         await self._save_session(session)
-        ctx.owner.close_lifetime(session.session_id)
         return {}
 
     async def cancel(self, connection: AgentConnection, params: JsonObject) -> None:

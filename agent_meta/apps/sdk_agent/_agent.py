@@ -337,10 +337,9 @@ class SdkReferenceAgent:
         lifetime = self._adapter.lifetime(sid)
         if session.closed:
             # A fresh lifetime of a closed session: its title went with the old one, and the
-            # client must hear so. The trio agent seeds the new lifetime with title=None; the
-            # adapter opened this one before the request reached us, so publish it instead.
+            # client must hear so: the resync the adapter sends before the response says it.
             session.closed = False
-            await lifetime.publish(title=None)
+            lifetime.seed(title=None)
             await _to_the_end(self._save_session(session))  # the store must agree
         if replay:
             max_bytes = self._adapter.owner.max_frame_bytes
