@@ -3,17 +3,19 @@
 The public surface is exactly what this module re-exports (``tests/test_exports.py`` pins it),
 grouped by layer, from the bottom up (``docs/architecture.md``):
 
-- core: the pure patch rule and JSON values (no I/O, no runtime);
-- wire: the pydantic models of ACP messages and JSON-RPC envelopes;
-- owner: the options, the handles agents hold, the trio and asyncio drivers, transports and
-  stores;
+- core: the pure patch rule, session info and JSON values, and the errors (no I/O, no runtime);
+- owner: the options, the handles agents hold, the trio and asyncio drivers (the
+  :class:`Owner` protocol both satisfy), transports and stores;
 - acp: the agent side of an ACP connection.
 
-Everything in the subpackages that is not re-exported here is private.
+The wire models, the decoder and the JSON-RPC error codes are in :mod:`agent_meta.wire` (as the
+official SDK keeps its schema in ``acp.schema``); the official-SDK adapter is
+:mod:`agent_meta.sdk`, the test kit :mod:`agent_meta.testing`. Everything else is private.
 
 Only the core is imported with the package: ``import agent_meta`` for the patch rule loads no
-runtime (trio, asyncio), no pydantic and no sqlite3. Every other name is imported on first
-use (PEP 562), from the module named in ``_LAZY``.
+runtime (trio, asyncio), no pydantic and no sqlite3. Every other name is imported on first use
+(PEP 562), from the module named in ``_LAZY``. Names renamed or moved in 0.2 still resolve, with
+a ``DeprecationWarning``, for one release (``_DEPRECATED``; see ``CHANGELOG.md``).
 """
 
 import typing as _typing
@@ -40,10 +42,9 @@ from .core._json import JsonObject as JsonObject
 from .core._json import JsonValue as JsonValue
 from .core._json import json_copy as json_copy
 from .core._patch import MetaPatch as MetaPatch
-from .core._patch import MetaUpdate as MetaUpdate
-from .core._patch import apply_meta_update as apply_meta_update
-from .core._patch import compose_meta_updates as compose_meta_updates
-from .core._patch import fold_meta_updates as fold_meta_updates
+from .core._patch import apply_meta_patch as apply_meta_patch
+from .core._patch import compose_meta_patches as compose_meta_patches
+from .core._patch import fold_meta_patches as fold_meta_patches
 from .core._sentinel import OMITTED as OMITTED
 from .core._sentinel import Omitted as Omitted
 from .core._session_info import SessionInfo as SessionInfo
@@ -69,6 +70,7 @@ if _typing.TYPE_CHECKING:
     from .owner._base import OwnerStatistics as OwnerStatistics
     from .owner._lifetime import DomainHandle as DomainHandle
     from .owner._lifetime import SessionLifetime as SessionLifetime
+    from .owner._protocol import Owner as Owner
     from .owner._sqlite import SQLiteStore as SQLiteStore
     from .owner._store import LifetimeStore as LifetimeStore
     from .owner._store import MemoryStore as MemoryStore
@@ -81,40 +83,7 @@ if _typing.TYPE_CHECKING:
     from .sansio._options import RetryPolicy as RetryPolicy
     from .sansio._records import StoredLifetime as StoredLifetime
     from .sansio._state import FailureIncident as FailureIncident
-    from .wire._jsonrpc import INTERNAL_ERROR as INTERNAL_ERROR
-    from .wire._jsonrpc import INVALID_PARAMS as INVALID_PARAMS
-    from .wire._jsonrpc import INVALID_REQUEST as INVALID_REQUEST
-    from .wire._jsonrpc import METHOD_NOT_FOUND as METHOD_NOT_FOUND
-    from .wire._jsonrpc import PARSE_ERROR as PARSE_ERROR
-    from .wire._jsonrpc import REQUEST_CANCELLED as REQUEST_CANCELLED
-    from .wire._jsonrpc import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
-    from .wire._jsonrpc import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
     from .wire._jsonrpc import JsonRpcError as JsonRpcError
-    from .wire._jsonrpc import negotiate_version as negotiate_version
-    from .wire._models import BatchEntry as BatchEntry
-    from .wire._models import InvalidMessageError as InvalidMessageError
-    from .wire._models import JsonRpcErrorObject as JsonRpcErrorObject
-    from .wire._models import JsonRpcErrorResponse as JsonRpcErrorResponse
-    from .wire._models import JsonRpcMessage as JsonRpcMessage
-    from .wire._models import JsonRpcNotification as JsonRpcNotification
-    from .wire._models import JsonRpcRequest as JsonRpcRequest
-    from .wire._models import JsonRpcSuccessResponse as JsonRpcSuccessResponse
-    from .wire._models import MessageDecodeError as MessageDecodeError
-    from .wire._models import MessageParseError as MessageParseError
-    from .wire._models import RequestId as RequestId
-    from .wire._models import SessionInfoUpdate as SessionInfoUpdate
-    from .wire._models import SessionInfoUpdateV1 as SessionInfoUpdateV1
-    from .wire._models import SessionNotification as SessionNotification
-    from .wire._models import SessionNotificationV1 as SessionNotificationV1
-    from .wire._models import WireModel as WireModel
-    from .wire._models import decode_line as decode_line
-    from .wire._models import decode_message as decode_message
-    from .wire._models import encode_frame as encode_frame
-    from .wire._models import encode_session_update as encode_session_update
-    from .wire._models import message_from_json as message_from_json
-    from .wire._models import parse_json_line as parse_json_line
-    from .wire._models import patch_from_update as patch_from_update
-    from .wire._models import update_from_patch as update_from_patch
 
 _LAZY: dict[str, str] = {
     "Agent": ".acp._agent",
@@ -122,17 +91,18 @@ _LAZY: dict[str, str] = {
     "RequestContext": ".acp._agent",
     "SUPPORTED_PROTOCOL_VERSIONS": ".acp._connection",
     "AgentConnection": ".acp._connection",
-    "run_stdio_agent": ".acp._stdio",
-    "serve_agent": ".acp._serve",
-    "serve_stdio": ".acp._stdio",
     "ClientRequestError": ".acp._outbound",
     "ConnectionClosedError": ".acp._outbound",
+    "serve_agent": ".acp._serve",
+    "run_stdio_agent": ".acp._stdio",
+    "serve_stdio": ".acp._stdio",
     "AsyncioMetaOwner": ".owner._asyncio",
     "open_asyncio_owner": ".owner._asyncio",
     "AsyncioStreamTransport": ".owner._asyncio_stream",
     "OwnerStatistics": ".owner._base",
     "DomainHandle": ".owner._lifetime",
     "SessionLifetime": ".owner._lifetime",
+    "Owner": ".owner._protocol",
     "SQLiteStore": ".owner._sqlite",
     "LifetimeStore": ".owner._store",
     "MemoryStore": ".owner._store",
@@ -145,54 +115,62 @@ _LAZY: dict[str, str] = {
     "RetryPolicy": ".sansio._options",
     "StoredLifetime": ".sansio._records",
     "FailureIncident": ".sansio._state",
-    "INTERNAL_ERROR": ".wire._jsonrpc",
-    "INVALID_PARAMS": ".wire._jsonrpc",
-    "INVALID_REQUEST": ".wire._jsonrpc",
-    "METHOD_NOT_FOUND": ".wire._jsonrpc",
-    "PARSE_ERROR": ".wire._jsonrpc",
-    "REQUEST_CANCELLED": ".wire._jsonrpc",
-    "RESOURCE_NOT_FOUND": ".wire._jsonrpc",
-    "UNSUPPORTED_PROTOCOL_VERSION": ".wire._jsonrpc",
     "JsonRpcError": ".wire._jsonrpc",
-    "negotiate_version": ".wire._jsonrpc",
-    "BatchEntry": ".wire._models",
-    "InvalidMessageError": ".wire._models",
-    "JsonRpcErrorObject": ".wire._models",
-    "JsonRpcErrorResponse": ".wire._models",
-    "JsonRpcMessage": ".wire._models",
-    "JsonRpcNotification": ".wire._models",
-    "JsonRpcRequest": ".wire._models",
-    "JsonRpcSuccessResponse": ".wire._models",
-    "MessageDecodeError": ".wire._models",
-    "MessageParseError": ".wire._models",
-    "RequestId": ".wire._models",
-    "SessionInfoUpdate": ".wire._models",
-    "SessionInfoUpdateV1": ".wire._models",
-    "SessionNotification": ".wire._models",
-    "SessionNotificationV1": ".wire._models",
-    "WireModel": ".wire._models",
-    "decode_line": ".wire._models",
-    "decode_message": ".wire._models",
-    "encode_frame": ".wire._models",
-    "encode_session_update": ".wire._models",
-    "message_from_json": ".wire._models",
-    "parse_json_line": ".wire._models",
-    "patch_from_update": ".wire._models",
-    "update_from_patch": ".wire._models",
 }
 """Names imported on first use, and the module (relative to the package) that holds each."""
 
+_DEPRECATED: dict[str, tuple[str, str]] = {
+    # Renamed in 0.2: one word, "patch", for one concept.
+    "apply_meta_update": (".core._patch", "apply_meta_patch"),
+    "fold_meta_updates": (".core._patch", "fold_meta_patches"),
+    "compose_meta_updates": (".core._patch", "compose_meta_patches"),
+    "MetaUpdate": (".core._patch", "MetaPatch"),
+    # Moved to agent_meta.wire in 0.2.
+    **{
+        name: (".wire", name)
+        for name in (
+            "INTERNAL_ERROR",
+            "INVALID_PARAMS",
+            "INVALID_REQUEST",
+            "METHOD_NOT_FOUND",
+            "PARSE_ERROR",
+            "REQUEST_CANCELLED",
+            "RESOURCE_NOT_FOUND",
+            "UNSUPPORTED_PROTOCOL_VERSION",
+            "BatchEntry",
+            "InvalidMessageError",
+            "JsonRpcErrorObject",
+            "JsonRpcErrorResponse",
+            "JsonRpcMessage",
+            "JsonRpcNotification",
+            "JsonRpcRequest",
+            "JsonRpcSuccessResponse",
+            "MessageDecodeError",
+            "MessageParseError",
+            "RequestId",
+            "SessionInfoUpdate",
+            "SessionInfoUpdateV1",
+            "SessionNotification",
+            "SessionNotificationV1",
+            "WireModel",
+            "encode_frame",
+            "encode_session_update",
+            "negotiate_version",
+            "patch_from_update",
+            "update_from_patch",
+        )
+    },
+    # One decoder, agent_meta.wire.decode, in 0.2.
+    "decode_line": (".wire", "decode"),
+    "decode_message": (".wire._decode", "decode_message"),
+    "parse_json_line": (".wire._decode", "parse_json_line"),
+    "message_from_json": (".wire._decode", "message_from_json"),
+}
+"""Old public names, for one release: (module, name) of what replaces each."""
+
 __all__ = [
-    "INTERNAL_ERROR",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "METHOD_NOT_FOUND",
     "OMITTED",
-    "PARSE_ERROR",
-    "REQUEST_CANCELLED",
-    "RESOURCE_NOT_FOUND",
     "SUPPORTED_PROTOCOL_VERSIONS",
-    "UNSUPPORTED_PROTOCOL_VERSION",
     "Agent",
     "AgentConnection",
     "AgentMetaError",
@@ -200,7 +178,6 @@ __all__ = [
     "AsyncioMetaOwner",
     "AsyncioStreamTransport",
     "BaseAgent",
-    "BatchEntry",
     "ClientRequestError",
     "ConnectionClosedError",
     "DomainHandle",
@@ -208,41 +185,27 @@ __all__ = [
     "FrameLostError",
     "FrameNotSentError",
     "FrameTooLargeError",
-    "InvalidMessageError",
     "JsonObject",
     "JsonRpcError",
-    "JsonRpcErrorObject",
-    "JsonRpcErrorResponse",
-    "JsonRpcMessage",
-    "JsonRpcNotification",
-    "JsonRpcRequest",
-    "JsonRpcSuccessResponse",
     "JsonValue",
     "LifetimeStore",
     "MemoryStore",
-    "MessageDecodeError",
-    "MessageParseError",
     "MetaOwner",
     "MetaPatch",
     "MetaPathError",
-    "MetaUpdate",
     "MetaValueError",
     "Omitted",
+    "Owner",
     "OwnerClosedError",
     "OwnerOptions",
     "OwnerStatistics",
     "RequestContext",
-    "RequestId",
     "RetryPolicy",
     "SQLiteStore",
     "SessionExistsError",
     "SessionInfo",
     "SessionInfoPatch",
-    "SessionInfoUpdate",
-    "SessionInfoUpdateV1",
     "SessionLifetime",
-    "SessionNotification",
-    "SessionNotificationV1",
     "StoreCorruptError",
     "StoreError",
     "StoreLockedError",
@@ -253,43 +216,44 @@ __all__ = [
     "Transport",
     "TransportBrokenError",
     "UnknownSessionError",
-    "WireModel",
     "__version__",
     "agui_metadata_to_meta_patch",
-    "apply_meta_update",
+    "apply_meta_patch",
     "apply_session_info_patch",
-    "compose_meta_updates",
+    "compose_meta_patches",
     "compose_session_info_patches",
-    "decode_line",
-    "decode_message",
-    "encode_frame",
-    "encode_session_update",
-    "fold_meta_updates",
+    "fold_meta_patches",
     "is_rfc3339",
     "json_copy",
     "merge_agui_metadata",
-    "message_from_json",
-    "negotiate_version",
     "open_asyncio_owner",
     "open_owner",
-    "parse_json_line",
-    "patch_from_update",
     "run_stdio_agent",
     "serve_agent",
     "serve_stdio",
-    "update_from_patch",
 ]
 
 
 def __getattr__(name: str) -> _typing.Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib import import_module
+    from warnings import warn
 
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(import_module(module, __name__), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    moved = _DEPRECATED.get(name)
+    if moved is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, new_name = moved
+    where = "agent_meta.wire" if module.startswith(".wire") else "agent_meta"
+    warn(
+        f"agent_meta.{name} is deprecated and goes in the next release: use {where}.{new_name}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(import_module(module, __name__), new_name)
 
 
 def __dir__() -> list[str]:

@@ -15,7 +15,7 @@ from agent_meta import (
     JsonObject,
     MetaValueError,
     agui_metadata_to_meta_patch,
-    apply_meta_update,
+    apply_meta_patch,
     merge_agui_metadata,
 )
 
@@ -107,4 +107,4 @@ def test_conversion_reports_exactly_the_null_keys(metadata: JsonObject) -> None:
     assert conversion.patch == {k: v for k, v in metadata.items() if v is not None}
     assert None not in conversion.patch.values()
     # The patch applied to empty ACP state stores exactly the non-null keys.
-    assert apply_meta_update(None, conversion.patch) == (conversion.patch or None)
+    assert apply_meta_patch(None, conversion.patch) == (conversion.patch or None)

@@ -10,6 +10,9 @@ private.
 from __future__ import annotations
 
 import importlib.resources
+import inspect
+import subprocess
+import sys
 import tomllib
 import types
 from pathlib import Path
@@ -24,11 +27,11 @@ PUBLIC_NAMES = [
     "AgentMetaError",
     "agui_metadata_to_meta_patch",
     "AguiConversion",
-    "apply_meta_update",
+    "apply_meta_patch",
     "apply_session_info_patch",
-    "compose_meta_updates",
+    "compose_meta_patches",
     "compose_session_info_patches",
-    "fold_meta_updates",
+    "fold_meta_patches",
     "FrameLostError",
     "FrameNotSentError",
     "FrameTooLargeError",
@@ -37,10 +40,8 @@ PUBLIC_NAMES = [
     "JsonObject",
     "JsonValue",
     "merge_agui_metadata",
-    "negotiate_version",
-    "MetaPatch",
     "MetaPathError",
-    "MetaUpdate",
+    "MetaPatch",
     "MetaValueError",
     "OMITTED",
     "Omitted",
@@ -54,40 +55,6 @@ PUBLIC_NAMES = [
     "StoreSchemaError",
     "TransportBrokenError",
     "UnknownSessionError",
-    # wire: ACP and JSON-RPC models, NDJSON, error codes
-    "decode_line",
-    "decode_message",
-    "encode_frame",
-    "encode_session_update",
-    "INTERNAL_ERROR",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "InvalidMessageError",
-    "JsonRpcError",
-    "JsonRpcErrorObject",
-    "JsonRpcErrorResponse",
-    "JsonRpcMessage",
-    "JsonRpcNotification",
-    "JsonRpcRequest",
-    "JsonRpcSuccessResponse",
-    "message_from_json",
-    "MessageDecodeError",
-    "MessageParseError",
-    "METHOD_NOT_FOUND",
-    "PARSE_ERROR",
-    "parse_json_line",
-    "patch_from_update",
-    "REQUEST_CANCELLED",
-    "RequestId",
-    "BatchEntry",
-    "RESOURCE_NOT_FOUND",
-    "UNSUPPORTED_PROTOCOL_VERSION",
-    "SessionInfoUpdate",
-    "SessionInfoUpdateV1",
-    "SessionNotification",
-    "SessionNotificationV1",
-    "update_from_patch",
-    "WireModel",
     # owner: options, handles, the trio and asyncio drivers, transports, stores
     "AsyncioMetaOwner",
     "AsyncioStreamTransport",
@@ -98,6 +65,7 @@ PUBLIC_NAMES = [
     "MetaOwner",
     "open_asyncio_owner",
     "open_owner",
+    "Owner",
     "OwnerOptions",
     "OwnerStatistics",
     "RetryPolicy",
@@ -113,11 +81,46 @@ PUBLIC_NAMES = [
     "BaseAgent",
     "ClientRequestError",
     "ConnectionClosedError",
+    "JsonRpcError",
     "RequestContext",
     "run_stdio_agent",
     "serve_agent",
     "serve_stdio",
     "SUPPORTED_PROTOCOL_VERSIONS",
+]
+
+WIRE_NAMES = [
+    "BatchEntry",
+    "decode",
+    "encode_frame",
+    "encode_session_update",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "InvalidMessageError",
+    "JsonRpcError",
+    "JsonRpcErrorObject",
+    "JsonRpcErrorResponse",
+    "JsonRpcMessage",
+    "JsonRpcNotification",
+    "JsonRpcRequest",
+    "JsonRpcSuccessResponse",
+    "MessageDecodeError",
+    "MessageParseError",
+    "METHOD_NOT_FOUND",
+    "negotiate_version",
+    "PARSE_ERROR",
+    "patch_from_update",
+    "REQUEST_CANCELLED",
+    "RequestId",
+    "RESOURCE_NOT_FOUND",
+    "SessionInfoUpdate",
+    "SessionInfoUpdateV1",
+    "SessionNotification",
+    "SessionNotificationV1",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "update_from_patch",
+    "WireModel",
 ]
 
 TESTING_NAMES = [
@@ -153,6 +156,7 @@ SDK_AGENT_NAMES = ["SdkReferenceAgent", "serve_sdk_agent"]
 
 PUBLIC_MODULES = {
     "agent_meta": PUBLIC_NAMES,
+    "agent_meta.wire": WIRE_NAMES,
     "agent_meta.testing": TESTING_NAMES,
     "agent_meta.sdk": SDK_NAMES,
     "agent_meta.apps.reference_agent": REFERENCE_AGENT_NAMES,
@@ -221,7 +225,7 @@ def test_every_other_module_is_private() -> None:
     """Below the root, only the pinned public modules and the layer packages themselves have
     names without a leading underscore; the layer packages export nothing."""
     package = ROOT / "agent_meta"
-    layers = {"core", "sansio", "wire", "owner", "acp", "apps"}
+    layers = {"core", "sansio", "owner", "acp", "apps"}
     public = {name.removeprefix("agent_meta.") for name in PUBLIC_MODULES} - {"agent_meta"}
     for path in package.rglob("*.py"):
         parts = path.relative_to(package).with_suffix("").parts
@@ -247,3 +251,61 @@ def test_the_api_reference_lists_every_public_name_once() -> None:
         if line.startswith("        - ")
     ]
     assert sorted(listed) == sorted(set(PUBLIC_NAMES) - {"__version__"})
+
+
+DEPRECATED = {
+    "apply_meta_update": ("agent_meta", "apply_meta_patch"),
+    "fold_meta_updates": ("agent_meta", "fold_meta_patches"),
+    "compose_meta_updates": ("agent_meta", "compose_meta_patches"),
+    "MetaUpdate": ("agent_meta", "MetaPatch"),
+    "decode_line": ("agent_meta.wire", "decode"),
+    "SessionInfoUpdate": ("agent_meta.wire", "SessionInfoUpdate"),
+    "REQUEST_CANCELLED": ("agent_meta.wire", "REQUEST_CANCELLED"),
+    "encode_frame": ("agent_meta.wire", "encode_frame"),
+}
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(DEPRECATED.items()))
+def test_a_renamed_or_moved_name_still_resolves_with_a_warning(
+    old: str, new: tuple[str, str]
+) -> None:
+    module, name = new
+    with pytest.warns(DeprecationWarning, match=f"use {module}.{name}"):
+        found = getattr(agent_meta, old)
+    assert found is getattr(importlib.import_module(module), name)
+    assert old not in agent_meta.__all__
+
+
+def test_every_deprecated_alias_names_something_that_exists() -> None:
+    for old, (module, name) in agent_meta._DEPRECATED.items():
+        target = importlib.import_module(module, "agent_meta")
+        assert hasattr(target, name), (old, module, name)
+
+
+def test_a_name_that_never_existed_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError):
+        _ = agent_meta.no_such_name
+
+
+@pytest.mark.parametrize("module_name", sorted(PUBLIC_MODULES))
+def test_every_public_class_and_function_has_a_docstring(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    missing = [
+        name
+        for name in module.__all__
+        if (inspect.isclass(obj := getattr(module, name)) or inspect.isroutine(obj))
+        and not (obj.__doc__ or "").strip()
+    ]
+    assert missing == []
+
+
+def test_importing_the_core_loads_no_runtime_no_pydantic_and_no_sqlite() -> None:
+    code = (
+        "import sys, agent_meta; agent_meta.apply_meta_patch({}, {'a': 1}); "
+        "print(sorted(m for m in ('trio', 'asyncio', 'pydantic', 'sqlite3', 'tenacity') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.strip() == "[]", done.stdout

@@ -4,7 +4,7 @@ The owner joins pre-encoded fragments instead of dumping a model per frame (see
 ``agent_meta/sansio/_frames.py``). These properties pin that shortcut to the wire models: for
 any publication, the frame the send queue renders -- and the frame each driver's owner (trio,
 asyncio) writes, express path included -- parses to exactly what
-:func:`agent_meta.encode_session_update` produces, and every frame is one ASCII line.
+:func:`agent_meta.wire.encode_session_update` produces, and every frame is one ASCII line.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from strategies import json_values, session_info_patches
 
 import agent_meta
+import agent_meta.wire
 from agent_meta.sansio._edits import Outcome
 from agent_meta.sansio._entries import Outgoing
 from agent_meta.sansio._frames import build_notification, build_response
@@ -113,7 +114,7 @@ def test_v2_frames_match_the_reference_encoder(
     notification_meta: dict[str, Any] | None,
 ) -> None:
     frame = frame_of(via, 2, session_id, patch, notification_meta)
-    reference = agent_meta.encode_session_update(session_id, patch, 2, notification_meta)
+    reference = agent_meta.wire.encode_session_update(session_id, patch, 2, notification_meta)
     assert json.loads(frame) == json.loads(reference)
     assert_one_ascii_line(frame)
 
@@ -127,7 +128,7 @@ def test_v1_passthrough_frames_match_the_reference_encoder(
     notification_meta: dict[str, Any] | None,
 ) -> None:
     frame = frame_of(via, 1, session_id, patch, notification_meta)
-    reference = agent_meta.encode_session_update(session_id, patch, 1, notification_meta)
+    reference = agent_meta.wire.encode_session_update(session_id, patch, 1, notification_meta)
     assert json.loads(frame) == json.loads(reference)
     assert_one_ascii_line(frame)
 
@@ -140,10 +141,10 @@ def test_notification_frames_match_the_wire_model(
 ) -> None:
     frame = build_notification(method, params)
     if params is None:
-        model = agent_meta.JsonRpcNotification(method=method)
+        model = agent_meta.wire.JsonRpcNotification(method=method)
     else:
-        model = agent_meta.JsonRpcNotification(method=method, params=params)
-    assert json.loads(frame) == json.loads(agent_meta.encode_frame(model))
+        model = agent_meta.wire.JsonRpcNotification(method=method, params=params)
+    assert json.loads(frame) == json.loads(agent_meta.wire.encode_frame(model))
 
 
 @given(
@@ -154,8 +155,8 @@ def test_response_frames_match_the_wire_model(
     request_id: int | str, result: dict[str, Any] | None
 ) -> None:
     frame = build_response(request_id, result=result)
-    model = agent_meta.JsonRpcSuccessResponse(id=request_id, result=result)
-    assert json.loads(frame) == json.loads(agent_meta.encode_frame(model))
+    model = agent_meta.wire.JsonRpcSuccessResponse(id=request_id, result=result)
+    assert json.loads(frame) == json.loads(agent_meta.wire.encode_frame(model))
 
 
 @VIA

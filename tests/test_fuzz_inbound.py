@@ -30,15 +30,15 @@ from agent_meta.acp._lines import IncompleteLineError, LineTooLongError, NdjsonL
 from agent_meta.acp._serve import serve_agent
 from agent_meta.apps.reference_agent import ReferenceAgent
 from agent_meta.testing import ClientMirror
-from agent_meta.wire._models import (
+from agent_meta.wire import (
     InvalidMessageError,
     JsonRpcRequest,
     MessageDecodeError,
     MessageParseError,
-    decode_line,
-    decode_message,
     encode_frame,
 )
+from agent_meta.wire import decode as decode_line
+from agent_meta.wire._decode import decode_message
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

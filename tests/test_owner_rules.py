@@ -132,7 +132,7 @@ async def test_r1_known_state_is_the_fold_of_accepted_publications(
         for update in updates:
             assert await lt.publish(meta=update)
         await owner.wait_flushed()
-        assert lt.snapshot().meta == am.fold_meta_updates(None, updates)
+        assert lt.snapshot().meta == am.fold_meta_patches(None, updates)
         assert lt.snapshot().meta == {"d": "v"}
         assert_synced(mirror, lt)
 

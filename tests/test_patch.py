@@ -1,4 +1,4 @@
-"""The RFD shallow-patch rule (``apply_meta_update``/``fold_meta_updates``) and its composition.
+"""The RFD shallow-patch rule (``apply_meta_patch``/``fold_meta_patches``) and its composition.
 
 Row-for-row conformance with the RFD table, the extra cases it names, hypothesis properties
 (no mutation, no sharing, normal form, composition law over arbitrary stored states) and bad
@@ -19,14 +19,14 @@ from agent_meta import (
     OMITTED,
     AgentMetaError,
     JsonObject,
-    MetaUpdate,
+    MetaPatch,
     MetaValueError,
     SessionInfo,
     SessionInfoPatch,
-    apply_meta_update,
+    apply_meta_patch,
     apply_session_info_patch,
-    compose_meta_updates,
-    fold_meta_updates,
+    compose_meta_patches,
+    fold_meta_patches,
 )
 from agent_meta.core._json import MAX_DEPTH
 
@@ -88,22 +88,22 @@ CONFORMANCE = [
 
 @pytest.mark.parametrize(("stored", "update", "expected"), CONFORMANCE)
 def test_conformance_apply(
-    stored: JsonObject | None, update: MetaUpdate, expected: JsonObject | None
+    stored: JsonObject | None, update: MetaPatch, expected: JsonObject | None
 ) -> None:
-    assert apply_meta_update(stored, update) == expected
+    assert apply_meta_patch(stored, update) == expected
 
 
 @pytest.mark.parametrize(("stored", "update", "expected"), CONFORMANCE)
 def test_conformance_fold(
-    stored: JsonObject | None, update: MetaUpdate, expected: JsonObject | None
+    stored: JsonObject | None, update: MetaPatch, expected: JsonObject | None
 ) -> None:
-    assert fold_meta_updates(stored, [update]) == expected
-    assert fold_meta_updates(stored, (update,)) == expected
+    assert fold_meta_patches(stored, [update]) == expected
+    assert fold_meta_patches(stored, (update,)) == expected
 
 
 @pytest.mark.parametrize(("stored", "update", "expected"), CONFORMANCE)
 def test_conformance_session_info(
-    stored: JsonObject | None, update: MetaUpdate, expected: JsonObject | None
+    stored: JsonObject | None, update: MetaPatch, expected: JsonObject | None
 ) -> None:
     after = apply_session_info_patch(SessionInfo(meta=stored), SessionInfoPatch(meta=update))
     assert after.meta == expected
@@ -111,11 +111,11 @@ def test_conformance_session_info(
 
 @pytest.mark.parametrize(("stored", "update", "expected"), CONFORMANCE)
 def test_conformance_empty_object_is_no_metadata(
-    stored: JsonObject | None, update: MetaUpdate, expected: JsonObject | None
+    stored: JsonObject | None, update: MetaPatch, expected: JsonObject | None
 ) -> None:
     """Stored metadata with no keys is the same as no metadata."""
     if stored is None:
-        assert apply_meta_update({}, update) == expected
+        assert apply_meta_patch({}, update) == expected
 
 
 # --- the cases the RFD names besides the table ---------------------------------------------
@@ -126,22 +126,22 @@ def test_conformance_empty_object_is_no_metadata(
 )
 def test_unknown_keys_are_kept_and_patchable(key: str) -> None:
     stored = {key: {"opaque": [1, None]}, "a": 1}
-    assert apply_meta_update(stored, {"a": 2}) == {key: {"opaque": [1, None]}, "a": 2}
-    assert apply_meta_update(stored, {key: "new"}) == {key: "new", "a": 1}
-    assert apply_meta_update(stored, {key: None}) == {"a": 1}
+    assert apply_meta_patch(stored, {"a": 2}) == {key: {"opaque": [1, None]}, "a": 2}
+    assert apply_meta_patch(stored, {key: "new"}) == {key: "new", "a": 1}
+    assert apply_meta_patch(stored, {key: None}) == {"a": 1}
 
 
 def test_clear_followed_by_an_object() -> None:
     stored = {"a": 1, "b": 2}
-    assert fold_meta_updates(stored, [None, {"c": 3}]) == {"c": 3}
-    composed = compose_meta_updates(None, {"c": 3})
+    assert fold_meta_patches(stored, [None, {"c": 3}]) == {"c": 3}
+    composed = compose_meta_patches(None, {"c": 3})
     assert composed == [None, {"c": 3}], "the object alone would leave the stale keys"
-    assert fold_meta_updates(stored, composed) == {"c": 3}
-    assert fold_meta_updates(stored, [{"c": 3}]) != {"c": 3}
+    assert fold_meta_patches(stored, composed) == {"c": 3}
+    assert fold_meta_patches(stored, [{"c": 3}]) != {"c": 3}
 
 
 def test_replay_reproduces_the_stored_metadata() -> None:
-    updates: list[MetaUpdate] = [
+    updates: list[MetaPatch] = [
         {"a": 1, "b": {"x": 1}},
         OMITTED,
         {"a": None, "c": [1]},
@@ -152,81 +152,81 @@ def test_replay_reproduces_the_stored_metadata() -> None:
     ]
     live: JsonObject | None = None
     for update in updates:
-        live = apply_meta_update(live, update)
+        live = apply_meta_patch(live, update)
     assert live == {"d": True, "b": {"x": None}}
-    assert fold_meta_updates(None, updates) == live
+    assert fold_meta_patches(None, updates) == live
     # Dropping the removals breaks replay: the RFD requires keeping them.
     without_removals = [
         {k: v for k, v in u.items() if v is not None} if isinstance(u, Mapping) else u
         for u in updates[:4]
     ]
-    assert fold_meta_updates(None, without_removals) != fold_meta_updates(None, updates[:4])
+    assert fold_meta_patches(None, without_removals) != fold_meta_patches(None, updates[:4])
 
 
 def test_replay_over_stale_metadata() -> None:
     current = {"a": 2, "new": "yes"}
     stale = {"a": 1, "gone": "stale", "also-gone": [1]}
     # A replay of object patches alone leaves the stale keys on the client...
-    assert fold_meta_updates(stale, [current]) == {**stale, **current}
+    assert fold_meta_patches(stale, [current]) == {**stale, **current}
     # ...so the agent sends a clear, then the current object.
-    assert fold_meta_updates(stale, [None, current]) == current
+    assert fold_meta_patches(stale, [None, current]) == current
     # ...or sets each stale key to null alongside the current keys.
-    assert fold_meta_updates(stale, [{"gone": None, "also-gone": None, **current}]) == current
+    assert fold_meta_patches(stale, [{"gone": None, "also-gone": None, **current}]) == current
     # When the current metadata is empty, a clear alone does it.
-    assert fold_meta_updates(stale, [None]) is None
+    assert fold_meta_patches(stale, [None]) is None
 
 
 @given(stored_meta, st.lists(meta_updates, max_size=6), stored_meta)
 def test_resync_over_any_stale_state(
-    original: JsonObject | None, updates: list[MetaUpdate], stale: JsonObject | None
+    original: JsonObject | None, updates: list[MetaPatch], stale: JsonObject | None
 ) -> None:
-    current = fold_meta_updates(original, updates)
-    resync: list[MetaUpdate] = [None] if current is None else [None, current]
-    assert fold_meta_updates(stale, resync) == current
+    current = fold_meta_patches(original, updates)
+    resync: list[MetaPatch] = [None] if current is None else [None, current]
+    assert fold_meta_patches(stale, resync) == current
     removals: JsonObject = {key: None for key in stale or {} if key not in (current or {})}
-    assert fold_meta_updates(stale, [{**removals, **(current or {})}]) == current
+    assert fold_meta_patches(stale, [{**removals, **(current or {})}]) == current
 
 
 def test_nested_null_is_kept() -> None:
     value = {"x": None, "y": [None, {"z": None}]}
-    assert apply_meta_update({"a": 1}, {"b": value}) == {"a": 1, "b": value}
-    assert apply_meta_update({"b": value}, OMITTED) == {"b": value}
+    assert apply_meta_patch({"a": 1}, {"b": value}) == {"a": 1, "b": value}
+    assert apply_meta_patch({"b": value}, OMITTED) == {"b": value}
 
 
 @given(stored_meta)
 def test_empty_object_is_a_no_op(stored: JsonObject | None) -> None:
     expected = stored or None
-    assert apply_meta_update(stored, {}) == expected
-    assert apply_meta_update(stored, OMITTED) == expected
-    assert fold_meta_updates(stored, [{}, OMITTED, {}]) == expected
+    assert apply_meta_patch(stored, {}) == expected
+    assert apply_meta_patch(stored, OMITTED) == expected
+    assert fold_meta_patches(stored, [{}, OMITTED, {}]) == expected
 
 
 def test_a_null_key_is_never_stored() -> None:
-    assert apply_meta_update(None, {"a": None}) is None
-    assert apply_meta_update({}, {"a": None}) is None
-    assert apply_meta_update(None, {"a": None, "b": 1}) == {"b": 1}
-    assert apply_meta_update({"b": 1}, {"a": None}) == {"b": 1}
-    assert fold_meta_updates(None, [None, {"a": None}]) is None
-    assert apply_meta_update({"a": 1}, {"a": None}) is None
+    assert apply_meta_patch(None, {"a": None}) is None
+    assert apply_meta_patch({}, {"a": None}) is None
+    assert apply_meta_patch(None, {"a": None, "b": 1}) == {"b": 1}
+    assert apply_meta_patch({"b": 1}, {"a": None}) == {"b": 1}
+    assert fold_meta_patches(None, [None, {"a": None}]) is None
+    assert apply_meta_patch({"a": 1}, {"a": None}) is None
 
 
 def test_stored_null_keys_are_no_metadata() -> None:
     """A ``null`` in given stored metadata (e.g. from a v1 source) counts as absent."""
-    assert apply_meta_update({"a": None}, OMITTED) is None
-    assert apply_meta_update({"a": None, "b": 1}, {}) == {"b": 1}
-    assert fold_meta_updates({"a": None}, []) is None
+    assert apply_meta_patch({"a": None}, OMITTED) is None
+    assert apply_meta_patch({"a": None, "b": 1}, {}) == {"b": 1}
+    assert fold_meta_patches({"a": None}, []) is None
 
 
 def test_apply_accepts_any_mapping_and_returns_plain_dicts() -> None:
     from types import MappingProxyType
 
-    result = apply_meta_update(MappingProxyType({"a": (1, 2)}), MappingProxyType({"b": 3}))
+    result = apply_meta_patch(MappingProxyType({"a": (1, 2)}), MappingProxyType({"b": 3}))
     assert result == {"a": [1, 2], "b": 3}
     assert type(result) is dict
     assert type(result["a"]) is list
 
 
-# --- compose_meta_updates: exact results ---------------------------------------------------
+# --- compose_meta_patches: exact results ---------------------------------------------------
 
 COMPOSE_CASES = [
     pytest.param(OMITTED, OMITTED, [OMITTED], id="omitted-omitted"),
@@ -247,72 +247,72 @@ COMPOSE_CASES = [
 
 
 @pytest.mark.parametrize(("first", "second", "expected"), COMPOSE_CASES)
-def test_compose_exact(first: MetaUpdate, second: MetaUpdate, expected: list[MetaUpdate]) -> None:
-    assert compose_meta_updates(first, second) == expected
+def test_compose_exact(first: MetaPatch, second: MetaPatch, expected: list[MetaPatch]) -> None:
+    assert compose_meta_patches(first, second) == expected
 
 
 # --- hypothesis properties -------------------------------------------------------------------
 
 
 @given(stored_meta, meta_updates)
-def test_apply_never_mutates_inputs(stored: JsonObject | None, update: MetaUpdate) -> None:
+def test_apply_never_mutates_inputs(stored: JsonObject | None, update: MetaPatch) -> None:
     before = copy.deepcopy((stored, update))
-    apply_meta_update(stored, update)
+    apply_meta_patch(stored, update)
     assert (stored, update) == before
 
 
 @given(stored_meta, st.lists(meta_updates, max_size=5))
-def test_fold_never_mutates_inputs(stored: JsonObject | None, updates: list[MetaUpdate]) -> None:
+def test_fold_never_mutates_inputs(stored: JsonObject | None, updates: list[MetaPatch]) -> None:
     before = copy.deepcopy((stored, updates))
-    fold_meta_updates(stored, updates)
+    fold_meta_patches(stored, updates)
     assert (stored, updates) == before
 
 
 @given(meta_updates, meta_updates)
-def test_compose_never_mutates_inputs(first: MetaUpdate, second: MetaUpdate) -> None:
+def test_compose_never_mutates_inputs(first: MetaPatch, second: MetaPatch) -> None:
     before = copy.deepcopy((first, second))
-    compose_meta_updates(first, second)
+    compose_meta_patches(first, second)
     assert (first, second) == before
 
 
 @given(stored_meta, meta_updates)
 def test_apply_result_is_normal_and_shares_nothing(
-    stored: JsonObject | None, update: MetaUpdate
+    stored: JsonObject | None, update: MetaPatch
 ) -> None:
-    result = apply_meta_update(stored, update)
+    result = apply_meta_patch(stored, update)
     assert_normal(result)
     assert_shares_nothing(result, stored, update)
 
 
 @given(st.one_of(st.none(), st.dictionaries(meta_keys, json_values, max_size=5)), meta_updates)
 def test_apply_result_is_normal_for_any_stored_object(
-    stored: JsonObject | None, update: MetaUpdate
+    stored: JsonObject | None, update: MetaPatch
 ) -> None:
     """Even stored objects holding top-level ``null`` (not valid state) give a normal result."""
-    assert_normal(apply_meta_update(stored, update))
+    assert_normal(apply_meta_patch(stored, update))
 
 
 @given(stored_meta, st.lists(meta_updates, max_size=6))
 def test_fold_result_is_normal_and_shares_nothing(
-    stored: JsonObject | None, updates: list[MetaUpdate]
+    stored: JsonObject | None, updates: list[MetaPatch]
 ) -> None:
-    result = fold_meta_updates(stored, updates)
+    result = fold_meta_patches(stored, updates)
     assert_normal(result)
     assert_shares_nothing(result, stored, updates)
 
 
 @given(stored_meta, st.lists(meta_updates, max_size=6))
-def test_fold_equals_repeated_apply(stored: JsonObject | None, updates: list[MetaUpdate]) -> None:
+def test_fold_equals_repeated_apply(stored: JsonObject | None, updates: list[MetaPatch]) -> None:
     expected = stored
     for update in updates:
-        expected = apply_meta_update(expected, update)
-    assert fold_meta_updates(stored, updates) == (expected or None)
+        expected = apply_meta_patch(expected, update)
+    assert fold_meta_patches(stored, updates) == (expected or None)
 
 
 @given(stored_meta, meta_updates)
-def test_apply_matches_a_reference_model(stored: JsonObject | None, update: MetaUpdate) -> None:
+def test_apply_matches_a_reference_model(stored: JsonObject | None, update: MetaPatch) -> None:
     """An independent statement of the rule, key by key."""
-    result = apply_meta_update(stored, update)
+    result = apply_meta_patch(stored, update)
     if update is None:
         assert result is None
         return
@@ -330,20 +330,20 @@ def test_apply_matches_a_reference_model(stored: JsonObject | None, update: Meta
 
 
 @given(meta_updates, meta_updates)
-def test_compose_results_share_nothing(first: MetaUpdate, second: MetaUpdate) -> None:
-    assert_shares_nothing(compose_meta_updates(first, second), first, second)
+def test_compose_results_share_nothing(first: MetaPatch, second: MetaPatch) -> None:
+    assert_shares_nothing(compose_meta_patches(first, second), first, second)
 
 
 @given(stored_meta, meta_updates, meta_updates)
-def test_composition_law(stored: JsonObject | None, first: MetaUpdate, second: MetaUpdate) -> None:
+def test_composition_law(stored: JsonObject | None, first: MetaPatch, second: MetaPatch) -> None:
     """Folding the composition equals folding the pair, for every stored state."""
-    composed = compose_meta_updates(first, second)
-    assert fold_meta_updates(stored, composed) == fold_meta_updates(stored, [first, second])
+    composed = compose_meta_patches(first, second)
+    assert fold_meta_patches(stored, composed) == fold_meta_patches(stored, [first, second])
 
 
 @given(meta_updates, meta_updates)
-def test_compose_is_short(first: MetaUpdate, second: MetaUpdate) -> None:
-    composed = compose_meta_updates(first, second)
+def test_compose_is_short(first: MetaPatch, second: MetaPatch) -> None:
+    composed = compose_meta_patches(first, second)
     assert 1 <= len(composed) <= 2
     if len(composed) == 2:
         # Only a clear followed by an object that actually stores something needs two.
@@ -356,29 +356,27 @@ def test_compose_is_short(first: MetaUpdate, second: MetaUpdate) -> None:
 
 
 @given(st.lists(meta_updates, min_size=1, max_size=6), stored_meta)
-def test_composing_a_sequence_pairwise(
-    updates: list[MetaUpdate], stored: JsonObject | None
-) -> None:
+def test_composing_a_sequence_pairwise(updates: list[MetaPatch], stored: JsonObject | None) -> None:
     """Reducing a queue by composing its tail with each new update keeps the meaning."""
-    queue: list[MetaUpdate] = [updates[0]]
+    queue: list[MetaPatch] = [updates[0]]
     for update in updates[1:]:
-        queue = [*queue[:-1], *compose_meta_updates(queue[-1], update)]
-    assert fold_meta_updates(stored, queue) == fold_meta_updates(stored, updates)
+        queue = [*queue[:-1], *compose_meta_patches(queue[-1], update)]
+    assert fold_meta_patches(stored, queue) == fold_meta_patches(stored, updates)
     assert len(queue) <= 1 + sum(1 for u in updates if u is None)
 
 
 @given(st.lists(meta_updates, min_size=1, max_size=5), st.data())
-def test_removals_are_never_dropped(updates: list[MetaUpdate], data: st.DataObject) -> None:
+def test_removals_are_never_dropped(updates: list[MetaPatch], data: st.DataObject) -> None:
     """A key the updates leave removed is removed from any stored state, known or not."""
-    composed: list[MetaUpdate] = [updates[0]]
+    composed: list[MetaPatch] = [updates[0]]
     for update in updates[1:]:
-        composed = [*composed[:-1], *compose_meta_updates(composed[-1], update)]
+        composed = [*composed[:-1], *compose_meta_patches(composed[-1], update)]
     # Every key any update mentions is stored (stale) before the composed updates arrive.
     mentioned = {key for u in updates if isinstance(u, Mapping) for key in u}
     stale: JsonObject = dict.fromkeys(mentioned, "stale")
     extra: JsonObject | None = data.draw(stored_meta)
     stale.update(extra or {})
-    result = fold_meta_updates(stale, composed) or {}
+    result = fold_meta_patches(stale, composed) or {}
     for key in mentioned:
         last = None
         for index, update in enumerate(updates):
@@ -395,10 +393,10 @@ def test_removals_are_never_dropped(updates: list[MetaUpdate], data: st.DataObje
 @given(patch_objects)
 def test_removal_of_a_key_the_composer_never_saw(patch: JsonObject) -> None:
     """Set-then-remove composes to a removal, not to nothing."""
-    composed = compose_meta_updates({**patch, "k": 1}, {"k": None})
-    known = fold_meta_updates(None, composed)
+    composed = compose_meta_patches({**patch, "k": 1}, {"k": None})
+    known = fold_meta_patches(None, composed)
     assert known is None or "k" not in known
-    assert fold_meta_updates({"k": "held by the client"}, composed) == known
+    assert fold_meta_patches({"k": "held by the client"}, composed) == known
 
 
 # --- bad input -----------------------------------------------------------------------------
@@ -461,7 +459,7 @@ def test_bad_value_in_update(bad: object, suffix: str) -> None:
     update = {"a": [0, {"b": bad}], "ok": 1}
     before = repr(update)
     with pytest.raises(MetaValueError) as exc_info:
-        apply_meta_update({"s": 1}, update)
+        apply_meta_patch({"s": 1}, update)
     _check_rejected(exc_info, "_meta['a'][1]['b']" + suffix)
     assert repr(update) == before
 
@@ -471,17 +469,17 @@ def test_bad_value_in_stored(bad: object, suffix: str) -> None:
     stored = {"a": [0, {"b": bad}]}
     before = repr(stored)
     with pytest.raises(MetaValueError) as exc_info:
-        apply_meta_update(stored, {"x": 1})
+        apply_meta_patch(stored, {"x": 1})
     _check_rejected(exc_info, "stored['a'][1]['b']" + suffix)
     assert repr(stored) == before
 
 
 @pytest.mark.parametrize(("bad", "suffix"), BAD_VALUES)
 def test_bad_value_in_fold_names_the_update(bad: object, suffix: str) -> None:
-    updates: list[MetaUpdate] = [{"ok": 1}, None, {"a": [0, {"b": bad}]}]
+    updates: list[MetaPatch] = [{"ok": 1}, None, {"a": [0, {"b": bad}]}]
     before = repr(updates)
     with pytest.raises(MetaValueError) as exc_info:
-        fold_meta_updates(None, updates)
+        fold_meta_patches(None, updates)
     _check_rejected(exc_info, "updates[2]['a'][1]['b']" + suffix)
     assert repr(updates) == before
 
@@ -489,16 +487,16 @@ def test_bad_value_in_fold_names_the_update(bad: object, suffix: str) -> None:
 @pytest.mark.parametrize(("bad", "suffix"), BAD_VALUES)
 def test_bad_value_in_compose_names_the_side(bad: object, suffix: str) -> None:
     with pytest.raises(MetaValueError) as exc_info:
-        compose_meta_updates({"a": [0, {"b": bad}]}, OMITTED)
+        compose_meta_patches({"a": [0, {"b": bad}]}, OMITTED)
     _check_rejected(exc_info, "first['a'][1]['b']" + suffix)
     with pytest.raises(MetaValueError) as exc_info:
-        compose_meta_updates(None, {"a": [0, {"b": bad}]})
+        compose_meta_patches(None, {"a": [0, {"b": bad}]})
     _check_rejected(exc_info, "second['a'][1]['b']" + suffix)
 
 
 def test_nesting_up_to_max_depth_is_accepted() -> None:
     value = _nested_lists(MAX_DEPTH - 3)
-    assert apply_meta_update(None, {"a": [0, {"b": value}]}) == {"a": [0, {"b": value}]}
+    assert apply_meta_patch(None, {"a": [0, {"b": value}]}) == {"a": [0, {"b": value}]}
 
 
 @pytest.mark.parametrize(
@@ -508,19 +506,19 @@ def test_nesting_up_to_max_depth_is_accepted() -> None:
 def test_meta_that_is_not_a_mapping(bad: object) -> None:
     before = repr(bad)
     with pytest.raises(MetaValueError) as exc_info:
-        apply_meta_update({"a": 1}, bad)  # type: ignore[arg-type]
+        apply_meta_patch({"a": 1}, bad)  # type: ignore[arg-type]
     _check_rejected(exc_info, "_meta")
     with pytest.raises(MetaValueError) as exc_info:
-        fold_meta_updates(None, [OMITTED, bad])  # type: ignore[list-item]
+        fold_meta_patches(None, [OMITTED, bad])  # type: ignore[list-item]
     _check_rejected(exc_info, "updates[1]")
     with pytest.raises(MetaValueError) as exc_info:
-        compose_meta_updates(OMITTED, bad)  # type: ignore[arg-type]
+        compose_meta_patches(OMITTED, bad)  # type: ignore[arg-type]
     _check_rejected(exc_info, "second")
     with pytest.raises(MetaValueError) as exc_info:
         SessionInfoPatch(meta=bad)  # type: ignore[arg-type]
     _check_rejected(exc_info, "_meta")
     with pytest.raises(MetaValueError) as exc_info:
-        apply_meta_update(bad, OMITTED)  # type: ignore[arg-type]
+        apply_meta_patch(bad, OMITTED)  # type: ignore[arg-type]
     _check_rejected(exc_info, "stored")
     assert repr(bad) == before
 
@@ -528,5 +526,5 @@ def test_meta_that_is_not_a_mapping(bad: object) -> None:
 def test_a_bad_update_late_in_a_fold_stores_nothing() -> None:
     stored = {"a": 1}
     with pytest.raises(MetaValueError):
-        fold_meta_updates(stored, [None, {"b": float("nan")}])
+        fold_meta_patches(stored, [None, {"b": float("nan")}])
     assert stored == {"a": 1}

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import meta_updates
 
-from agent_meta import OMITTED, fold_meta_updates
+from agent_meta import OMITTED, fold_meta_patches
 from agent_meta.apps._peer import AgentPeer
 from agent_meta.apps._proxy import _Reporter
 from agent_meta.apps._watch import LineSplitter, Watcher, patch_meta
@@ -104,7 +104,7 @@ def test_the_fold_is_the_clients(version: int, updates: list[Any]) -> None:
         mirror.feed(frame)
     assert watcher.meta("s") == mirror.meta("s")
     if version == 2:
-        assert watcher.meta("s") == fold_meta_updates(None, updates)
+        assert watcher.meta("s") == fold_meta_patches(None, updates)
 
 
 @given(st.lists(meta_updates, max_size=8))
@@ -113,7 +113,7 @@ def test_patch_meta_is_the_v2_rule(updates: list[Any]) -> None:
     for meta in updates:
         if meta is not OMITTED:
             stored = patch_meta(stored, meta)
-    assert stored == fold_meta_updates(None, updates)
+    assert stored == fold_meta_patches(None, updates)
 
 
 # --------------------------------------------------------------------------- per-frame rules

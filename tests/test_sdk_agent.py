@@ -16,11 +16,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sdk_pair import RawClient, run
 
-from agent_meta import REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 from agent_meta.apps.reference_agent._storage import HistoryStore
 from agent_meta.apps.sdk_agent import SdkReferenceAgent
 from agent_meta.sdk._release import installed_release
 from agent_meta.testing import ClientMirror
+from agent_meta.wire import (
+    REQUEST_CANCELLED,
+    RESOURCE_NOT_FOUND,
+)
 
 if TYPE_CHECKING:
     from agent_meta.sdk import SdkAdapter

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agent_meta import OMITTED, AgentMetaError, MetaValueError, SessionInfoPatch
-from agent_meta.wire._models import (
-    MISSING,
+from agent_meta.wire import (
     InvalidMessageError,
     JsonRpcErrorObject,
     JsonRpcErrorResponse,
@@ -28,15 +27,14 @@ from agent_meta.wire._models import (
     SessionNotification,
     SessionNotificationV1,
     WireModel,
-    decode_line,
-    decode_message,
     encode_frame,
     encode_session_update,
-    message_from_json,
-    parse_json_line,
     patch_from_update,
     update_from_patch,
 )
+from agent_meta.wire import decode as decode_line
+from agent_meta.wire._decode import decode_message, message_from_json, parse_json_line
+from agent_meta.wire._models import MISSING
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -28,6 +28,7 @@ from ..core._errors import (
     UnknownSessionError,
 )
 from ..sansio._frames import build_response, session_of
+from ..wire._decode import InvalidMessageError, MessageDecodeError, decode
 from ..wire._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -37,14 +38,7 @@ from ..wire._jsonrpc import (
     JsonRpcError,
     negotiate_version,
 )
-from ..wire._models import (
-    InvalidMessageError,
-    JsonRpcMessage,
-    JsonRpcNotification,
-    JsonRpcRequest,
-    MessageDecodeError,
-    decode_line,
-)
+from ..wire._models import JsonRpcMessage, JsonRpcNotification, JsonRpcRequest
 from ._agent import RequestContext, not_supported
 from ._outbound import ConnectionClosedError
 from ._work import Work
@@ -54,7 +48,7 @@ if TYPE_CHECKING:
 
     from ..core._json import JsonObject
     from ..owner._policy import LifetimePolicy
-    from ..wire._models import BatchEntry
+    from ..wire._decode import BatchEntry
     from ._connection import AgentConnection
     from ._outbound import OutboundRequests
     from ._work import RequestId, SessionWork
@@ -111,7 +105,7 @@ class Dispatcher:
     async def dispatch_line(self, line: bytes, nursery: trio.Nursery) -> None:
         """Decode one line and start what it asks for (each request in ``nursery``)."""
         try:
-            decoded = decode_line(line)
+            decoded = decode(line)
         except InvalidMessageError as exc:
             if exc.is_response:  # JSON-RPC never answers a response
                 self._outbound.malformed(exc.request_id, str(exc))

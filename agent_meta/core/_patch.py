@@ -25,22 +25,22 @@ from ._json import JsonObject, json_copy, json_object_copy
 from ._sentinel import OMITTED, Omitted
 
 __all__ = [
+    "CheckedMetaPatch",
     "MetaPatch",
-    "MetaUpdate",
-    "apply_meta_update",
-    "compose_meta_updates",
-    "fold_meta_updates",
+    "apply_meta_patch",
+    "compose_meta_patches",
+    "fold_meta_patches",
 ]
 
-MetaUpdate: TypeAlias = "Omitted | None | Mapping[str, object]"
+MetaPatch: TypeAlias = "Omitted | None | Mapping[str, object]"
 """What a caller may pass as a ``_meta`` update: absent, a clear, or a patch object."""
 
-MetaPatch: TypeAlias = "Omitted | None | JsonObject"
+CheckedMetaPatch: TypeAlias = "Omitted | None | JsonObject"
 """A validated ``_meta`` update: absent, a clear, or a patch object of JSON copies."""
 
 
-def check_meta_update(update: object, *, path: str = "_meta") -> MetaPatch:
-    """Validate an update and return it as a :data:`MetaPatch` (values are JSON copies)."""
+def check_meta_patch(update: object, *, path: str = "_meta") -> CheckedMetaPatch:
+    """Validate an update and return it as a :data:`CheckedMetaPatch` (values are JSON copies)."""
     if update is OMITTED or update is None:
         return update
     if not isinstance(update, Mapping):
@@ -73,16 +73,16 @@ def patch_in_place(target: JsonObject, patch: JsonObject) -> None:
             target[key] = value
 
 
-def apply_meta_update(stored: Mapping[str, object] | None, update: MetaUpdate) -> JsonObject | None:
+def apply_meta_patch(stored: Mapping[str, object] | None, update: MetaPatch) -> JsonObject | None:
     """Apply one ``_meta`` update to stored metadata; return the new metadata or ``None``.
 
     Neither argument is mutated. The result shares nothing mutable with either argument. Bad
     input raises :class:`~agent_meta.MetaValueError` naming the path of the offending value.
 
-    >>> apply_meta_update({"a": 1, "b": 2}, {"a": None, "c": {"x": None}})
+    >>> apply_meta_patch({"a": 1, "b": 2}, {"a": None, "c": {"x": None}})
     {'b': 2, 'c': {'x': None}}
     """
-    patch = check_meta_update(update)
+    patch = check_meta_patch(update)
     result = check_stored_meta(stored)
     if patch is None:
         return None
@@ -91,11 +91,11 @@ def apply_meta_update(stored: Mapping[str, object] | None, update: MetaUpdate) -
     return result or None
 
 
-def fold_meta_updates(
-    stored: Mapping[str, object] | None, updates: Sequence[MetaUpdate]
+def fold_meta_patches(
+    stored: Mapping[str, object] | None, updates: Sequence[MetaPatch]
 ) -> JsonObject | None:
     """Apply several updates in order (what a client holds after receiving them all)."""
-    patches = [check_meta_update(update, path=f"updates[{i}]") for i, update in enumerate(updates)]
+    patches = [check_meta_patch(update, path=f"updates[{i}]") for i, update in enumerate(updates)]
     result = check_stored_meta(stored)
     for patch in patches:
         if patch is None:
@@ -105,7 +105,7 @@ def fold_meta_updates(
     return result or None
 
 
-def compose_meta_updates(first: MetaUpdate, second: MetaUpdate) -> list[MetaPatch]:
+def compose_meta_patches(first: MetaPatch, second: MetaPatch) -> list[CheckedMetaPatch]:
     """Combine two consecutive updates into the shortest equivalent list (one or two).
 
     "Equivalent" holds for every stored state, including keys the composer has never seen:
@@ -115,8 +115,8 @@ def compose_meta_updates(first: MetaUpdate, second: MetaUpdate) -> list[MetaPatc
     - two objects merge key by key, the later value (or removal) winning, so removals stay;
     - a clear followed by an object stays two updates: the object alone would leave stale keys.
     """
-    a = check_meta_update(first, path="first")
-    b = check_meta_update(second, path="second")
+    a = check_meta_patch(first, path="first")
+    b = check_meta_patch(second, path="second")
     if b is OMITTED:
         return [a]
     if a is OMITTED or b is None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ._errors import MetaValueError
-from ._patch import MetaPatch, MetaUpdate, check_meta_update, copy_meta, patch_in_place
+from ._patch import CheckedMetaPatch, MetaPatch, check_meta_patch, copy_meta, patch_in_place
 from ._sentinel import OMITTED, Omitted
 
 if TYPE_CHECKING:
@@ -42,22 +42,22 @@ class SessionInfoPatch:
 
     title: str | None | Omitted
     updated_at: str | None | Omitted
-    meta: MetaPatch
+    meta: CheckedMetaPatch
 
     def __init__(
         self,
         *,
         title: str | None | Omitted = OMITTED,
         updated_at: str | None | Omitted = OMITTED,
-        meta: MetaUpdate = OMITTED,
+        meta: MetaPatch = OMITTED,
     ) -> None:
         object.__setattr__(self, "title", _check_text(title, "title"))
         object.__setattr__(self, "updated_at", _check_text(updated_at, "updated_at"))
-        object.__setattr__(self, "meta", check_meta_update(meta))
+        object.__setattr__(self, "meta", check_meta_patch(meta))
 
     @classmethod
     def _trusted(
-        cls, title: str | None | Omitted, updated_at: str | None | Omitted, meta: MetaPatch
+        cls, title: str | None | Omitted, updated_at: str | None | Omitted, meta: CheckedMetaPatch
     ) -> SessionInfoPatch:
         patch = object.__new__(cls)
         object.__setattr__(patch, "title", title)
@@ -147,7 +147,9 @@ def compose_session_info_patches(patches: Iterable[SessionInfoPatch]) -> list[Se
     return [first, SessionInfoPatch._trusted(OMITTED, OMITTED, kept)]
 
 
-def _compose_meta(metas: Iterable[MetaPatch | None | Omitted]) -> tuple[bool, JsonObject | None]:
+def _compose_meta(
+    metas: Iterable[CheckedMetaPatch | None | Omitted],
+) -> tuple[bool, JsonObject | None]:
     """Whether any ``_meta`` was cleared, and the object patches merged after the last clear."""
     cleared = False
     merged: JsonObject | None = None

@@ -22,6 +22,7 @@ import math
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, NoReturn, final
 
+from ..core._deprecation import renamed_keywords
 from ..core._errors import OwnerClosedError
 from ..sansio._edits import Outcome
 from ._asyncio_stream import AsyncioStreamTransport
@@ -207,17 +208,18 @@ class AsyncioMetaOwner(OwnerBase):
         writer.cancel()
 
 
+@renamed_keywords(transport_or_writer="output")
 @asynccontextmanager
 async def open_asyncio_owner(
-    transport_or_writer: asyncio.StreamWriter | Transport,
+    output: asyncio.StreamWriter | Transport,
     options: OwnerOptions | None = None,
     *,
     store: LifetimeStore | None = None,
 ) -> AsyncIterator[AsyncioMetaOwner]:
-    """Run an :class:`AsyncioMetaOwner` writing to ``transport_or_writer`` for the duration of
-    the block, on the running asyncio loop.
+    """Run an :class:`AsyncioMetaOwner` writing to ``output`` for the duration of the block, on
+    the running asyncio loop.
 
-    ``transport_or_writer`` is an :class:`asyncio.StreamWriter` (wrapped in an
+    ``output`` is an :class:`asyncio.StreamWriter` (wrapped in an
     :class:`~agent_meta.AsyncioStreamTransport`) or a :class:`~agent_meta.Transport` whose
     ``send_frame`` is awaited on this loop; the owner never closes it. ``options`` and
     ``store`` are those of :func:`~agent_meta.open_owner` (a store's ``write`` is awaited on
@@ -231,10 +233,10 @@ async def open_asyncio_owner(
     :class:`ExceptionGroup`, as with the trio owner.
     """
     transport: Transport
-    if isinstance(transport_or_writer, asyncio.StreamWriter):
-        transport = AsyncioStreamTransport(transport_or_writer)
-    elif isinstance(transport_or_writer, Transport):
-        transport = transport_or_writer
+    if isinstance(output, asyncio.StreamWriter):
+        transport = AsyncioStreamTransport(output)
+    elif isinstance(output, Transport):
+        transport = output
     else:
         raise TypeError("expected an asyncio.StreamWriter or an agent_meta.Transport")
     options = check_options(options)

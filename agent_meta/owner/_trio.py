@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NoReturn, final
 
 import trio
 
+from ..core._deprecation import renamed_keywords
 from ..core._errors import OwnerClosedError
 from ..sansio._edits import Outcome
 from ._base import OwnerBase, check_options, only_broken
@@ -141,16 +142,17 @@ class MetaOwner(OwnerBase):
         await trio.lowlevel.wait_task_rescheduled(abort)
 
 
+@renamed_keywords(stream="output")
 @asynccontextmanager
 async def open_owner(
-    stream: trio.abc.SendStream | Transport,
+    output: trio.abc.SendStream | Transport,
     options: OwnerOptions | None = None,
     *,
     store: LifetimeStore | None = None,
 ) -> AsyncIterator[MetaOwner]:
-    """Run a :class:`MetaOwner` writing to ``stream`` for the duration of the block.
+    """Run a :class:`MetaOwner` writing to ``output`` for the duration of the block.
 
-    ``stream`` is any :class:`trio.abc.SendStream` (wrapped in a
+    ``output`` is any :class:`trio.abc.SendStream` (wrapped in a
     :class:`~agent_meta.StreamTransport`) or a :class:`~agent_meta.Transport`; the owner never
     closes it. ``options`` (an :class:`~agent_meta.OwnerOptions`) configures the rules.
 
@@ -167,12 +169,12 @@ async def open_owner(
     from it.
     """
     transport: Transport
-    if isinstance(stream, trio.abc.SendStream):
-        transport = StreamTransport(stream)
-    elif isinstance(stream, Transport):
-        transport = stream
+    if isinstance(output, trio.abc.SendStream):
+        transport = StreamTransport(output)
+    elif isinstance(output, Transport):
+        transport = output
     else:
-        raise TypeError("stream must be a trio.abc.SendStream or an agent_meta.Transport")
+        raise TypeError("output must be a trio.abc.SendStream or an agent_meta.Transport")
     options = check_options(options)
     owner = MetaOwner(transport, options, store)
     if store is not None:

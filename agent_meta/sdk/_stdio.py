@@ -26,8 +26,8 @@ from ..sansio._lines import (
     LineTooLongError,
 )
 from ..sansio._options import OwnerOptions
+from ..wire._decode import MessageDecodeError, message_from_json, parse_json_line
 from ..wire._jsonrpc import INVALID_REQUEST, PARSE_ERROR
-from ..wire._models import MessageDecodeError, message_from_json, parse_json_line
 from ._adapter import SdkAdapter
 
 if TYPE_CHECKING:

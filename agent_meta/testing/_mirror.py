@@ -1,7 +1,7 @@
 """An independent client-side reducer: what an ACP client holds after the frames it received.
 
 :class:`ClientMirror` deliberately shares no code with the library's patch core
-(``apply_meta_update`` and friends). It re-implements the receiver's rule in a few lines, so a
+(``apply_meta_patch`` and friends). It re-implements the receiver's rule in a few lines, so a
 bug in the core shows up as a difference between what the owner thinks it sent and what the
 mirror folded, instead of being folded away by the same bug on both sides.
 

@@ -13,14 +13,14 @@ Models are frozen, reject unknown fields (``extra="forbid"``), accept both Pytho
 Python (``_meta`` cannot be a pydantic field name).
 
 The owner renders its frames with its own encoder (no pydantic on its hot path);
-:func:`encode_session_update` is the slow, obviously-correct reference its tests compare with.
+:func:`~agent_meta.wire.encode_session_update` is the slow, obviously-correct reference its
+tests compare with. Decoding is :mod:`agent_meta.wire._decode`; the converters to and from the
+pure core are :mod:`agent_meta.wire._convert`.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, TypeAlias, overload
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
     AfterValidator,
@@ -30,7 +30,6 @@ from pydantic import (
     Field,
     StrictInt,
     StrictStr,
-    ValidationError,
 )
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticSerializationError
@@ -40,27 +39,21 @@ try:
 except ImportError:  # pragma: no cover - pydantic 2.12 / 2.13 only ship the experimental path
     from pydantic.experimental.missing_sentinel import MISSING as MISSING
 
-from ..core._errors import AgentMetaError, MetaValueError
+from ..core._errors import MetaValueError
 from ..core._json import json_copy, json_object_copy
-from ..core._sentinel import OMITTED
-from ..core._session_info import SessionInfoPatch
 from ..core._timestamps import is_rfc3339
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
 __all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
+    "MESSAGE_TYPES",
     "MISSING",
-    "BatchEntry",
-    "InvalidMessageError",
     "JsonRpcErrorObject",
     "JsonRpcErrorResponse",
     "JsonRpcMessage",
     "JsonRpcNotification",
     "JsonRpcRequest",
     "JsonRpcSuccessResponse",
-    "MessageDecodeError",
-    "MessageParseError",
     "RequestId",
     "SessionInfoUpdate",
     "SessionInfoUpdateV1",
@@ -68,14 +61,7 @@ __all__ = [
     "SessionNotificationV1",
     "WireArray",
     "WireModel",
-    "decode_line",
-    "decode_message",
     "encode_frame",
-    "encode_session_update",
-    "message_from_json",
-    "parse_json_line",
-    "patch_from_update",
-    "update_from_patch",
 ]
 
 
@@ -253,55 +239,12 @@ class JsonRpcErrorResponse(WireModel):
 JsonRpcMessage: TypeAlias = (
     JsonRpcRequest | JsonRpcNotification | JsonRpcSuccessResponse | JsonRpcErrorResponse
 )
-"""Any single JSON-RPC message, as :func:`decode_message` returns it."""
+"""Any single JSON-RPC message, as :func:`~agent_meta.wire.decode` returns it."""
 
-_MESSAGE_TYPES = (JsonRpcRequest, JsonRpcNotification, JsonRpcSuccessResponse, JsonRpcErrorResponse)
-
-
-# --------------------------------------------------------------------------- errors
+MESSAGE_TYPES = (JsonRpcRequest, JsonRpcNotification, JsonRpcSuccessResponse, JsonRpcErrorResponse)
 
 
-class MessageDecodeError(AgentMetaError, ValueError):
-    """An inbound line is not a JSON-RPC message; ``code`` is the JSON-RPC error code to answer.
-
-    ``request_id`` is the message's ``id`` when one could still be read (an int64 or a string),
-    else ``None``; JSON-RPC says to answer with ``id: null`` when the id cannot be determined.
-    """
-
-    code: ClassVar[int]
-
-    def __init__(self, message: str, *, request_id: int | str | None = None) -> None:
-        super().__init__(message)
-        self.request_id = request_id
-
-
-class MessageParseError(MessageDecodeError):
-    """The line is not JSON (or not UTF-8): answer ``-32700 Parse error``. A line that is JSON
-    except for a number no double can hold (``1e400``) keeps its readable ``request_id``."""
-
-    code: ClassVar[int] = -32700
-
-
-class InvalidMessageError(MessageDecodeError):
-    """The line is JSON but not a valid JSON-RPC message: answer ``-32600 Invalid Request``.
-    ``__cause__`` holds the pydantic ``ValidationError`` when there is one.
-
-    ``is_response``: the message has the shape of a response (an object with no ``method`` but
-    an ``id``, a ``result`` or an ``error``). JSON-RPC never answers a response, so a receiver
-    must not answer this one either; ``request_id`` is then the id of the request it claims to
-    answer, when readable (in a batch too).
-    """
-
-    code: ClassVar[int] = -32600
-
-    def __init__(
-        self, message: str, *, request_id: int | str | None = None, is_response: bool = False
-    ) -> None:
-        super().__init__(message, request_id=request_id)
-        self.is_response = is_response
-
-
-# --------------------------------------------------------------------------- encode / decode
+# --------------------------------------------------------------------------- encoding
 
 
 def encode_frame(model: WireModel) -> bytes:
@@ -315,224 +258,3 @@ def encode_frame(model: WireModel) -> bytes:
     except PydanticSerializationError as exc:
         raise MetaValueError(f"cannot encode the frame as UTF-8 JSON: {exc}") from exc
     return text.encode("utf-8") + b"\n"
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _OverflowError(f"{text} overflows a JSON number")
-    return value
-
-
-STRICT_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-"""JSON as the wire allows it: no ``NaN`` or ``Infinity``, no number a double cannot hold (a
-``ValueError``). Built once: ``json.loads`` with options builds a decoder per call."""
-
-
-def parse_json_line(line: bytes | str) -> Any:
-    """Parse one NDJSON line (surrounding whitespace and the newline allowed) into JSON data.
-
-    Raises :class:`MessageParseError` for invalid UTF-8, invalid JSON, ``NaN`` / ``Infinity``
-    and numbers too large for a float.
-    """
-    try:
-        text = line.decode("utf-8") if isinstance(line, bytes | bytearray) else line
-    except ValueError as exc:
-        raise MessageParseError(f"not a JSON message: {exc}") from None
-    try:
-        return STRICT_JSON.decode(text)
-    except _OverflowError as exc:
-        raise MessageParseError(
-            f"not a JSON message: {exc}", request_id=_id_despite_overflow(text)
-        ) from None
-    except ValueError as exc:  # JSONDecodeError is a ValueError
-        raise MessageParseError(f"not a JSON message: {exc}") from None
-    except RecursionError:
-        raise MessageParseError("not a JSON message: nested too deeply to parse") from None
-
-
-class _OverflowError(ValueError):
-    """A JSON number that no double can hold."""
-
-
-def _id_despite_overflow(text: str) -> int | str | None:
-    """The ``id`` of an otherwise valid message holding a number too large for a double."""
-    try:
-        data = json.loads(text, parse_constant=_reject_constant, parse_float=lambda _: 0.0)
-    except (ValueError, RecursionError):
-        return None
-    return _readable_id(data) if isinstance(data, dict) else None
-
-
-def _readable_id(data: Mapping[str, Any]) -> int | str | None:
-    value = data.get("id")
-    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
-        return value
-    return value if type(value) is str else None
-
-
-def message_from_json(data: Any) -> JsonRpcMessage:
-    """Turn parsed JSON into the matching envelope, or raise :class:`InvalidMessageError`.
-
-    A message with ``method`` is a request (with ``id``) or a notification (without); otherwise
-    ``error`` makes an error response and ``result`` a success response. Batches (JSON arrays)
-    are not messages: split them and call this per element.
-    """
-    if isinstance(data, list):
-        raise InvalidMessageError("a batch (JSON array) is not a single message: see decode_line")
-    if not isinstance(data, dict):
-        raise InvalidMessageError(f"a JSON-RPC message is an object, not {type(data).__name__}")
-    model: type[WireModel]
-    request_id = _readable_id(data)
-    response = "method" not in data and not {"id", "result", "error"}.isdisjoint(data)
-    if "method" in data:
-        model = JsonRpcRequest if "id" in data else JsonRpcNotification
-    elif "error" in data:
-        model = JsonRpcErrorResponse
-    elif "result" in data:
-        model = JsonRpcSuccessResponse
-    else:
-        raise InvalidMessageError(
-            "a JSON-RPC message needs a method, a result or an error",
-            request_id=request_id,
-            is_response=response,
-        )
-    if data.get("jsonrpc") != "2.0":
-        raise InvalidMessageError(
-            '"jsonrpc" must be "2.0"', request_id=request_id, is_response=response
-        )
-    try:
-        message = model.model_validate(data)
-    except ValidationError as exc:
-        raise InvalidMessageError(
-            f"invalid {model.__name__}: {exc}", request_id=request_id, is_response=response
-        ) from exc
-    assert isinstance(message, _MESSAGE_TYPES)
-    return message
-
-
-BatchEntry: TypeAlias = "JsonRpcMessage | InvalidMessageError"
-"""One entry of a batch: a message, or the error its entry earns (answered with ``id: null``)."""
-
-
-def decode_line(line: bytes | str) -> JsonRpcMessage | list[BatchEntry]:
-    """Decode one NDJSON line: a single message, or a JSON-RPC batch (a non-empty array).
-
-    Each batch entry is decoded on its own; an invalid entry becomes its
-    :class:`InvalidMessageError` (with ``request_id`` ``None``, as the batch rules say, unless
-    it :attr:`~InvalidMessageError.is_response`) and does not spoil the others. An empty array
-    raises :class:`InvalidMessageError`; a line that is not JSON raises
-    :class:`MessageParseError`.
-    """
-    data = parse_json_line(line)
-    if not isinstance(data, list):
-        return message_from_json(data)
-    if not data:
-        raise InvalidMessageError("an empty batch is not a valid request")
-    entries: list[BatchEntry] = []
-    for item in data:
-        if isinstance(item, list):
-            entries.append(InvalidMessageError("a batch entry cannot be a batch"))
-            continue
-        try:
-            entries.append(message_from_json(item))
-        except InvalidMessageError as exc:
-            if not exc.is_response:
-                exc.request_id = None
-            entries.append(exc)
-    return entries
-
-
-def decode_message(line: bytes | str) -> JsonRpcMessage:
-    """Decode one NDJSON line into a JSON-RPC envelope.
-
-    Raises :class:`MessageParseError` (``-32700``) when the line is not JSON and
-    :class:`InvalidMessageError` (``-32600``) when it is JSON but not one valid JSON-RPC 2.0
-    message. Both are :class:`MessageDecodeError` with the code to answer in ``code``.
-    """
-    return message_from_json(parse_json_line(line))
-
-
-# --------------------------------------------------------------------------- core converters
-
-
-def _to_core(value: Any) -> Any:
-    return OMITTED if value is MISSING else value
-
-
-def _to_wire(value: Any) -> Any:
-    return MISSING if value is OMITTED else value
-
-
-def patch_from_update(update: SessionInfoUpdate | SessionInfoUpdateV1) -> SessionInfoPatch:
-    """Return the core patch of an update: ``MISSING`` becomes ``OMITTED``, ``None`` stays.
-
-    The mapping is mechanical for both versions; a v1 ``_meta: null`` becomes ``None`` too, and
-    whoever interprets v1 traffic decides whether to read it as "absent" (as v1 clients do).
-    """
-    return SessionInfoPatch(
-        title=_to_core(update.title),
-        updated_at=_to_core(update.updated_at),
-        meta=_to_core(update.field_meta),
-    )
-
-
-@overload
-def update_from_patch(
-    patch: SessionInfoPatch, protocol_version: Literal[2]
-) -> SessionInfoUpdate: ...
-@overload
-def update_from_patch(
-    patch: SessionInfoPatch, protocol_version: Literal[1]
-) -> SessionInfoUpdateV1: ...
-@overload
-def update_from_patch(
-    patch: SessionInfoPatch, protocol_version: int
-) -> SessionInfoUpdate | SessionInfoUpdateV1: ...
-def update_from_patch(
-    patch: SessionInfoPatch, protocol_version: int
-) -> SessionInfoUpdate | SessionInfoUpdateV1:
-    """Return the wire update for a core patch (``OMITTED`` becomes ``MISSING``).
-
-    The patch goes out exactly as given, for either version (the v1 merged mode is the owner's
-    job, not the encoder's). For v2 an ``updated_at`` that is not RFC 3339 with an offset
-    raises a pydantic ``ValidationError``; any other version than 1 or 2 raises ``ValueError``.
-    """
-    model: type[SessionInfoUpdate | SessionInfoUpdateV1]
-    if protocol_version == 2:
-        model = SessionInfoUpdate
-    elif protocol_version == 1:
-        model = SessionInfoUpdateV1
-    else:
-        raise ValueError(f"unsupported ACP protocol version {protocol_version!r} (expected 1 or 2)")
-    return model(
-        title=_to_wire(patch.title),
-        updated_at=_to_wire(patch.updated_at),
-        field_meta=_to_wire(patch.meta),
-    )
-
-
-def encode_session_update(
-    session_id: str,
-    patch: SessionInfoPatch,
-    protocol_version: int,
-    notification_meta: Mapping[str, object] | None = None,
-) -> bytes:
-    """Return the whole ``session/update`` notification carrying ``patch``, as one NDJSON line.
-
-    ``notification_meta`` becomes ``params._meta`` (omitted when ``None``). This is the
-    reference encoder: slow and plain, for tests to compare faster encoders against.
-    """
-    update = update_from_patch(patch, protocol_version)
-    meta: Any = MISSING if notification_meta is None else notification_meta
-    params: SessionNotification | SessionNotificationV1
-    if isinstance(update, SessionInfoUpdate):
-        params = SessionNotification(session_id=session_id, update=update, field_meta=meta)
-    else:
-        params = SessionNotificationV1(session_id=session_id, update=update, field_meta=meta)
-    frame = JsonRpcNotification(method="session/update", params=params.model_dump(mode="json"))
-    return encode_frame(frame)

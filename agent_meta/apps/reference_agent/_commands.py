@@ -12,7 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from ...core._json import JsonObject, JsonValue, json_copy
-from ...wire._models import parse_json_line
+from ...wire._decode import parse_json_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -43,11 +43,13 @@ from acp.schema import (
 )
 
 from agent_meta import (
-    REQUEST_CANCELLED,
-    RESOURCE_NOT_FOUND,
     JsonObject,
     JsonRpcError,
     __version__,
+)
+from agent_meta.wire import (
+    REQUEST_CANCELLED,
+    RESOURCE_NOT_FOUND,
 )
 
 from ..reference_agent import AGENT_NAME

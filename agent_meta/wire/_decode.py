@@ -1,0 +1,223 @@
+"""Decoding inbound NDJSON lines into JSON-RPC messages, strictly (R12).
+
+:func:`decode` is the one decoder: a line is one message or a batch. What is not a message earns
+a typed error carrying the JSON-RPC code to answer (``-32700`` for what is not JSON,
+``-32600`` for JSON that is not a JSON-RPC message), and the request id when it can still be
+read, so that a connection answers it and goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
+
+from pydantic import ValidationError
+
+from ..core._errors import AgentMetaError
+from ._models import (
+    INT64_MAX,
+    INT64_MIN,
+    MESSAGE_TYPES,
+    JsonRpcErrorResponse,
+    JsonRpcMessage,
+    JsonRpcNotification,
+    JsonRpcRequest,
+    JsonRpcSuccessResponse,
+    WireModel,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "STRICT_JSON",
+    "BatchEntry",
+    "InvalidMessageError",
+    "MessageDecodeError",
+    "MessageParseError",
+    "decode",
+    "decode_message",
+    "message_from_json",
+    "parse_json_line",
+]
+
+
+class MessageDecodeError(AgentMetaError, ValueError):
+    """An inbound line is not a JSON-RPC message; ``code`` is the JSON-RPC error code to answer.
+
+    ``request_id`` is the message's ``id`` when one could still be read (an int64 or a string),
+    else ``None``; JSON-RPC says to answer with ``id: null`` when the id cannot be determined.
+    """
+
+    code: ClassVar[int]
+
+    def __init__(self, message: str, *, request_id: int | str | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+class MessageParseError(MessageDecodeError):
+    """The line is not JSON (or not UTF-8): answer ``-32700 Parse error``. A line that is JSON
+    except for a number no double can hold (``1e400``) keeps its readable ``request_id``."""
+
+    code: ClassVar[int] = -32700
+
+
+class InvalidMessageError(MessageDecodeError):
+    """The line is JSON but not a valid JSON-RPC message: answer ``-32600 Invalid Request``.
+    ``__cause__`` holds the pydantic ``ValidationError`` when there is one.
+
+    ``is_response``: the message has the shape of a response (an object with no ``method`` but
+    an ``id``, a ``result`` or an ``error``). JSON-RPC never answers a response, so a receiver
+    must not answer this one either; ``request_id`` is then the id of the request it claims to
+    answer, when readable (in a batch too).
+    """
+
+    code: ClassVar[int] = -32600
+
+    def __init__(
+        self, message: str, *, request_id: int | str | None = None, is_response: bool = False
+    ) -> None:
+        super().__init__(message, request_id=request_id)
+        self.is_response = is_response
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _OverflowError(f"{text} overflows a JSON number")
+    return value
+
+
+STRICT_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+"""JSON as the wire allows it: no ``NaN`` or ``Infinity``, no number a double cannot hold (a
+``ValueError``). Built once: ``json.loads`` with options builds a decoder per call."""
+
+
+def parse_json_line(line: bytes | str) -> Any:
+    """Parse one NDJSON line (surrounding whitespace and the newline allowed) into JSON data.
+
+    Raises :class:`MessageParseError` for invalid UTF-8, invalid JSON, ``NaN`` / ``Infinity``
+    and numbers too large for a float.
+    """
+    try:
+        text = line.decode("utf-8") if isinstance(line, bytes | bytearray) else line
+    except ValueError as exc:
+        raise MessageParseError(f"not a JSON message: {exc}") from None
+    try:
+        return STRICT_JSON.decode(text)
+    except _OverflowError as exc:
+        raise MessageParseError(
+            f"not a JSON message: {exc}", request_id=_id_despite_overflow(text)
+        ) from None
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise MessageParseError(f"not a JSON message: {exc}") from None
+    except RecursionError:
+        raise MessageParseError("not a JSON message: nested too deeply to parse") from None
+
+
+class _OverflowError(ValueError):
+    """A JSON number that no double can hold."""
+
+
+def _id_despite_overflow(text: str) -> int | str | None:
+    """The ``id`` of an otherwise valid message holding a number too large for a double."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant, parse_float=lambda _: 0.0)
+    except (ValueError, RecursionError):
+        return None
+    return _readable_id(data) if isinstance(data, dict) else None
+
+
+def _readable_id(data: Mapping[str, Any]) -> int | str | None:
+    value = data.get("id")
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+        return value
+    return value if type(value) is str else None
+
+
+def message_from_json(data: Any) -> JsonRpcMessage:
+    """Turn parsed JSON into the matching envelope, or raise :class:`InvalidMessageError`.
+
+    A message with ``method`` is a request (with ``id``) or a notification (without); otherwise
+    ``error`` makes an error response and ``result`` a success response. Batches (JSON arrays)
+    are not messages: split them and call this per element.
+    """
+    if isinstance(data, list):
+        raise InvalidMessageError("a batch (JSON array) is not a single message: see decode_line")
+    if not isinstance(data, dict):
+        raise InvalidMessageError(f"a JSON-RPC message is an object, not {type(data).__name__}")
+    model: type[WireModel]
+    request_id = _readable_id(data)
+    response = "method" not in data and not {"id", "result", "error"}.isdisjoint(data)
+    if "method" in data:
+        model = JsonRpcRequest if "id" in data else JsonRpcNotification
+    elif "error" in data:
+        model = JsonRpcErrorResponse
+    elif "result" in data:
+        model = JsonRpcSuccessResponse
+    else:
+        raise InvalidMessageError(
+            "a JSON-RPC message needs a method, a result or an error",
+            request_id=request_id,
+            is_response=response,
+        )
+    if data.get("jsonrpc") != "2.0":
+        raise InvalidMessageError(
+            '"jsonrpc" must be "2.0"', request_id=request_id, is_response=response
+        )
+    try:
+        message = model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidMessageError(
+            f"invalid {model.__name__}: {exc}", request_id=request_id, is_response=response
+        ) from exc
+    assert isinstance(message, MESSAGE_TYPES)
+    return message
+
+
+BatchEntry: TypeAlias = "JsonRpcMessage | InvalidMessageError"
+"""One entry of a batch: a message, or the error its entry earns (answered with ``id: null``)."""
+
+
+def decode(line: bytes | str) -> JsonRpcMessage | list[BatchEntry]:
+    """Decode one NDJSON line: a single message, or a JSON-RPC batch (a non-empty array).
+
+    Each batch entry is decoded on its own; an invalid entry becomes its
+    :class:`InvalidMessageError` (with ``request_id`` ``None``, as the batch rules say, unless
+    it :attr:`~InvalidMessageError.is_response`) and does not spoil the others. An empty array
+    raises :class:`InvalidMessageError`; a line that is not JSON raises
+    :class:`MessageParseError`.
+    """
+    data = parse_json_line(line)
+    if not isinstance(data, list):
+        return message_from_json(data)
+    if not data:
+        raise InvalidMessageError("an empty batch is not a valid request")
+    entries: list[BatchEntry] = []
+    for item in data:
+        if isinstance(item, list):
+            entries.append(InvalidMessageError("a batch entry cannot be a batch"))
+            continue
+        try:
+            entries.append(message_from_json(item))
+        except InvalidMessageError as exc:
+            if not exc.is_response:
+                exc.request_id = None
+            entries.append(exc)
+    return entries
+
+
+def decode_message(line: bytes | str) -> JsonRpcMessage:
+    """Decode one NDJSON line into a JSON-RPC envelope.
+
+    Raises :class:`MessageParseError` (``-32700``) when the line is not JSON and
+    :class:`InvalidMessageError` (``-32600``) when it is JSON but not one valid JSON-RPC 2.0
+    message. Both are :class:`MessageDecodeError` with the code to answer in ``code``.
+    """
+    return message_from_json(parse_json_line(line))
