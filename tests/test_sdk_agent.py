@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sdk_pair import RawClient, run
 
-from agent_meta.apps.reference_agent._storage import HistoryStore
+from agent_meta.apps._common._storage import HistoryStore
 from agent_meta.apps.sdk_agent import SdkReferenceAgent
 from agent_meta.sdk._release import installed_release
 from agent_meta.testing import ClientMirror

@@ -191,7 +191,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def _agent_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> OwnerOptions:
     """The owner options of ``agent-meta agent``, whatever the runtime."""
     from ..sansio._options import OwnerOptions
-    from .reference_agent._commands import CommandError, parse_dotted_path
+    from ._common._commands import CommandError, parse_dotted_path
 
     try:
         failure_path = parse_dotted_path(args.failure_path)

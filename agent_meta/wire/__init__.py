@@ -12,8 +12,9 @@ omitted ``_meta`` stay distinct through every model here (see ``docs/wire.md``).
 - :func:`encode_frame`, :func:`encode_session_update`: one message as one NDJSON line.
 - :func:`patch_from_update`, :func:`update_from_patch`: to and from the pure core's
   :class:`~agent_meta.SessionInfoPatch`.
-- JSON-RPC and ACP error codes, :class:`~agent_meta.JsonRpcError`, and
-  :func:`negotiate_version`.
+- JSON-RPC and ACP error codes, :class:`~agent_meta.JsonRpcError`, :func:`negotiate_version`,
+  and what a handler checks its params with (:func:`require_str`, :func:`optional_str`,
+  :func:`require_object_list`: ``-32602`` naming the field).
 """
 
 from ._convert import encode_session_update as encode_session_update
@@ -34,6 +35,9 @@ from ._jsonrpc import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
 from ._jsonrpc import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
 from ._jsonrpc import JsonRpcError as JsonRpcError
 from ._jsonrpc import negotiate_version as negotiate_version
+from ._jsonrpc import optional_str as optional_str
+from ._jsonrpc import require_object_list as require_object_list
+from ._jsonrpc import require_str as require_str
 from ._models import JsonRpcErrorObject as JsonRpcErrorObject
 from ._models import JsonRpcErrorResponse as JsonRpcErrorResponse
 from ._models import JsonRpcMessage as JsonRpcMessage
@@ -78,6 +82,9 @@ __all__ = [
     "encode_frame",
     "encode_session_update",
     "negotiate_version",
+    "optional_str",
     "patch_from_update",
+    "require_object_list",
+    "require_str",
     "update_from_patch",
 ]

@@ -19,10 +19,10 @@ anything else                      echoed back as an agent message
 =================================  =========================================================
 """
 
+from .._common._commands import COMMANDS as COMMANDS
+from .._common._commands import CommandError as CommandError
+from .._common._commands import parse_line as parse_line
 from ._agent import AGENT_NAME as AGENT_NAME
 from ._agent import ReferenceAgent as ReferenceAgent
-from ._commands import COMMANDS as COMMANDS
-from ._commands import CommandError as CommandError
-from ._commands import parse_line as parse_line
 
 __all__ = ["AGENT_NAME", "COMMANDS", "CommandError", "ReferenceAgent", "parse_line"]

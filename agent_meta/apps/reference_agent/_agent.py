@@ -20,29 +20,32 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..._version import __version__
-from ...acp._agent import BaseAgent, RequestContext
-from ...wire._jsonrpc import (
+from agent_meta import BaseAgent, JsonRpcError, RequestContext, __version__
+from agent_meta.wire import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
-    JsonRpcError,
     optional_str,
     require_object_list,
     require_str,
 )
-from ._commands import COMMANDS
+
+from .._common._commands import COMMANDS
+from .._common._listing import MAX_CWD, Pager, check_cwd, list_entry, listed_info
+from .._common._replay import (
+    Message,
+    check_replayable,
+    replay_updates,
+    reply_id,
+    reply_text,
+    user_update,
+)
+from .._common._storage import HistoryStore, SessionRecord, utc_now
 from ._lines import run_line
-from ._listing import MAX_CWD, Pager, check_cwd, list_entry, listed_info
-from ._replay import Message, check_replayable, replay_updates, reply_id, reply_text, user_update
-from ._storage import HistoryStore, SessionRecord, utc_now
 
 if TYPE_CHECKING:
-    from ...acp._connection import AgentConnection
-    from ...core._json import JsonObject, JsonValue
-    from ...owner._lifetime import SessionLifetime
-    from ...owner._sqlite import SQLiteStore
+    from agent_meta import AgentConnection, JsonObject, JsonValue, SessionLifetime, SQLiteStore
 
 __all__ = ["AGENT_NAME", "MAX_CWD", "ReferenceAgent"]
 

@@ -1,61 +1,41 @@
-"""Running one prompt line of the reference agent: a command, or an echo.
-
-Each command drives the session's lifetime through the public API (publish, domain edits,
-failure incidents), starts a ``/burst`` as a background task of the session (so closing the
-session stops it), or asks the client for permission (``/ask``). Errors become replies; only
-the owner stopping ends the turn.
+"""Running one prompt line on the trio reference agent: the replies both agents share
+(:mod:`agent_meta.apps._common._replies`), plus ``/burst`` as a background task of the session
+(closing the session stops it) and ``/ask`` through the connection.
 """
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
-from ...acp._outbound import ClientRequestError, ConnectionClosedError
-from ...core._errors import AgentMetaError, OwnerClosedError, TransportBrokenError
-from ._commands import (
+from agent_meta import ClientRequestError, ConnectionClosedError
+
+from .._common._commands import (
     Ask,
     Burst,
     Command,
-    CommandError,
-    DomainRemove,
-    DomainSet,
-    Fail,
     MetaClear,
     MetaPatchCommand,
     MetaRemove,
     MetaSet,
-    Resolve,
     SetTitle,
     Trace,
-    parse_line,
+)
+from .._common._replies import (
+    ASK_OPTIONS,
+    LifetimeCommand,
+    permission_reply,
+    publication,
+    published_reply,
+    reply_to_line,
+    run_lifetime_command,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from agent_meta import RequestContext, SessionLifetime
 
-    from ...acp._agent import RequestContext
-    from ...core._json import JsonObject, JsonValue
-    from ...owner._lifetime import SessionLifetime
-
-__all__ = [
-    "ASK_OPTIONS",
-    "Foreground",
-    "LifetimeCommand",
-    "permission_reply",
-    "published_reply",
-    "reply_to_line",
-    "run_lifetime_command",
-    "run_line",
-]
-
-ASK_OPTIONS: list[JsonValue] = [
-    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-]
-"""The options of ``/ask``'s ``session/request_permission``."""
+__all__ = ["Foreground", "run_line"]
 
 
 class Foreground(Protocol):
@@ -71,29 +51,11 @@ async def run_line(
     return await reply_to_line(line, lambda command: _execute(ctx, lifetime, foreground, command))
 
 
-async def reply_to_line(line: str, execute: Callable[[Command], Awaitable[str]]) -> str:
-    """The agent's reply to one prompt line, on either runtime: a line that is not a command
-    is echoed, a bad command or an owner's refusal (``AgentMetaError``) becomes an ``error:``
-    reply; an owner that stopped or a broken transport ends the turn instead."""
-    try:
-        command = parse_line(line)
-    except CommandError as exc:
-        return f"error: {exc}"
-    if command is None:
-        return line
-    try:
-        return await execute(command)
-    except (OwnerClosedError, TransportBrokenError):
-        raise
-    except AgentMetaError as exc:  # raised by the owner, under the SDK's calls too
-        return f"error: {exc}"
-
-
 async def _execute(
     ctx: RequestContext, lifetime: SessionLifetime, foreground: Foreground, command: Command
 ) -> str:
     if isinstance(command, MetaSet | MetaRemove | MetaPatchCommand | MetaClear | SetTitle):
-        fields, what = _publication(command)
+        fields, what = publication(command)
         return published_reply(await lifetime.publish(**fields), what)
     if isinstance(command, LifetimeCommand):
         return await run_lifetime_command(lifetime, command)
@@ -113,66 +75,6 @@ async def _execute(
             )
             return published_reply(done, f"_meta.{key} set with trace {traceparent}")
     raise AssertionError(f"unhandled command {command!r}")  # pragma: no cover
-
-
-def _publication(
-    command: MetaSet | MetaRemove | MetaPatchCommand | MetaClear | SetTitle,
-) -> tuple[dict[str, Any], str]:
-    """The ``publish`` arguments of a plain publication command, and what it did."""
-    match command:
-        case MetaSet(key, value):
-            return {"meta": {key: value}}, f"_meta.{key} set"
-        case MetaRemove(key):
-            return {"meta": {key: None}}, f"_meta.{key} removed"
-        case MetaPatchCommand(patch):
-            return {"meta": patch}, "_meta patched"
-        case MetaClear():
-            return {"meta": None}, "_meta cleared"
-        case SetTitle(title):
-            return {"title": title}, "title cleared" if title is None else "title set"
-
-
-LifetimeCommand = DomainSet | DomainRemove | Fail | Resolve
-"""The commands that act on the session's lifetime handle only (R7, R8): the same on every
-runtime (an SDK agent has no other way to say them)."""
-
-
-async def run_lifetime_command(lifetime: SessionLifetime, command: LifetimeCommand) -> str:
-    """Run a domain edit or a failure report or resolution; return the reply."""
-    match command:
-        case DomainSet(key, path, value):
-            done = await lifetime.domain(key).set(path, value)
-            return published_reply(done, f"{key}.{'.'.join(path)} set")
-        case DomainRemove(key, path):
-            done = await lifetime.domain(key).remove(path)
-            return published_reply(done, f"{key}.{'.'.join(path)} removed")
-        case Fail(incident_id, revision, title):
-            return await _report_failure(lifetime, incident_id, revision, title)
-        case Resolve(incident_id, revision):
-            if await lifetime.resolve_failure(incident_id, revision):
-                return f"ok: failure {incident_id} rev {revision} resolved"
-            return f"not resolved: {incident_id} rev {revision} is not the current incident"
-
-
-def published_reply(done: bool, what: str) -> str:
-    """The reply to a publication: done, or refused because the lifetime has ended."""
-    return f"ok: {what}" if done else f"not published ({what}): the session is closed"
-
-
-async def _report_failure(
-    lifetime: SessionLifetime, incident_id: str, revision: int, title: str | None
-) -> str:
-    """``/fail``: report the incident (R8) and say whether the owner took it."""
-    record: JsonObject = {
-        "id": incident_id,
-        "revision": revision,
-        "title": title or f"incident {incident_id}",
-        "severity": "error",
-    }
-    done = await lifetime.report_failure(incident_id, revision, record)
-    if done:
-        return f"ok: failure {incident_id} rev {revision} reported"
-    return f"not reported: failure {incident_id} rev {revision} was refused"
 
 
 async def _ask(ctx: RequestContext, session_id: str, foreground: Foreground, text: str) -> str:
@@ -199,24 +101,6 @@ async def _ask(ctx: RequestContext, session_id: str, foreground: Foreground, tex
         reply = permission_reply(result)
     await foreground.report("running")
     return reply
-
-
-def permission_reply(result: JsonValue) -> str:
-    """The reply to the client's answer: the option it chose; anything else is not an
-    approval (ACP v2). A result that is not a ``RequestPermissionResponse`` at all (valid
-    JSON-RPC: a result may be any JSON value) counts as no answer."""
-    outcome = result.get("outcome") if isinstance(result, dict) else None
-    if not isinstance(outcome, dict):
-        shown = json.dumps(result, ensure_ascii=False)[:80]
-        return f"not answered: the client's answer is not a permission outcome: {shown}"
-    if outcome.get("outcome") == "selected":
-        option = outcome.get("optionId")
-        if option in ("allow", "reject"):
-            return f"answer: {option}"
-        return f"answer: reject (unknown option {option!r})"
-    if outcome.get("outcome") == "cancelled":
-        return "answer: cancelled"
-    return "answer: reject (no valid outcome)"
 
 
 async def _burst(lifetime: SessionLifetime, key: str, count: int) -> None:

@@ -52,17 +52,17 @@ from agent_meta.wire import (
     RESOURCE_NOT_FOUND,
 )
 
-from ..reference_agent import AGENT_NAME
-from ..reference_agent._commands import COMMANDS
-from ..reference_agent._listing import Pager, check_cwd, list_entry, listed_info
-from ..reference_agent._replay import (
+from .._common._commands import COMMANDS
+from .._common._listing import Pager, check_cwd, list_entry, listed_info
+from .._common._replay import (
     Message,
     check_replayable,
     replay_updates,
     reply_id,
     reply_text,
 )
-from ..reference_agent._storage import HistoryStore, SessionRecord, utc_now
+from .._common._storage import HistoryStore, SessionRecord, utc_now
+from ..reference_agent import AGENT_NAME
 from ._lines import LineContext, run_line
 
 if TYPE_CHECKING:

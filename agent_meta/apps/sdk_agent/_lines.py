@@ -18,7 +18,7 @@ import acp
 import pydantic
 from acp.schema import PermissionOption, SessionInfoUpdate, ToolCallUpdate
 
-from ..reference_agent._commands import (
+from .._common._commands import (
     Ask,
     Burst,
     Command,
@@ -29,7 +29,7 @@ from ..reference_agent._commands import (
     SetTitle,
     Trace,
 )
-from ..reference_agent._lines import (
+from .._common._replies import (
     ASK_OPTIONS,
     LifetimeCommand,
     permission_reply,

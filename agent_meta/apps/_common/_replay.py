@@ -12,10 +12,11 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Literal
 
-from ...wire._jsonrpc import INVALID_PARAMS, JsonRpcError
+from agent_meta import JsonRpcError
+from agent_meta.wire import INVALID_PARAMS
 
 if TYPE_CHECKING:
-    from ...core._json import JsonObject, JsonValue
+    from agent_meta import JsonObject, JsonValue
 
 __all__ = [
     "FRAME_OVERHEAD",

@@ -18,13 +18,13 @@ import logging
 import secrets
 from typing import TYPE_CHECKING
 
-from ...wire._jsonrpc import INVALID_PARAMS, JsonRpcError
+from agent_meta import JsonRpcError
+from agent_meta.wire import INVALID_PARAMS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ...core._json import JsonObject, JsonValue
-    from ...owner._base import OwnerBase
+    from agent_meta import JsonObject, JsonValue, Owner
 
 __all__ = ["MAX_CWD", "Pager", "check_cwd", "entry_size", "list_entry", "listed_info"]
 
@@ -51,7 +51,7 @@ def entry_size(entry: JsonObject) -> int:
     return len(json.dumps(entry, separators=(",", ":"), ensure_ascii=True)) + 1
 
 
-def listed_info(owner: OwnerBase, session_id: str, last_info: JsonObject) -> JsonObject:
+def listed_info(owner: Owner, session_id: str, last_info: JsonObject) -> JsonObject:
     """A session's ``title`` and ``_meta`` as ``session/list`` shows them: from its open
     lifetime, else from the owner's store (a restarted agent), else as it was at its close."""
     if owner.has_lifetime(session_id):

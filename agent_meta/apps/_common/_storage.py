@@ -24,8 +24,7 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Callable
 
-    from ...core._json import JsonObject
-    from ...owner._sqlite import SQLiteStore
+    from agent_meta import JsonObject, SQLiteStore
 
 __all__ = ["HistoryStore", "SessionRecord", "StoredMessage", "StoredSession", "utc_now"]
 

@@ -9,10 +9,10 @@ A line whose first word is a known command (``/meta``, ``/title``, ``/domain``, 
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from ...core._json import JsonObject, JsonValue, json_copy
-from ...wire._decode import parse_json_line
+from agent_meta import JsonObject, JsonValue, json_copy
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -244,8 +244,9 @@ def parse_dotted_path(text: str) -> tuple[str, ...]:
 
 def _json(text: str) -> JsonValue:
     try:
-        return json_copy(parse_json_line(text))
-    except ValueError as exc:  # MessageParseError (RecursionError included), MetaValueError
+        # json_copy refuses what JSON cannot hold (NaN, infinities: an overflowing number).
+        return json_copy(json.loads(text))
+    except (ValueError, RecursionError) as exc:  # bad JSON, MetaValueError, nested too deep
         raise CommandError(f"bad JSON {text[:80]!r}: {exc}") from None
 
 
