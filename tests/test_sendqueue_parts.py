@@ -195,6 +195,6 @@ def test_the_writer_finishes_the_entry_of_a_lifetime_that_ends() -> None:
     first = writing.next_frame()
     assert first is not None
     assert writing.end_lifetime(state) == 0  # its frame is out: finished, nothing after
-    writing._cursor.reported(held=False)
+    writing.cursor.reported(held=False)
     assert writing.next_frame() is None
     assert not fifo

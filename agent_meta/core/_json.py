@@ -128,6 +128,10 @@ def _plain_container(value: dict[object, object] | list[object], depth: int) -> 
         kind = type(item)
         if kind is str or kind is bool or item is None:
             continue  # the common scalars, checked inline
+        if kind is int:  # and integers (a counter, a step): no call for them either
+            if INT_LIMIT is None or -INT_LIMIT < item < INT_LIMIT:
+                continue
+            return False
         if not _plain_item(item, depth):
             return False
     return True

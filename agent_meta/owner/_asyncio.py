@@ -134,7 +134,8 @@ class AsyncioMetaOwner(OwnerBase):
             await self._progress.park()
 
     async def submit_edit(self, state: LifetimeState, edit: Edit) -> bool:
-        if _cancel_requested():
+        task = asyncio.current_task()  # _cancel_requested(), written out: every publication
+        if task is not None and task.cancelling():  # passes here
             await asyncio.sleep(0)  # where that cancellation is raised, before any effect
         outcome = self._try_submit(state, edit)
         while outcome is Outcome.FULL:

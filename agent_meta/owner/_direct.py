@@ -82,5 +82,5 @@ class DirectWriter:
                 return True
             queue.written(out)
             self.frames += 1
-            if queue.idle:
+            if queue.writing.idle:
                 return False

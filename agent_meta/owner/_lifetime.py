@@ -133,8 +133,15 @@ class SessionLifetime:
         if the lifetime has ended. With coalescing on this never waits for the writer, except
         when ``notification_meta`` is given (that frame is never merged).
         """
-        edit = publication(self._owner, title, updated_at, meta, notification_meta)
-        return await self._owner.submit_edit(self._state, edit)
+        owner = self._owner
+        edit = encode_update(  # publication(), written out: every publication passes here
+            title=title,
+            updated_at=updated_at,
+            meta=meta,
+            notification_meta=notification_meta,
+            offset_timestamps=updated_at is not OMITTED and owner.offset_timestamps,
+        )
+        return await owner.submit_edit(self._state, edit)
 
     def publish_nowait(
         self,
@@ -296,12 +303,15 @@ def publication(
     notification_meta: Mapping[str, object] | None,
 ) -> EncodedUpdate:
     """A publication, encoded for ``owner``'s protocol version (R1, R9, R12)."""
+    # The version's timestamp rule matters only when there is a timestamp (the common
+    # publication has none, and pays for no lookup).
+    offset_timestamps = updated_at is not OMITTED and owner.offset_timestamps
     return encode_update(
         title=title,
         updated_at=updated_at,
         meta=meta,
         notification_meta=notification_meta,
-        offset_timestamps=owner.offset_timestamps,
+        offset_timestamps=offset_timestamps,
     )
 
 

@@ -23,13 +23,14 @@ __all__ = ["Durability"]
 class Durability:
     """The store bookkeeping of one send queue."""
 
-    __slots__ = ("_batch", "_deletes", "_dirty", "_taken", "enabled", "stored")
+    __slots__ = ("_deletes", "_dirty", "_taken", "batch", "enabled", "stored")
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self._dirty: dict[LifetimeState, None] = {}
         self._deletes: list[str] = []
-        self._batch: StoreBatch | None = None  # handed out, not yet reported
+        self.batch: StoreBatch | None = None
+        """The batch handed out and not reported yet (read-only outside this class)."""
         self._taken = 0
         self.stored = 0
         """The sequence number of the last batch reported stored."""
@@ -53,7 +54,7 @@ class Durability:
     @property
     def in_flight(self) -> bool:
         """Whether a batch was handed out and not reported yet."""
-        return self._batch is not None
+        return self.batch is not None
 
     def take(self) -> StoreBatch:
         """The pending changes as one batch, to be reported with :meth:`done`."""
@@ -61,20 +62,20 @@ class Durability:
         batch = StoreBatch([record_of(state) for state in self._dirty], self._deletes, self._taken)
         self._dirty = {}
         self._deletes = []
-        self._batch = batch
+        self.batch = batch
         return batch
 
     def done(self, batch: StoreBatch) -> None:
         """``batch`` is durably stored."""
-        if batch is not self._batch:
+        if batch is not self.batch:
             raise RuntimeError("that store batch was not handed out, or was reported already")
-        self._batch = None
+        self.batch = None
         self.stored = batch.seq
 
     def target(self) -> int:
         """The batch that must be stored for every change accepted so far to be stored."""
         if self.pending:
             return self._taken + 1  # a batch that is taken after this call
-        if self._batch is not None:
-            return self._batch.seq
+        if self.batch is not None:
+            return self.batch.seq
         return self.stored

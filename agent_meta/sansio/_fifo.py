@@ -23,10 +23,12 @@ __all__ = ["EntryFifo"]
 class EntryFifo:
     """Queued entries, oldest first."""
 
-    __slots__ = ("_counters", "_cursor", "_entries", "counted", "frames")
+    __slots__ = ("_counters", "_cursor", "counted", "entries", "frames")
 
     def __init__(self, counters: QueueCounters, cursor: FlushCursor) -> None:
-        self._entries: collections.deque[Entry] = collections.deque()
+        self.entries: collections.deque[Entry] = collections.deque()
+        """The queued entries, oldest first (read-only outside this class; hot paths test it
+        for emptiness directly)."""
         self._counters = counters
         self._cursor = cursor
         self.counted = 0
@@ -35,25 +37,22 @@ class EntryFifo:
         """Frames the queued entries will be written as, at most."""
 
     def __len__(self) -> int:
-        return len(self._entries)
-
-    def __bool__(self) -> bool:
-        return bool(self._entries)
+        return len(self.entries)
 
     def __iter__(self) -> Iterator[Entry]:
-        return iter(self._entries)
+        return iter(self.entries)
 
     def append(self, entry: Entry) -> None:
         """Queue ``entry`` at the next position."""
         entry.pos = self._cursor.append()
-        self._entries.append(entry)
+        self.entries.append(entry)
         if entry.counted:
             self.counted += 1
         self.count_frames(entry.frames)
 
     def take(self) -> Entry:
         """The oldest entry, out of the queue (the writer takes it)."""
-        entry = self._entries.popleft()
+        entry = self.entries.popleft()
         self._forget(entry)
         return entry
 
@@ -61,13 +60,13 @@ class EntryFifo:
         """Remove every entry of ``state`` (its lifetime ended); the frames they held."""
         kept: collections.deque[Entry] = collections.deque()
         dropped = 0
-        for entry in self._entries:
+        for entry in self.entries:
             if entry.lifetime is state:
                 dropped += entry.frames
                 self._forget(entry)
             else:
                 kept.append(entry)
-        self._entries = kept
+        self.entries = kept
         return dropped
 
     def count_frames(self, delta: int) -> None:

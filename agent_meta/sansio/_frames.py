@@ -147,10 +147,11 @@ def response_frame(id_text: str, *, result: str | None, error: str | None) -> by
 
 def patch_text(patch: Mapping[str, str | None]) -> str:
     """A patch object's text: each member's fragment, ``"key":null`` for a removal."""
-    members = []
-    for key, frag in patch.items():
-        members.append(frag if frag is not None else fragment(key, NULL))
-    return object_text(members)
+    members = patch.values()
+    if None not in members:  # no removal: the fragments are the members
+        return "{" + ",".join(members) + "}"  # type: ignore[arg-type]  # no None, checked
+    texts = [frag if frag is not None else fragment(key, NULL) for key, frag in patch.items()]
+    return "{" + ",".join(texts) + "}"
 
 
 def info_frames(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ._edits import Outcome
 from ._entries import InfoEntry
-from ._frames import info_frames
+from ._frames import info_frame, info_frames, patch_text
 
 if TYPE_CHECKING:
     from ._durability import Durability
@@ -36,6 +36,7 @@ class Publisher:
 
     __slots__ = (
         "_counters",
+        "_cursor",
         "_fifo",
         "_renderer",
         "_store",
@@ -58,6 +59,7 @@ class Publisher:
     ) -> None:
         self._fifo = fifo
         self._writing = writing
+        self._cursor = writing.cursor
         self._renderer = renderer
         self._store = store
         self._counters = counters
@@ -71,8 +73,17 @@ class Publisher:
     def publish(self, state: LifetimeState, update: EncodedUpdate, *, express: bool) -> Outcome:
         """Fold ``update`` and queue its frame; :attr:`Outcome.FULL`, having changed nothing,
         when it needs room and there is none."""
-        if express and self._express(state, update):
-            return Outcome.ACCEPTED
+        if express:
+            writing = self._writing
+            # Idle (see Writing.idle), written out here: this is every publication's path.
+            if (
+                writing.frames is None
+                and writing.held is None
+                and not self._fifo.entries
+                and not self._cursor.unreported
+                and self._express(state, update)
+            ):
+                return Outcome.ACCEPTED
         needs_room = self._needs_room(state, update)
         if needs_room and self._fifo.counted >= self.capacity:
             return Outcome.FULL
@@ -105,30 +116,46 @@ class Publisher:
 
     def _fold(self, state: LifetimeState, update: EncodedUpdate) -> None:
         state.apply(update)
-        self._store.changed(state)
+        store = self._store
+        if store.enabled:
+            store.changed(state)
         self._counters.publications += 1
 
     def _express(self, state: LifetimeState, update: EncodedUpdate) -> bool:
-        """Fold ``update`` and hold its one frame for the writer, if the queue is idle and the
-        lifetime needs no repair; ``False`` (nothing done) otherwise."""
-        writing = self._writing
-        if not writing.idle or state.needs_repair:
-            return False  # something must go first: what is queued, or the repair
+        """Fold ``update`` and hold its one frame for the writer (the queue is idle), if the
+        lifetime needs no repair and one frame says it; ``False`` (nothing done) otherwise.
+
+        Every publication to an idle queue passes here, so the common frame (a v2 patch, or a
+        title) is built without going through :func:`info_frames`."""
+        if state.needs_repair:
+            return False  # the repair goes first
         mode = self._renderer.mode
-        if update.meta_clear and update.meta_patch and not mode.full_object:
+        cleared = update.meta_clear
+        patch = update.meta_patch
+        if cleared and patch and not mode.full_object:
             return False  # two frames: the clear, then the object
-        self._fold(state, update)
-        frame = info_frames(
-            mode,
-            state,
-            update.title,
-            update.updated_at,
-            update.meta_clear,
-            update.meta_patch,
-            update.notification_meta,
-        )[0]
+        state.apply(update)  # _fold(), written out on this path
         store = self._store
-        writing.express(frame, state, store.target() if store.enabled else 0)
+        if store.enabled:
+            store.changed(state)
+        self._counters.publications += 1
+        if mode.full_object or cleared:
+            frames = info_frames(
+                mode,
+                state,
+                update.title,
+                update.updated_at,
+                cleared,
+                patch,
+                update.notification_meta,
+            )
+            frame = frames[0]
+        else:
+            meta = None if patch is None else patch_text(patch)
+            frame = info_frame(
+                state.prefix, update.title, update.updated_at, meta, update.notification_meta
+            )
+        self._writing.express(frame, state, store.target() if store.enabled else 0)
         return True
 
     def _frames_of(self, entry: InfoEntry) -> int:

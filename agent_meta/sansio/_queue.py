@@ -83,10 +83,11 @@ class SendQueue:
             self._store,
         )
         self._queue = EntryFifo(self.counters, self._cursor)
-        self._writing = Writing(self._queue, self._renderer, self._cursor)
+        self.writing = Writing(self._queue, self._renderer, self._cursor)
+        """What the writer is in the middle of (read-only outside the queue)."""
         self._publisher = Publisher(
             self._queue,
-            self._writing,
+            self.writing,
             self._renderer,
             self._store,
             self.counters,
@@ -144,7 +145,7 @@ class SendQueue:
         state.open_entry = None
         state.resync_entry = None
         dropped = self._queue.drop_lifetime(state)
-        dropped += self._writing.end_lifetime(state)
+        dropped += self.writing.end_lifetime(state)
         self.counters.fenced += dropped
         return dropped
 
@@ -253,10 +254,10 @@ class SendQueue:
         before the batch that stores its state, and again once that batch is stored.
         """
         store = self._store
-        if store.in_flight:
+        if store.batch is not None:
             raise RuntimeError("report the store batch handed out before asking again")
         while True:
-            writing = self._writing
+            writing = self.writing
             out = writing.held
             writing.held = None
             if out is None:
@@ -283,13 +284,14 @@ class SendQueue:
     def hold(self, out: Outgoing) -> None:
         """``out`` was written in part (``out.sent`` bytes): :meth:`next_action` hands out the
         rest before anything else."""
-        self._writing.held = out
+        self.writing.held = out
 
     def written(self, out: Outgoing) -> None:
         """The writer reports that ``out`` was written whole."""
-        self.counters.frames_written += 1
-        self.counters.bytes_written += len(out.frame)
-        self._reported()
+        counters = self.counters
+        counters.frames_written += 1
+        counters.bytes_written += len(out.frame)
+        self._cursor.reported(self.writing.held is not None)
 
     def dropped(self, out: Outgoing) -> None:
         """The writer reports that it dropped ``out`` unwritten, its lifetime having ended (R6)."""
@@ -318,7 +320,7 @@ class SendQueue:
             return
         lifetime.needs_repair = True
         self._store.changed(lifetime)
-        writing = self._writing
+        writing = self.writing
         if writing.entry is not None and writing.entry.lifetime is lifetime:
             writing.finish()
         if not self.mode.repairs:
@@ -340,17 +342,17 @@ class SendQueue:
         """Whether ``target`` (from :meth:`flush_target`) is reached, and every client view
         damaged by a lost frame has been repaired since."""
         position, batches = target
-        if self._renderer.repairing or self._cursor.unreported or self._writing.held is not None:
+        if self._renderer.repairing or self._cursor.unreported or self.writing.held is not None:
             return False
         if self._store.stored < batches:
             return False
-        return self._cursor.reached(position, not self._queue and not self._writing.busy)
+        return self._cursor.reached(position, not self._queue.entries and not self.writing.busy)
 
     @property
     def idle(self) -> bool:
         """Nothing queued, held or being written: :meth:`next_action` would return ``None``
         (with a store, it may still have a batch to hand out)."""
-        return self._writing.idle
+        return self.writing.idle
 
     @property
     def position(self) -> int:
@@ -360,7 +362,7 @@ class SendQueue:
     @property
     def queued_entries(self) -> int:
         """Entries waiting, including one being written."""
-        in_flight = self._writing.busy or self._cursor.unreported
+        in_flight = self.writing.busy or self._cursor.unreported
         return len(self._queue) + (1 if in_flight else 0)
 
     @property
@@ -376,4 +378,4 @@ class SendQueue:
     # -- internals: producers ------------------------------------------------------------
     # -- internals: the writer -----------------------------------------------------------
     def _reported(self) -> None:
-        self._cursor.reported(self._writing.held is not None)
+        self._cursor.reported(self.writing.held is not None)
