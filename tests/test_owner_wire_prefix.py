@@ -136,10 +136,11 @@ async def test_resync_snapshot_does_not_run_ahead_of_queued_patches(
 ) -> None:
     """resync(), publish({"a": 1}), publish({"a": 2}) while the writer is busy.
 
-    The agent holds a = 0 -> 1 -> 2. Today the wire is ``{"x": 0, "a": 0}``, ``null``,
-    ``{"x": 0, "a": 2}`` (the snapshot, rendered at write time), ``{"a": 1}``, ``{"a": 2}``:
-    the client's ``a`` goes 0 -> 2 -> 1 -> 2. With coalescing on, the two patches would merge;
-    a notification ``_meta`` on the first one keeps them apart (it is never merged, R3/R9).
+    The agent holds a = 0 -> 1 -> 2, and the client's ``a`` must never go back. The wire used
+    to be ``{"x": 0, "a": 0}``, ``null``, ``{"x": 0, "a": 2}`` (the snapshot, rendered at write
+    time), ``{"a": 1}``, ``{"a": 2}``: the client's ``a`` went 0 -> 2 -> 1 -> 2. With coalescing
+    on, the two patches would merge; a notification ``_meta`` on the first one keeps them apart
+    (it is never merged, R3/R9).
     """
     gate = GatedTransport()
     held: Held = {SID: []}
