@@ -118,10 +118,11 @@ async def test_send_response_refuses_a_request_id_outside_int64(
         "result-nan",
     ],
 )
-async def test_send_response_keeps_refusing_what_it_refuses_today(
+async def test_send_response_keeps_refusing_what_it_already_refused(
     driver: Driver, request_id: object, kwargs: dict[str, Any]
 ) -> None:
-    """Already fine today (kept so that a fix of the cases above cannot loosen these)."""
+    """Refused before the cases above were fixed, and still refused (kept so that their fix
+    cannot loosen these)."""
     await _refused_then_usable(driver, "send_response", request_id, **kwargs)
 
 
@@ -131,5 +132,5 @@ async def test_send_response_keeps_refusing_what_it_refuses_today(
     ids=["list", "str", "int", "int-key", "nan-value"],
 )
 async def test_send_notification_keeps_refusing_bad_params(driver: Driver, params: object) -> None:
-    """Already fine today (params must be a JSON object)."""
+    """Params must be a JSON object (refused before the cases above were fixed, too)."""
     await _refused_then_usable(driver, "send_notification", "session/update", params)

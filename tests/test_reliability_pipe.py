@@ -325,9 +325,9 @@ async def test_close_during_a_long_replay_to_a_slow_reader() -> None:
 
 
 ATTEMPTS = 6
-"""Blocked-prompt attempts per run. The late frame comes from a race (the prompt's task and
-the close response both wait for queue room); measured today, 39 or 40 attempts of 40 show
-it, so six attempts fail with near certainty."""
+"""Blocked-prompt attempts per run. The late frame came from a race (the prompt's task and
+the close response both waited for queue room); measured before the fix, 39 or 40 attempts of
+40 showed it, so six attempts fail with near certainty if it comes back."""
 
 
 async def test_close_while_a_prompt_is_blocked_on_a_slow_reader() -> None:
@@ -564,8 +564,8 @@ async def test_a_notification_with_array_params_is_never_answered(method: str) -
 @pytest.mark.parametrize("number", ["1e400", "-1e400", "1E+999"])
 async def test_an_unrepresentable_number_is_answered_with_the_request_id(number: str) -> None:
     """Point 4: a request whose line holds a number no double can hold is still a readable
-    request: its error response carries its id (today: -32700 with ``id: null``), and the
-    connection goes on."""
+    request: its error response carries its id (it used to be -32700 with ``id: null``), and
+    the connection goes on."""
     async with spawn() as agent:
         await agent.initialize(2)
         line = (
@@ -597,8 +597,8 @@ async def test_a_null_request_id_follows_acp_request_id_v1() -> None:
 
 async def test_a_null_request_id_follows_acp_request_id_v2() -> None:
     """Point 4: the v2 schema's ``RequestId`` is a string or an integer and "MUST NOT be
-    null", so on a v2 connection it is refused with -32600 and ``id: null`` (already so
-    today; kept as the other half of the decision)."""
+    null", so on a v2 connection it is refused with -32600 and ``id: null`` (as it already
+    was; kept as the other half of the decision)."""
     async with spawn() as agent:
         await agent.initialize(2)
         await agent.send(request(None, "session/list", {}))

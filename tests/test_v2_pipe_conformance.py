@@ -528,7 +528,7 @@ async def test_lowercase_rfc3339_timestamp_is_sent_upper_case(tmp_path: Path) ->
 
     The reference agent has no prompt command that publishes ``updatedAt``; a stored lifetime is
     the one way an arbitrary stamp reaches its wire: one written with a lower-case stamp (as
-    today's owner accepts and stores it) is restored by the resync after ``session/resume``.
+    the owner used to accept and store it) is restored by the resync after ``session/resume``.
     """
     store_path = tmp_path / "sessions.sqlite"
     async with agent("--store", str(store_path)) as peer:
