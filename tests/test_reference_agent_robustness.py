@@ -1,4 +1,8 @@
-"""Issue 13 ("Reliability"), points 1, 3, 4, 6 and 7, against the real reference agent.
+"""The reference agent as a child process stays correct under races, slow readers and bad input:
+a session/close racing a replay or a prompt, input too large to replay or to list, malformed or
+out-of-range JSON-RPC, the title a session reopened after a close shows (across a restart too),
+a signal, and a cancellation or a store failure while a prompt is inserted. From issue 13
+("Reliability"), points 1, 3, 4, 6 and 7.
 
 Every test starts ``python -m agent_meta agent`` as a child process, writes raw NDJSON lines to
 its stdin and parses every line of its stdout, in order. Every wait is bounded by
