@@ -154,7 +154,7 @@ async def test_a_null_initialize_id_is_judged_by_the_version_it_asks_for(
 ) -> None:
     """v1's ``RequestId`` allows ``null``, v2's does not. Before ``initialize`` has
     negotiated, the version the request asks for decides: an ``initialize`` that negotiates
-    v1 with ``id: null`` is served. Today it is refused "in ACP v2" whatever it asks for."""
+    v1 with ``id: null`` is served. It used to be refused "in ACP v2" whatever it asked for."""
     async with serve(ToyAgent()) as peer:
         await peer.send(
             {"id": None, "method": "initialize", "params": {"protocolVersion": requested}}
@@ -172,8 +172,8 @@ async def test_session_cancel_with_a_bad_session_id_is_ignored_quietly(
 ) -> None:
     """``session/cancel`` is a notification (never answered) whose ``sessionId`` is a
     string: anything else is ignored without reaching the agent and without a traceback.
-    Today the reference agent's cancel handler raises ``TypeError`` (an unhashable id) and a
-    traceback is logged."""
+    The reference agent's cancel handler used to raise ``TypeError`` (an unhashable id), and a
+    traceback was logged."""
     agent = ReferenceAgent()
     async with serve(agent) as peer:
         await peer.request("initialize", INIT_V2)
@@ -352,10 +352,10 @@ async def test_a_client_answer_is_never_answered_and_always_settles_the_request(
 ) -> None:
     """JSON-RPC never answers a response. A response with any JSON ``result`` is valid and is
     delivered to the waiting request as it is; a malformed one fails that request with
-    :class:`ClientRequestError` (``-32600``). Today a result that is not an object, or a
-    malformed answer, is answered with an error response carrying the agent's own request id
-    (which the client reads as the answer to its own request of that id), and the agent's
-    request waits forever."""
+    :class:`ClientRequestError` (``-32600``). A result that was not an object, or a malformed
+    answer, used to be answered with an error response carrying the agent's own request id
+    (which the client read as the answer to its own request of that id), and the agent's
+    request waited forever."""
     async with serve(AskingAgent()) as peer:
         await peer.request("initialize", INIT_V2)
         await peer.send({"id": "q", "method": "_ask", "params": {}})
@@ -484,8 +484,8 @@ async def test_a_graceful_stop_is_bounded_and_reports_unwritten_frames(
     seconds later is cancelled and :func:`serve_agent` returns: one bound, whatever
     ``OwnerOptions.drain_timeout`` says. With a client that stopped reading, frames stay
     unwritten, and :func:`serve_agent` says so (``TransportBrokenError``; the CLI exits 1).
-    Today the owner's own drain comes on top (10 s more, or forever with the default), and
-    :func:`serve_agent` returns as if everything was written. Virtual time (autojump)."""
+    The owner's own drain used to come on top (10 s more, or forever with the default), and
+    :func:`serve_agent` returned as if everything was written. Virtual time (autojump)."""
     to_agent, agent_in = trio.testing.memory_stream_one_way_pair()
     agent_out, _from_agent = trio.testing.lockstep_stream_one_way_pair()  # never read
     ended: dict[str, Any] = {}

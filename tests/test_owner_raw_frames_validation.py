@@ -45,9 +45,9 @@ async def _refused_then_usable(driver: Driver, call: Any, *args: Any, **kwargs: 
 async def test_send_notification_refuses_a_method_that_is_not_a_string(
     driver: Driver, method: object
 ) -> None:
-    """A JSON-RPC method is a string. Today an int, ``None``, a list, a dict, a bool or a float
-    is written as ``"method":123`` and so on; NaN raises a bare ``ValueError`` and bytes a bare
-    ``TypeError``."""
+    """A JSON-RPC method is a string: anything else is refused. An int, ``None``, a list, a
+    dict, a bool or a float used to be written as ``"method":123`` and so on; NaN raised a bare
+    ``ValueError`` and bytes a bare ``TypeError``."""
     await _refused_then_usable(driver, "send_notification", method, GOOD_PARAMS)
 
 
@@ -63,8 +63,8 @@ async def test_send_response_refuses_an_error_code_that_is_not_an_integer(
     driver: Driver,
     error: dict[str, Any],
 ) -> None:
-    """A JSON-RPC error code is an integer; a bool is not one. Today ``"code":true`` is
-    written."""
+    """A JSON-RPC error code is an integer; a bool is not one, and is refused. ``"code":true``
+    used to be written."""
     await _refused_then_usable(driver, "send_response", 1, error=error)
 
 
@@ -77,8 +77,8 @@ async def test_send_response_refuses_an_error_code_outside_int32(
     driver: Driver, error: dict[str, Any]
 ) -> None:
     """Found while writing these tests: ACP's ``ErrorCode`` is ``format: int32`` (v1 and v2
-    schemas), so a client in a typed language cannot read a larger code. Today it is
-    written."""
+    schemas), so a client in a typed language cannot read a larger code: it is refused. It
+    used to be written."""
     await _refused_then_usable(driver, "send_response", 1, error=error)
 
 
@@ -87,7 +87,7 @@ async def test_send_response_refuses_a_request_id_outside_int64(
     driver: Driver, request_id: int
 ) -> None:
     """Found while writing these tests: ACP's numeric ``RequestId`` is ``format: int64`` (v1
-    and v2 schemas). Today such an id is written."""
+    and v2 schemas): an id outside it is refused. Such an id used to be written."""
     await _refused_then_usable(driver, "send_response", request_id, result={})
 
 
@@ -118,10 +118,11 @@ async def test_send_response_refuses_a_request_id_outside_int64(
         "result-nan",
     ],
 )
-async def test_send_response_keeps_refusing_what_it_refuses_today(
+async def test_send_response_keeps_refusing_what_it_already_refused(
     driver: Driver, request_id: object, kwargs: dict[str, Any]
 ) -> None:
-    """Already fine today (kept so that a fix of the cases above cannot loosen these)."""
+    """Refused before the cases above were fixed, and still refused (kept so that their fix
+    cannot loosen these)."""
     await _refused_then_usable(driver, "send_response", request_id, **kwargs)
 
 
@@ -131,5 +132,5 @@ async def test_send_response_keeps_refusing_what_it_refuses_today(
     ids=["list", "str", "int", "int-key", "nan-value"],
 )
 async def test_send_notification_keeps_refusing_bad_params(driver: Driver, params: object) -> None:
-    """Already fine today (params must be a JSON object)."""
+    """Params must be a JSON object (refused before the cases above were fixed, too)."""
     await _refused_then_usable(driver, "send_notification", "session/update", params)

@@ -136,10 +136,11 @@ async def test_resync_snapshot_does_not_run_ahead_of_queued_patches(
 ) -> None:
     """resync(), publish({"a": 1}), publish({"a": 2}) while the writer is busy.
 
-    The agent holds a = 0 -> 1 -> 2. Today the wire is ``{"x": 0, "a": 0}``, ``null``,
-    ``{"x": 0, "a": 2}`` (the snapshot, rendered at write time), ``{"a": 1}``, ``{"a": 2}``:
-    the client's ``a`` goes 0 -> 2 -> 1 -> 2. With coalescing on, the two patches would merge;
-    a notification ``_meta`` on the first one keeps them apart (it is never merged, R3/R9).
+    The agent holds a = 0 -> 1 -> 2, and the client's ``a`` must never go back. The wire used
+    to be ``{"x": 0, "a": 0}``, ``null``, ``{"x": 0, "a": 2}`` (the snapshot, rendered at write
+    time), ``{"a": 1}``, ``{"a": 2}``: the client's ``a`` went 0 -> 2 -> 1 -> 2. With coalescing
+    on, the two patches would merge; a notification ``_meta`` on the first one keeps them apart
+    (it is never merged, R3/R9).
     """
     gate = GatedTransport()
     held: Held = {SID: []}
@@ -167,7 +168,7 @@ async def test_resync_snapshot_does_not_run_ahead_of_queued_patches(
             value = meta["a"]
             assert isinstance(value, int)
             shown.append(value)
-    assert mirror.info(SID) == lifetime.snapshot()  # the end state is right, today too
+    assert mirror.info(SID) == lifetime.snapshot()  # the end state was right before the fix too
     assert shown == sorted(shown), (
         f"the client's a went {' -> '.join(map(str, shown))} while the agent's went 0 -> 1 -> 2"
     )
@@ -177,11 +178,12 @@ async def test_resync_snapshot_does_not_run_ahead_of_queued_patches(
 async def test_v1_full_object_frames_do_not_run_ahead_of_their_publication(
     driver: drivers.Driver,
 ) -> None:
-    """The same class on v1 (merged mode), found by the property test: every v1 frame carries
-    the complete merged ``_meta`` rendered when the frame is written, but the ``title`` of its
-    own publication. With the writer busy, publish(title="T1", meta={"a": 1}) then
-    publish(title="T2", meta={"a": 2}) (no coalescing): today the first of the two frames shows
-    ``("T1", {"x": 0, "a": 2})``, a state the agent never held.
+    """The same class on v1 (merged mode), found by the property test: with the writer busy,
+    publish(title="T1", meta={"a": 1}) then publish(title="T2", meta={"a": 2}) (no coalescing)
+    must show the client only states the agent held. Every v1 frame used to carry the complete
+    merged ``_meta`` rendered when the frame was written, but the ``title`` of its own
+    publication, so the first of the two frames showed ``("T1", {"x": 0, "a": 2})``, a state the
+    agent never held.
     """
     gate = GatedTransport()
     held: Held = {SID: []}

@@ -373,8 +373,8 @@ async def test_a_v2_prompt_cancelled_while_its_answer_waits_for_room_still_succe
     """ACP v2 schema, ``session/prompt``: "Once it is inserted, the Agent MUST NOT answer with
     an error." A ``$/cancel_request`` that arrives after the insertion, while the
     ``{"messageId"}`` answer waits for queue room (the client is not reading), must end the
-    turn ``cancelled`` and still answer with the message id and echo the message. Today the
-    handler is cancelled inside ``respond()`` and the prompt is answered ``-32800``.
+    turn ``cancelled`` and still answer with the message id and echo the message. The handler
+    used to be cancelled inside ``respond()``, and the prompt was answered ``-32800``.
 
     Deterministic: the output is a lockstep stream (a write waits for the reader) and the
     owner's queue holds one frame, so two unread responses leave no room; every step waits
@@ -471,8 +471,8 @@ async def test_a_store_from_before_the_closed_flag_is_migrated(tmp_path: Path) -
 async def test_a_replay_repeats_the_live_agent_message(version: int) -> None:
     """A replayed agent message is the message the client saw live: on v2 the same
     ``messageId`` (a v2 client dedupes by it) and, on both versions, the same text (the live
-    chunks end each reply with a newline). Today the live chunks say ``agent-of-user-1`` and the
-    replay ``agent-2``, and the replayed text lacks the trailing newlines."""
+    chunks end each reply with a newline). The live chunks used to say ``agent-of-user-1`` and
+    the replay ``agent-2``, and the replayed text lacked the trailing newlines."""
     async with serve(ReferenceAgent(), mirror_version=version) as peer:
         session_id = await _start(peer, version)
         frames, _response = await _prompt(peer, session_id, "hello\n/meta set k 1\nworld")

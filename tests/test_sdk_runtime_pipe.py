@@ -1,8 +1,8 @@
 """``agent-meta agent --runtime sdk`` in a child process, over real pipes: how it ends.
 
-The SDK runtime must end as the trio runtime does (``test_reliability_pipe.py``): when the
-client has stopped reading, the frames it accepted cannot all be written, so the agent exits
-with status 1 and says so on stderr, whether its input ended or a SIGTERM arrived.
+The SDK runtime must end as the trio runtime does (``test_reference_agent_robustness.py``):
+when the client has stopped reading, the frames it accepted cannot all be written, so the agent
+exits with status 1 and says so on stderr, whether its input ended or a SIGTERM arrived.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import signal
 
 import pytest
 import trio
-from test_reliability_pipe import AgentProcess, prompt_params, request, spawn
+from test_reference_agent_robustness import AgentProcess, prompt_params, request, spawn
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
 

@@ -528,7 +528,7 @@ async def test_lowercase_rfc3339_timestamp_is_sent_upper_case(tmp_path: Path) ->
 
     The reference agent has no prompt command that publishes ``updatedAt``; a stored lifetime is
     the one way an arbitrary stamp reaches its wire: one written with a lower-case stamp (as
-    today's owner accepts and stores it) is restored by the resync after ``session/resume``.
+    the owner used to accept and store it) is restored by the resync after ``session/resume``.
     """
     store_path = tmp_path / "sessions.sqlite"
     async with agent("--store", str(store_path)) as peer:
@@ -798,7 +798,7 @@ async def test_cancel_request_after_insertion_ends_a_v1_turn_cancelled() -> None
     response means the user message was not inserted. Once it is inserted, the Agent MUST NOT
     answer with an error"), kept on v1, where the prompt is answered at the end of its turn: a
     ``$/cancel_request`` for a prompt whose ``/ask`` waits (its message is inserted) ends the
-    turn with ``stopReason: "cancelled"``. Today it is answered ``-32800``.
+    turn with ``stopReason: "cancelled"``. It used to be answered ``-32800``.
     """
     async with agent() as peer:
         await initialize(peer, 1)
@@ -819,8 +819,8 @@ async def test_cancel_request_for_an_answered_prompt_is_ignored() -> None:
     """sdk ``schema/v2/schema.json`` (``CancelRequestNotification``): "Receivers MUST ignore
     this notification for an unknown or already-answered request ID". A v2 prompt is answered
     (``{"messageId"}``) once inserted, so a later ``$/cancel_request`` for its id must leave
-    the turn running (``session/cancel`` is how a client stops it). Today it cancels the turn:
-    the agent withdraws its permission request and ends the turn ``cancelled``.
+    the turn running (``session/cancel`` is how a client stops it). It used to cancel the
+    turn: the agent withdrew its permission request and ended the turn ``cancelled``.
     """
     async with agent() as peer:
         await initialize(peer, 2)
@@ -853,9 +853,9 @@ async def test_an_answer_that_is_not_an_outcome_ends_the_ask(version: int) -> No
     """JSON-RPC 2.0 section 5: a response's ``result`` may be any JSON value, and a response
     is never answered. ``{"result": "allow"}`` to the agent's ``session/request_permission`` is
     a valid response but not a ``RequestPermissionResponse``: ``/ask`` must not take it for an
-    approval, must reply that it got no valid answer, and the turn must end. Today the agent
-    answers the client's answer with ``-32600`` under its own request id (which the client
-    reads as the answer to *its* request of that id) and ``/ask`` waits forever.
+    approval, must reply that it got no valid answer, and the turn must end. The agent used to
+    answer the client's answer with ``-32600`` under its own request id (which the client read
+    as the answer to *its* request of that id), and ``/ask`` waited forever.
     """
     async with agent() as peer:
         await initialize(peer, version)
@@ -888,9 +888,9 @@ async def test_the_foreground_state_covers_every_turn_of_the_session() -> None:
     action" and "MUST report ``idle`` when no foreground activity remains"; resume reports
     "foreground state after resuming". Two prompts on one session: the second one ends while
     the first waits for permission, so the session is neither idle nor merely running: no
-    ``idle`` until the first turn ends, and a resume reports ``requires_action``. Today the
-    second turn reports ``running`` and then ``idle`` (``end_turn``) while the first still
-    waits, and the resume reports ``idle``.
+    ``idle`` until the first turn ends, and a resume reports ``requires_action``. The second
+    turn used to report ``running`` and then ``idle`` (``end_turn``) while the first still
+    waited, and the resume reported ``idle``.
     """
     session_id = ""
 

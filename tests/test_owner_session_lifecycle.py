@@ -1,7 +1,15 @@
-"""The codex-acp change's coverage list, one test per item, against both owner drivers.
+"""A session's whole life on the owner, for an agent that rebuilds its per-session object on
+every resume, against both owner drivers.
 
-Names follow ``reference/pr-anchor.md`` section 3.1 (rows 1-21). The agent side is simulated
-with the owner's public API: replayed history goes through ``send_notification``, the
+Shallow patches and their nulls, stored JSON copies, notification ``_meta`` never retained,
+sends serialized under backpressure, a restore that cannot overwrite a newer patch, recovery
+after a write failure, failure incidents (under a nested path too), active resume with and
+without replay, the lifetime kept across the object's rebuild, a seed before live events,
+close and reopen, nothing published after a close, and the v1 wire unchanged.
+
+The tests are the codex-acp change's coverage list, one test per item; names follow
+``reference/pr-anchor.md`` section 3.1 (rows 1-21). The agent side is simulated with the
+owner's public API: replayed history goes through ``send_notification``, the
 ``session/resume`` response through ``send_response``, and a per-session agent object that is
 rebuilt on every resume (codex-acp's ``SessionState``) looks its lifetime up by session id.
 """

@@ -1,4 +1,8 @@
-"""Issue 13 ("Reliability"), points 1, 3, 4, 6 and 7, against the real reference agent.
+"""The reference agent as a child process stays correct under races, slow readers and bad input:
+a session/close racing a replay or a prompt, input too large to replay or to list, malformed or
+out-of-range JSON-RPC, the title a session reopened after a close shows (across a restart too),
+a signal, and a cancellation or a store failure while a prompt is inserted. From issue 13
+("Reliability"), points 1, 3, 4, 6 and 7.
 
 Every test starts ``python -m agent_meta agent`` as a child process, writes raw NDJSON lines to
 its stdin and parses every line of its stdout, in order. Every wait is bounded by
@@ -275,11 +279,13 @@ def replay_request(version: int, request_id: int, session_id: str) -> Message:
 @pytest.mark.parametrize("version", [2, 1], ids=["v2-resume-from-start", "v1-load"])
 async def test_close_on_the_line_after_a_replaying_resume(version: int) -> None:
     """Point 1: a replaying session/resume (v2 ``replayFrom: {"type": "start"}``, v1
-    session/load) and session/close on consecutive lines, the client reading normally.
+    session/load) and session/close on consecutive lines, the client reading normally: nothing
+    of the session follows the close response, the resume is answered before it, and a resume
+    answered with a result has sent its resync.
 
-    Today the replayed user / agent message frames (and on v2 the ``state_update``) go on after
-    the close response, and the resume is answered ``{}`` with no resync (first try, every
-    try: the close runs while the resume handler is between two replayed frames).
+    The replayed user / agent message frames (and on v2 the ``state_update``) used to go on
+    after the close response, and the resume was answered ``{}`` with no resync (on the first
+    try and every try: the close ran while the resume handler was between two replayed frames).
     """
     async with spawn() as agent:
         await agent.initialize(version)
@@ -297,11 +303,12 @@ async def test_close_on_the_line_after_a_replaying_resume(version: int) -> None:
 
 
 async def test_close_during_a_long_replay_to_a_slow_reader() -> None:
-    """Point 1: a 600-message replay to a client that is not reading, then session/close.
+    """Point 1: a 600-message replay to a client that is not reading, then session/close:
+    nothing of the session follows the close response, and the resume is answered before it.
 
     Deterministic: the client reads nothing until the agent has read the close line (PAD), so
     the replay is stuck on the full pipe with far more than the queue capacity still to send
-    when the close is handled. Today nearly the whole replay follows the close response (599
+    when the close is handled. Nearly the whole replay used to follow the close response (599
     of the 600 replayed frames in a measured run), then the ``state_update`` and the ``{}``
     answer to the resume.
     """
@@ -322,21 +329,22 @@ async def test_close_during_a_long_replay_to_a_slow_reader() -> None:
 
 
 ATTEMPTS = 6
-"""Blocked-prompt attempts per run. The late frame comes from a race (the prompt's task and
-the close response both wait for queue room); measured today, 39 or 40 attempts of 40 show
-it, so six attempts fail with near certainty."""
+"""Blocked-prompt attempts per run. The late frame came from a race (the prompt's task and
+the close response both waited for queue room); measured before the fix, 39 or 40 attempts of
+40 showed it, so six attempts fail with near certainty if it comes back."""
 
 
 async def test_close_while_a_prompt_is_blocked_on_a_slow_reader() -> None:
     """Point 1: a prompt whose output is stuck on a client that is not reading (a ``/burst``
-    racing in the background), then session/close, then the client reads again.
+    racing in the background), then session/close, then the client reads again: nothing of
+    the session follows the close response, and the prompt is answered before it.
 
     Each attempt uses a fresh session of one agent: the prompt is sent, PAD proves it is
     running with its output stuck, the close is sent, PAD proves the close was handled, and
-    only then does the client read. Today the prompt's ``state_update`` (``idle``,
-    ``stopReason: "cancelled"``) follows the close response, and the prompt is answered after
-    it; the order comes from a race, so the test runs :data:`ATTEMPTS` attempts and checks
-    every one.
+    only then does the client read. The prompt's ``state_update`` (``idle``, ``stopReason:
+    "cancelled"``) used to follow the close response, and the prompt was answered after it;
+    the order came from a race, so the test runs :data:`ATTEMPTS` attempts and checks every
+    one.
     """
     body = "\n".join(f"line {n:05d} " + "x" * 100 for n in range(2000))
     attempts: list[tuple[str, int, int]] = []
@@ -359,12 +367,13 @@ async def test_close_while_a_prompt_is_blocked_on_a_slow_reader() -> None:
 
 
 async def test_close_on_the_line_after_a_prompt() -> None:
-    """Point 1, without a slow reader: session/prompt and session/close on consecutive lines.
+    """Point 1, without a slow reader: session/prompt and session/close on consecutive lines:
+    nothing of the session follows the close response, and the prompt is answered before it.
 
-    Today, in every attempt measured, frames of the prompt follow the close response and the
-    prompt is answered after it: either its ``state_update`` (``idle``, ``stopReason:
+    In every attempt measured, frames of the prompt used to follow the close response and the
+    prompt was answered after it: either its ``state_update`` (``idle``, ``stopReason:
     "cancelled"``), or, when the close ran before the prompt registered its cancel scope, all
-    its chunks (the prompt is never cancelled). Three attempts are checked.
+    its chunks (the prompt was never cancelled). Three attempts are checked.
     """
     body = "\n".join(f"line {n}" for n in range(50))
     attempts: list[tuple[str, int, int]] = []
@@ -402,9 +411,9 @@ async def test_a_stored_message_stays_replayable(version: int, text: str) -> Non
     """Point 3: whatever a prompt stores in the history must stay replayable, or the prompt is
     refused up front and nothing is stored.
 
-    Today a 1.1 MB prompt is answered -32602 but stored, and a 120 kB prompt is answered
-    normally although its joined reply (1.6 MB) is stored as one message: from then on every
-    replay of the session (v2 resume from start, v1 session/load) fails with "frame ...
+    A 1.1 MB prompt used to be answered -32602 but stored, and a 120 kB prompt answered
+    normally although its joined reply (1.6 MB) was stored as one message: from then on every
+    replay of the session (v2 resume from start, v1 session/load) failed with "frame ...
     exceeds the limit".
     """
     async with spawn() as agent:
@@ -459,13 +468,13 @@ async def _list_all(agent: AgentProcess) -> list[Message]:
 )
 async def test_one_session_never_breaks_session_list(carrier: str) -> None:
     """Point 3: input accepted for one session must never break session/list for the others.
-
-    Today each of these is accepted, and from then on every session/list is answered -32603
-    for all sessions: a value nested 253 deep (``/meta set``, ``/meta patch``, ``/domain
-    set``; the list result adds four levels and passes the 256-level limit), two titles of
-    600 kB each (together over the 1 MiB frame limit), a 1.1 MB ``cwd``.
-    Accepted input must then be listed as it is (pages allowed); refused input must have been
+    Accepted input must be listed as it is (pages allowed); refused input must have been
     refused up front.
+
+    Each of these used to be accepted, and from then on every session/list was answered
+    -32603 for all sessions: a value nested 253 deep (``/meta set``, ``/meta patch``,
+    ``/domain set``; the list result adds four levels and passes the 256-level limit), two
+    titles of 600 kB each (together over the 1 MiB frame limit), a 1.1 MB ``cwd``.
     """
     deep = "[" * DEEP + "]" * DEEP
     async with spawn() as agent:
@@ -530,7 +539,7 @@ async def test_one_session_never_breaks_session_list(carrier: str) -> None:
 @pytest.mark.parametrize("method", ["session/new", "session/list", "session/prompt"])
 async def test_a_request_with_array_params_is_invalid_params(method: str) -> None:
     """Point 4: params given as an array is a valid JSON-RPC request whose params ACP does not
-    accept (ACP params are objects): -32602, not -32600. Today: -32600."""
+    accept (ACP params are objects): -32602, not -32600. It used to answer -32600."""
     async with spawn() as agent:
         await agent.initialize(2)
         answer = await agent.call(method, ["/tmp"])
@@ -541,7 +550,7 @@ async def test_a_request_with_array_params_is_invalid_params(method: str) -> Non
 @pytest.mark.parametrize("method", ["session/cancel", "_vendor/notice", "unknown/notice"])
 async def test_a_notification_with_array_params_is_never_answered(method: str) -> None:
     """Point 4: a server never replies to a notification, not even to a malformed one.
-    Today an error response with ``id: null`` comes back."""
+    An error response with ``id: null`` used to come back."""
     async with spawn() as agent:
         await agent.initialize(2)
         since = len(agent.messages)
@@ -559,8 +568,8 @@ async def test_a_notification_with_array_params_is_never_answered(method: str) -
 @pytest.mark.parametrize("number", ["1e400", "-1e400", "1E+999"])
 async def test_an_unrepresentable_number_is_answered_with_the_request_id(number: str) -> None:
     """Point 4: a request whose line holds a number no double can hold is still a readable
-    request: its error response carries its id (today: -32700 with ``id: null``), and the
-    connection goes on."""
+    request: its error response carries its id (it used to be -32700 with ``id: null``), and
+    the connection goes on."""
     async with spawn() as agent:
         await agent.initialize(2)
         line = (
@@ -579,7 +588,7 @@ async def test_an_unrepresentable_number_is_answered_with_the_request_id(number:
 async def test_a_null_request_id_follows_acp_request_id_v1() -> None:
     """Point 4, decided per the ACP schema's ``RequestId``: v1 allows ``null`` ("MUST contain
     a String, Number, or NULL value"), so on a v1 connection a request with ``id: null`` is
-    served and answered with ``id: null``. Today it is refused with -32600."""
+    served and answered with ``id: null``. It used to be refused with -32600."""
     async with spawn() as agent:
         await agent.initialize(1)
         await agent.send(request(None, "session/list", {}))
@@ -592,8 +601,8 @@ async def test_a_null_request_id_follows_acp_request_id_v1() -> None:
 
 async def test_a_null_request_id_follows_acp_request_id_v2() -> None:
     """Point 4: the v2 schema's ``RequestId`` is a string or an integer and "MUST NOT be
-    null", so on a v2 connection it is refused with -32600 and ``id: null`` (already so
-    today; kept as the other half of the decision)."""
+    null", so on a v2 connection it is refused with -32600 and ``id: null`` (as it already
+    was; kept as the other half of the decision)."""
     async with spawn() as agent:
         await agent.initialize(2)
         await agent.send(request(None, "session/list", {}))
@@ -608,7 +617,7 @@ async def test_a_null_request_id_follows_acp_request_id_v2() -> None:
 @pytest.mark.parametrize("version", [1, 2])
 async def test_a_request_id_outside_int64_is_refused(version: int, request_id: int) -> None:
     """Point 4 (found while writing these tests): both schemas give a numeric ``RequestId``
-    ``format: int64``; an id outside it is not a valid request (-32600). Today it is served
+    ``format: int64``; an id outside it is not a valid request (-32600). It used to be served
     and echoed, which an int64 client cannot even read back."""
     async with spawn() as agent:
         await agent.initialize(version)
@@ -634,8 +643,8 @@ async def test_a_reopened_session_shows_the_title_session_list_reports(
     holds must be what session/list reports, so the resync must state the title the reopened
     lifetime knows (v2: ``title: null`` when there is none).
 
-    Today the reopened lifetime's title is unknown, the resync omits it, the client keeps
-    "Old title", and session/list reports no title.
+    The reopened lifetime's title used to be unknown: the resync omitted it, the client kept
+    "Old title", and session/list reported no title.
     """
     async with spawn() as agent:
         await agent.initialize(version)
@@ -678,9 +687,9 @@ async def test_a_signal_stops_the_agent_gracefully(tmp_path: Path, signum: int) 
     flight, writes what it accepted, closes its store, and exits 0 within a bounded time.
 
     The prompt in flight is accepted (PAD proves the agent read it) and stuck on a client
-    that is not reading when the signal arrives; the client then reads again. Today SIGTERM
-    kills the agent at once (status -15) and SIGINT ends it with 130; the prompt is never
-    answered and the store's write-ahead log is left behind (``-wal``: not closed).
+    that is not reading when the signal arrives; the client then reads again. SIGTERM used
+    to kill the agent at once (status -15) and SIGINT to end it with 130; the prompt was never
+    answered and the store's write-ahead log was left behind (``-wal``: not closed).
     """
     store = tmp_path / "store.sqlite"
     async with spawn("--store", str(store)) as agent:
@@ -776,8 +785,8 @@ async def test_a_cancelled_prompt_is_inserted_whole_or_not_at_all(
 
     With ``--store``, a prompt and its cancellation on the next line: the cancellation lands
     while the prompt is writing to the store. Every answer must match the history, in this
-    process (replay) and after a restart (the store). Today each prompt is answered -32800
-    while its user message stays in the agent's memory (replayed) but not in the store.
+    process (replay) and after a restart (the store). Each prompt used to be answered -32800
+    while its user message stayed in the agent's memory (replayed) but not in the store.
     """
     store = tmp_path / "store.sqlite"
     answers: dict[str, Message] = {}
@@ -818,7 +827,7 @@ async def test_a_cancelled_prompt_is_inserted_whole_or_not_at_all(
 async def test_a_prompt_the_store_cannot_take_is_refused_and_not_kept(tmp_path: Path) -> None:
     """A store write that fails (a lone surrogate: valid JSON, not UTF-8, so SQLite refuses
     it) answers the prompt with an error, so the message must not be inserted: not replayed,
-    and the session goes on. Today it is answered -32603 and replayed anyway."""
+    and the session goes on. It used to be answered -32603 and replayed anyway."""
     store = tmp_path / "store.sqlite"
     async with spawn("--store", str(store)) as agent:
         await agent.initialize(2)
@@ -845,8 +854,8 @@ async def test_a_session_closed_before_a_restart_reopens_without_its_title(
     """Point 6 across a restart (``--store``): /title Old title, session/close, restart, then
     resume (or v1 load). As in one process, the reopened lifetime must state the title it
     knows (v2: ``title: null``), so what the client holds is what session/list reports.
-    Today whether the session was closed lives in memory only: after the restart the resync
-    omits the title and the client keeps "Old title"."""
+    Whether the session was closed used to live in memory only: after the restart the resync
+    omitted the title and the client kept "Old title"."""
     store = tmp_path / "store.sqlite"
     async with spawn("--store", str(store)) as first:
         await first.initialize(version)
@@ -889,10 +898,10 @@ async def test_a_signal_during_ask_ends_the_turn_cancelled(version: int, signum:
     """Point 7: a graceful stop cancels the work in flight "as session/cancel would", so a
     turn waiting on ``/ask`` withdraws its permission request (``$/cancel_request``, as after
     ``session/cancel``) and ends with ``stopReason: "cancelled"`` (v2: the idle
-    ``state_update``; v1: the prompt's answer). Today the stop first fails the pending
-    permission request (the connection is closing): ``/ask`` replies "not answered: the
-    connection closed", nothing is withdrawn, and the turn, its last line done, ends
-    ``end_turn`` whenever it gets there before the cancellation (about every other run)."""
+    ``state_update``; v1: the prompt's answer). The stop used to fail the pending permission
+    request first (the connection was closing): ``/ask`` replied "not answered: the connection
+    closed", nothing was withdrawn, and the turn, its last line done, ended ``end_turn``
+    whenever it got there before the cancellation (about every other run)."""
     async with spawn() as agent:
         await agent.initialize(version)
         session_id = await agent.new_session()
@@ -932,8 +941,8 @@ async def test_a_signal_with_a_client_that_stopped_reading_exits_1_within_the_bo
     """Point 7, the bound (docs/agent.md, ``AgentConnection.shutdown``): on SIGTERM the agent
     exits within 15 s whatever the client does. When the client has stopped reading, what it
     accepted cannot all be written: it exits with status 1 and says so on stderr (the last
-    line it wrote may be cut: a stalled pipe gives no way to finish it). Today the CLI's own
-    10 s drain comes on top of the 15 s: it exits 0 after 25 s, the cut line unexplained.
+    line it wrote may be cut: a stalled pipe gives no way to finish it). The CLI's own 10 s
+    drain used to come on top of the 15 s: it exited 0 after 25 s, the cut line unexplained.
 
     The prompt's output is stuck on a client that never reads again (PAD proves the agent read
     the prompt); the test then only waits for the process, bounded.

@@ -1,7 +1,10 @@
-"""Deterministic pins for bugs the stateful property test once found.
+"""A frame not yet written while its lifetime changes: a retry once its session has closed,
+the repair of a lost frame before a drain returns, a patch merged into a queued entry after a
+clear.
 
-Each test names the program hypothesis shrank to, so the failure stays covered even when the
-random search does not draw it again.
+Deterministic pins for bugs property tests once found (``test_owner_stateful.py``; the last one
+``test_owner_direct_writes.py``). Each test names the program hypothesis shrank to, so the
+failure stays covered even when the random search does not draw it again.
 """
 
 from __future__ import annotations
