@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
-from test_reference_agent_robustness import BOUND, AgentProcess, prompt_params, request
+from agent_process import BOUND, AgentProcess, prompt_params, request
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -1,6 +1,6 @@
 """``agent-meta agent --runtime sdk`` in a child process, over real pipes: how it ends.
 
-The SDK runtime must end as the trio runtime does (``test_reference_agent_robustness.py``):
+The SDK runtime must end as the trio runtime does (``agent_process.py``):
 when the client has stopped reading, the frames it accepted cannot all be written, so the agent
 exits with status 1 and says so on stderr, whether its input ended or a SIGTERM arrived.
 """
@@ -11,7 +11,7 @@ import signal
 
 import pytest
 import trio
-from test_reference_agent_robustness import AgentProcess, prompt_params, request, spawn
+from agent_process import AgentProcess, prompt_params, request, spawn
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
 
