@@ -70,6 +70,9 @@ def integration(session: nox.Session) -> None:
 
 SDK_SUITE = [
     "tests/test_sdk_adapter.py",
+    "tests/test_sdk_gate.py",
+    "tests/test_sdk_v2.py",
+    "tests/test_inbound_gate.py",
     "tests/test_sdk_remote.py",
     "tests/test_lifetime_tracker.py",
     "tests/test_sdk_agent.py",

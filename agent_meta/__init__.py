@@ -64,6 +64,7 @@ if _typing.TYPE_CHECKING:
     from .acp._serve import serve_agent as serve_agent
     from .acp._stdio import run_stdio_agent as run_stdio_agent
     from .acp._stdio import serve_stdio as serve_stdio
+    from .core._jsonrpc import JsonRpcError as JsonRpcError
     from .owner._asyncio import AsyncioMetaOwner as AsyncioMetaOwner
     from .owner._asyncio import open_asyncio_owner as open_asyncio_owner
     from .owner._asyncio_stream import AsyncioStreamTransport as AsyncioStreamTransport
@@ -83,7 +84,6 @@ if _typing.TYPE_CHECKING:
     from .sansio._options import RetryPolicy as RetryPolicy
     from .sansio._records import StoredLifetime as StoredLifetime
     from .sansio._state import FailureIncident as FailureIncident
-    from .wire._jsonrpc import JsonRpcError as JsonRpcError
 
 _LAZY: dict[str, str] = {
     "Agent": ".acp._agent",
@@ -115,7 +115,7 @@ _LAZY: dict[str, str] = {
     "RetryPolicy": ".sansio._options",
     "StoredLifetime": ".sansio._records",
     "FailureIncident": ".sansio._state",
-    "JsonRpcError": ".wire._jsonrpc",
+    "JsonRpcError": ".core._jsonrpc",
 }
 """Names imported on first use, and the module (relative to the package) that holds each."""
 

@@ -20,7 +20,7 @@ import acp
 from agent_meta.sdk import SdkAdapter, open_stream_adapter
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 
     from agent_meta import OwnerOptions
 
@@ -154,3 +154,31 @@ async def _pair(
     finally:
         agent_writer.close()
         client.opened = opened  # closed once the client has read to the end (see run)
+
+
+async def run_entry(
+    serve: Callable[[asyncio.StreamWriter, asyncio.StreamReader], Coroutine[Any, Any, None]],
+    scenario: Callable[[RawClient], Awaitable[None]],
+) -> RawClient:
+    """Run ``scenario`` against an agent that one of ``agent_meta.sdk``'s entry points serves
+    (``serve(writer, reader)`` opens its own adapter over the agent's ends of the pipes); when
+    it returns, close the client's output and wait for the agent to finish."""
+    opened: list[asyncio.BaseTransport] = []
+    to_agent_r, to_agent_w = os.pipe()
+    to_client_r, to_client_w = os.pipe()
+    agent_reader = await pipe_reader(to_agent_r, opened)
+    agent_writer = await pipe_writer(to_client_w)
+    client = RawClient(await pipe_reader(to_client_r, opened), await pipe_writer(to_agent_w))
+    async with asyncio.timeout(GUARD):
+        try:
+            served = asyncio.create_task(serve(agent_writer, agent_reader))
+            await scenario(client)
+            await client.close_input()
+            await served
+        finally:
+            agent_writer.close()
+        while await client.read_one() is not None:
+            pass
+    for transport in opened:
+        transport.close()
+    return client

@@ -15,7 +15,7 @@ from agent_meta import __version__
 from agent_meta.acp._lines import DEFAULT_MAX_LINE_BYTES
 from agent_meta.apps._cli import build_parser, main
 from agent_meta.apps.reference_agent import COMMANDS
-from agent_meta.wire._jsonrpc import (
+from agent_meta.core._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,

@@ -20,7 +20,7 @@ from agent_meta import (
     serve_agent,
 )
 from agent_meta.apps.reference_agent import ReferenceAgent
-from agent_meta.wire._jsonrpc import (
+from agent_meta.core._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,

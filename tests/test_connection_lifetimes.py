@@ -13,7 +13,7 @@ import pytest
 from peer import serve
 
 from agent_meta import BaseAgent, JsonRpcError, RequestContext, UnknownSessionError
-from agent_meta.wire._jsonrpc import RESOURCE_NOT_FOUND
+from agent_meta.core._jsonrpc import RESOURCE_NOT_FOUND
 
 if TYPE_CHECKING:
     from agent_meta.core._json import JsonObject

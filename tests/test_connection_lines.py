@@ -7,7 +7,7 @@ import trio
 import trio.testing
 
 from agent_meta.acp._lines import IncompleteLineError, LineTooLongError, NdjsonLineReader
-from agent_meta.wire._jsonrpc import (
+from agent_meta.core._jsonrpc import (
     INVALID_PARAMS,
     JsonRpcError,
     optional_str,

@@ -141,6 +141,7 @@ TESTING_NAMES = [
 SDK_NAMES = [
     "SUPPORTED_SDK_RANGE",
     "AdapterStatistics",
+    "InvalidEntry",
     "MessageSource",
     "SdkAdapter",
     "SdkRelease",
@@ -151,6 +152,8 @@ SDK_NAMES = [
     "open_stdio_adapter",
     "open_stream_adapter",
     "run_agent",
+    "run_v2_agent",
+    "serve_router",
 ]
 
 REFERENCE_AGENT_NAMES = ["AGENT_NAME", "COMMANDS", "CommandError", "ReferenceAgent", "parse_line"]

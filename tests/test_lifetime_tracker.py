@@ -101,6 +101,51 @@ def test_a_replay_into_a_lifetime_that_held_its_state_passes_through(method: str
     assert live.update == InfoUpdate(meta={"new": 1})
 
 
+@pytest.mark.parametrize(
+    ("params", "replays"),
+    [
+        ({}, False),
+        ({"replayFrom": None}, False),
+        ({"replayFrom": "start"}, False),  # malformed: the SDK takes it as no cursor
+        ({"replayFrom": {"type": "start"}}, True),
+        ({"replayFrom": {"type": "_later", "from": 3}}, True),  # a cursor it may not know
+    ],
+)
+def test_a_v2_resume_replays_only_with_a_replay_cursor(
+    params: dict[str, object], replays: bool
+) -> None:
+    tracker = LifetimeTracker()
+    resume = request("r", "session/resume", sessionId="s1", cwd="/", **params)
+    start = tracker.inbound(resume, every_lifetime, protocol_version=2)
+    assert start == ReplayStart("s1", 1, replays)
+    sent = tracker.outbound(info("s1", _meta={"k": 1}), every_lifetime, replaying=start.token)
+    if replays:
+        assert sent == OutboundPlan(session_id="s1")  # replay: written as it is
+    else:
+        assert sent.update == InfoUpdate(meta={"k": 1})  # live: it joins the state
+    plan = tracker.outbound(result("r", {}), every_lifetime, replaying=start.token)
+    assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.RESYNC)
+
+
+def test_a_v1_resume_is_replay_whatever_it_carries() -> None:
+    """Real v1 agents (fast-agent, hermes) replay history on resume, so what the handler
+    sends is replay there, ``replayFrom`` or not."""
+    tracker = LifetimeTracker()
+    resume = request("r", "session/resume", sessionId="s1", cwd="/")
+    start = tracker.inbound(resume, every_lifetime, protocol_version=1)
+    assert start == ReplayStart("s1", 1, True)
+    sent = tracker.outbound(info("s1", _meta={"k": 1}), every_lifetime, replaying=start.token)
+    assert sent == OutboundPlan(session_id="s1")
+
+
+def test_a_failed_v2_resume_without_replay_discards_the_lifetime_it_opened() -> None:
+    tracker = LifetimeTracker()
+    resume = request("r", "session/resume", sessionId="s1", cwd="/")
+    assert tracker.inbound(resume, no_lifetimes, protocol_version=2) is not None
+    plan = tracker.outbound(error("r"), every_lifetime)
+    assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.DISCARD)
+
+
 def test_a_live_update_racing_a_replay_is_absorbed() -> None:
     tracker = LifetimeTracker()
     token = start_replay(tracker, "r", held=True)

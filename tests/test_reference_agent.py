@@ -11,8 +11,8 @@ from peer import Peer, serve
 
 from agent_meta import OwnerOptions, SQLiteStore, serve_agent
 from agent_meta.apps.reference_agent import COMMANDS, ReferenceAgent
+from agent_meta.core._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from agent_meta.testing import ClientMirror
-from agent_meta.wire._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 
 if TYPE_CHECKING:
     import sqlite3

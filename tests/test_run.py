@@ -8,6 +8,7 @@ one that must not run without ownership: each is stopped, and the client hears n
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -268,3 +269,56 @@ async def test_an_extension_that_cannot_be_imported_stops_the_agent() -> None:
         errors = await stderr_of(agent)
     assert status == 2
     assert "--import no_such_extension: ModuleNotFoundError" in errors
+
+
+V2_PLAIN = [sys.executable, "-m", "integration.sdk_v2_mini_agent", "plain"]
+V2_ROUTER = [sys.executable, "-m", "integration.sdk_v2_mini_agent", "router"]
+V2_INIT = {"protocolVersion": 2, "info": {"name": "raw", "version": "1"}, "capabilities": {}}
+
+needs_v2 = pytest.mark.skipif(
+    importlib.util.find_spec("acp.experimental") is None,
+    reason="this SDK release has no ACP v2 side",
+)
+
+
+@needs_v2
+async def test_an_unchanged_v2_sdk_agent_is_owned_and_its_clears_reach_the_client() -> None:
+    async with supervised(*V2_PLAIN) as agent:
+        refused = await agent.call("initialize", {**V2_INIT, "protocolVersion": 1})
+        assert refused["error"]["code"] == -32022  # the SDK alone answers -32602
+        answer = await agent.call("initialize", V2_INIT)
+        assert answer["result"]["protocolVersion"] == 2
+        created = await agent.call("session/new", {"cwd": "/tmp"})  # no mcpServers: fine
+        sid = created["result"]["sessionId"]
+        for text in ('meta {"a": 1, "b": 2}', 'meta {"a": null}', "meta null", "title T"):
+            answer = await agent.prompt(sid, text)
+            assert "messageId" in answer["result"], answer
+        resumed = await agent.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+        assert resumed["result"] == {}
+        assert await agent.finish() == 0
+    assert info_updates(agent) == [
+        {"sessionUpdate": "session_info_update", "_meta": {"a": 1, "b": 2}},
+        {"sessionUpdate": "session_info_update", "_meta": {"a": None}},
+        {"sessionUpdate": "session_info_update", "_meta": None},
+        {"sessionUpdate": "session_info_update", "title": "T"},
+        {"sessionUpdate": "session_info_update", "_meta": {"resumed": 1}},  # live, no replay
+        # The resync before the resume's answer: the clear, then the whole state.
+        {"sessionUpdate": "session_info_update", "_meta": None},
+        {"sessionUpdate": "session_info_update", "title": "T", "_meta": {"resumed": 1}},
+    ]
+
+
+@needs_v2
+@pytest.mark.parametrize("version", [1, 2])
+async def test_an_unchanged_router_is_owned_for_either_version(version: int) -> None:
+    async with supervised(*V2_ROUTER) as agent:
+        init = V2_INIT if version == 2 else {"protocolVersion": 1}
+        answer = await agent.call("initialize", init)
+        assert answer["result"]["protocolVersion"] == version
+        created = await agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        sid = created["result"]["sessionId"]
+        for text in ('{"a": 1}', '{"b": 2}'):
+            await agent.prompt(sid, f"meta {text}" if version == 2 else f"meta {text[2]} {text[6]}")
+        assert await agent.finish() == 0
+    rendered = [update["_meta"] for update in info_updates(agent)]
+    assert rendered == ([{"a": 1}, {"b": 2}] if version == 2 else [{"a": 1}, {"a": 1, "b": 2}])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from ..wire._jsonrpc import METHOD_NOT_FOUND, JsonRpcError
+from ..core._jsonrpc import METHOD_NOT_FOUND, JsonRpcError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -27,9 +27,7 @@ from ..core._errors import (
     TransportBrokenError,
     UnknownSessionError,
 )
-from ..sansio._frames import build_response, session_of
-from ..wire._decode import InvalidMessageError, MessageDecodeError, decode
-from ..wire._jsonrpc import (
+from ..core._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -38,6 +36,9 @@ from ..wire._jsonrpc import (
     JsonRpcError,
     negotiate_version,
 )
+from ..sansio._frames import build_response, session_of
+from ..sansio._gate import refusal
+from ..wire._decode import InvalidMessageError, MessageDecodeError, decode
 from ..wire._models import JsonRpcMessage, JsonRpcNotification, JsonRpcRequest
 from ._agent import RequestContext, not_supported
 from ._outbound import ConnectionClosedError
@@ -212,15 +213,16 @@ class Dispatcher:
             await ctx.respond(result)
 
     def _refusal(self, message: JsonRpcRequest) -> JsonRpcError | None:
-        """Why a decoded request is refused before any handler runs, if it is."""
-        if message.id is None and self._speaks_v2(message):
-            # ACP v2's RequestId "MUST NOT be null"; v1 allows it.
-            return JsonRpcError(INVALID_REQUEST, "a request id must not be null in ACP v2")
-        if message.id in self._work.in_flight:
-            return JsonRpcError(INVALID_REQUEST, f"request id {message.id!r} is already in flight")
-        if isinstance(message.params, list):
-            return JsonRpcError(INVALID_PARAMS, "invalid params: ACP params are an object")
-        return None
+        """Why a decoded request is refused before any handler runs, if it is (the rules the
+        SDK adapter's gate applies too)."""
+        return refusal(
+            message.method,
+            message.id,
+            message.params,
+            in_flight=self._work.in_flight,
+            initialized=self.initialized,
+            speaks_v2=self._speaks_v2(message),
+        )
 
     def _speaks_v2(self, message: JsonRpcRequest) -> bool:
         """Whether ``message`` falls under ACP v2's rules: the negotiated version once
@@ -238,8 +240,6 @@ class Dispatcher:
     async def _call(self, ctx: RequestContext, method: str, params: JsonObject) -> JsonObject:
         if method == "initialize":
             return await self._initialize(ctx, params)
-        if not self.initialized:
-            raise JsonRpcError(INVALID_REQUEST, f"{method!r} before 'initialize'")
         handler_name = _REQUESTS.get(method)
         if handler_name is None:
             if method.startswith("_"):

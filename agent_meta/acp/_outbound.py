@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..core._errors import AgentMetaError
-from ..wire._jsonrpc import INVALID_REQUEST
+from ..core._jsonrpc import INVALID_REQUEST
 from ..wire._models import MISSING, JsonRpcErrorResponse
 
 if TYPE_CHECKING:

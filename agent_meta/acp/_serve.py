@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Literal
 
 import trio
 
+from ..core._jsonrpc import PARSE_ERROR, JsonRpcError
 from ..owner._base import unwritten_error
 from ..owner._trio import open_owner
 from ..sansio._options import OwnerOptions
-from ..wire._jsonrpc import PARSE_ERROR, JsonRpcError
 from ._connection import SUPPORTED_PROTOCOL_VERSIONS, AgentConnection
 from ._lines import DEFAULT_MAX_LINE_BYTES, IncompleteLineError, LineTooLongError, NdjsonLineReader
 

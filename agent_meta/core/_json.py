@@ -120,9 +120,8 @@ def _plain_container(value: dict[object, object] | list[object], depth: int) -> 
         return False
     items: Iterable[object] = value
     if type(value) is dict:
-        for key in value:
-            if type(key) is not str:
-                return False
+        if not _string_keys(value):
+            return False
         items = value.values()
     for item in items:
         kind = type(item)
@@ -133,6 +132,13 @@ def _plain_container(value: dict[object, object] | list[object], depth: int) -> 
                 continue
             return False
         if not _plain_item(item, depth):
+            return False
+    return True
+
+
+def _string_keys(value: dict[object, object]) -> bool:
+    for key in value:  # noqa: SIM110  # a loop: no generator to build on the send path
+        if type(key) is not str:
             return False
     return True
 

@@ -53,7 +53,9 @@ class LifetimePolicy:
         """A message from the client is about to be handled. For a ``session/load`` or
         ``session/resume``, its session's lifetime opens now, and the token returned marks
         what its handler sends as replay (see :meth:`response`); else ``None``."""
-        replay = self.tracker.inbound(message, self._exists)
+        replay = self.tracker.inbound(
+            message, self._exists, protocol_version=self._owner.protocol_version
+        )
         if replay is None:
             return None
         self.open(replay.session_id)

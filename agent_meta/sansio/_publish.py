@@ -73,28 +73,15 @@ class Publisher:
     def publish(self, state: LifetimeState, update: EncodedUpdate, *, express: bool) -> Outcome:
         """Fold ``update`` and queue its frame; :attr:`Outcome.FULL`, having changed nothing,
         when it needs room and there is none."""
-        if express:
-            writing = self._writing
-            # Idle (see Writing.idle), written out here: this is every publication's path.
-            if (
-                writing.frames is None
-                and writing.held is None
-                and not self._fifo.entries
-                and not self._cursor.unreported
-                and self._express(state, update)
-            ):
-                return Outcome.ACCEPTED
+        if express and self._express(state, update):
+            return Outcome.ACCEPTED
         needs_room = self._needs_room(state, update)
         if needs_room and self._fifo.counted >= self.capacity:
             return Outcome.FULL
         self._fold(state, update)
         entry = state.open_entry
         if not needs_room and isinstance(entry, InfoEntry):
-            before = entry.frames
-            entry.merge(update)
-            entry.frames = self._frames_of(entry)
-            self._fifo.count_frames(entry.frames - before)
-            self._counters.coalesced += 1
+            self._merge(entry, update)
             return Outcome.ACCEPTED
         new = InfoEntry(state, update, counted=needs_room)
         new.frames = self._frames_of(new)
@@ -102,6 +89,14 @@ class Publisher:
         merging = self.merging and update.notification_meta is None
         state.open_entry = new if merging else None
         return Outcome.ACCEPTED
+
+    def _merge(self, entry: InfoEntry, update: EncodedUpdate) -> None:
+        """Merge ``update`` into the lifetime's open entry, still queued (R3)."""
+        before = entry.frames
+        entry.merge(update)
+        entry.frames = self._frames_of(entry)
+        self._fifo.count_frames(entry.frames - before)
+        self._counters.coalesced += 1
 
     def _needs_room(self, state: LifetimeState, update: EncodedUpdate) -> bool:
         """Whether publishing ``update`` now appends an entry that counts against capacity:
@@ -127,8 +122,8 @@ class Publisher:
 
         Every publication to an idle queue passes here, so the common frame (a v2 patch, or a
         title) is built without going through :func:`info_frames`."""
-        if state.needs_repair:
-            return False  # the repair goes first
+        if not self._writing.idle or state.needs_repair:
+            return False  # something goes first: what is queued, or the repair
         mode = self._renderer.mode
         cleared = update.meta_clear
         patch = update.meta_patch

@@ -9,8 +9,10 @@ without any agent code, what the session lifetimes need (R4, R5, R6, R10):
   is one the owner can render;
 - ``session/load`` and ``session/resume`` open (or keep) the session's lifetime when the
   request arrives; their successful response is preceded by a resync (R4). A lifetime the
-  request opened with nothing known is closed again when it fails. While the handler runs, the
-  ``session_info_update``s *it* sends are replay: :meth:`LifetimeTracker.inbound` gives each
+  request opened with nothing known is closed again when it fails. While the handler of a
+  replaying request runs (every v1 load and resume: agents replay on a v1 resume too; a v2
+  resume only with a ``replayFrom`` cursor, as v2 says), the ``session_info_update``s *it*
+  sends are replay: :meth:`LifetimeTracker.inbound` gives each
   such request a token, the driver marks the handler with it and passes it back with what the
   handler sends (``replaying``); the token ends with the request's response. A lifetime that
   existed before the request (open, or kept by the store) already holds the state, so replayed
@@ -90,6 +92,9 @@ class ReplayStart:
 
     session_id: str
     token: int
+    replays: bool = True
+    """Whether the request replays history (a v2 ``session/resume`` without ``replayFrom``
+    does not): only then is what its handler sends taken as replay."""
 
 
 @final
@@ -161,19 +166,26 @@ class LifetimeTracker:
         # Requests whose response matters: id -> (method, session id, replay token or None).
         self._pending: dict[RequestId, tuple[str, str | None, int | None]] = {}
         # Loads and resumes running, by token: (session id, whether its lifetime already held
-        # the state: replayed updates then pass through; otherwise the replay builds it).
-        self._replays: dict[int, tuple[str, bool]] = {}
+        # the state: replayed updates then pass through; otherwise the replay builds it,
+        # whether the request replays at all).
+        self._replays: dict[int, tuple[str, bool, bool]] = {}
         self._tokens = 0
         self.statistics = TrackerStatistics()
 
     def inbound(
-        self, message: Mapping[str, object], existed: Callable[[str], bool]
+        self,
+        message: Mapping[str, object],
+        existed: Callable[[str], bool],
+        *,
+        protocol_version: int = 1,
     ) -> ReplayStart | None:
         """Note a message from the client; for a ``session/load`` or ``session/resume``, what
         must happen before the agent handles it (:class:`ReplayStart`), else ``None``.
 
         ``existed`` says whether a session's lifetime exists before this message: open in the
-        owner, or kept by its store.
+        owner, or kept by its store. ``protocol_version`` is the connection's: under v2 a
+        ``session/resume`` without a ``replayFrom`` object replays nothing, so what its
+        handler sends is live (:attr:`ReplayStart.replays` is false).
         """
         method = message.get("method")
         if not isinstance(method, str) or method not in _TRACKED_METHODS:
@@ -191,8 +203,11 @@ class LifetimeTracker:
         # A load or resume of the same session still running decides: its lifetime is the one
         # this request finds (opened by it with nothing known, or one that held the state).
         held = self._held_state(session_id)
-        self._replays[token] = (session_id, existed(session_id) if held is None else held)
-        return ReplayStart(session_id, token)
+        replays = protocol_version < 2 or _asks_replay(message.get("params"))
+        if held is None:
+            held = existed(session_id)
+        self._replays[token] = (session_id, held, replays)
+        return ReplayStart(session_id, token, replays)
 
     def outbound(
         self,
@@ -251,16 +266,16 @@ class LifetimeTracker:
     def _held_state(self, session_id: str) -> bool | None:
         """Whether the lifetime held its state when the first load or resume of
         ``session_id`` still running arrived; ``None`` when none is running."""
-        for replaying, held in self._replays.values():
+        for replaying, held, _ in self._replays.values():
             if replaying == session_id:
                 return held
         return None
 
     def _settle(self, session_id: str) -> None:
         """A load or resume of ``session_id`` succeeded: its lifetime holds the state now."""
-        for token, (replaying, _) in self._replays.items():
+        for token, (replaying, _, replays) in self._replays.items():
             if replaying == session_id:
-                self._replays[token] = (replaying, True)
+                self._replays[token] = (replaying, True, replays)
 
     def _plan_outgoing(
         self,
@@ -285,7 +300,7 @@ class LifetimeTracker:
             self.statistics.passed_through_updates += 1
             return OutboundPlan(session_id=session_id)
         replay = None if replaying is None else self._replays.get(replaying)
-        if replay == (session_id, True):
+        if replay == (session_id, True, True):
             self.statistics.replayed_updates += 1
             return OutboundPlan(session_id=session_id)
         if info.dropped:
@@ -316,6 +331,12 @@ def _plan_response(method: str, session_id: str | None, result: object) -> Outbo
     if method in _REPLAYING_METHODS:
         return OutboundPlan(step=LifetimeStep.RESYNC, session_id=session_id)
     return OutboundPlan(step=LifetimeStep.CLOSE, session_id=session_id)
+
+
+def _asks_replay(params: object) -> bool:
+    """Whether a v2 ``session/resume`` asks for replay: a ``replayFrom`` cursor object (an
+    omitted or ``null`` one means none; the SDK takes a malformed one as none too)."""
+    return isinstance(params, dict) and isinstance(params.get("replayFrom"), dict)
 
 
 def _session_of(params: object) -> str | None:

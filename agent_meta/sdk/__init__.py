@@ -6,6 +6,8 @@ Needs the ``sdk`` extra (``pip install 'agent-meta[sdk]'``; every SDK release fr
 
 - :func:`run_agent` is ``acp.run_agent`` with an adapter under the connection: the one-line
   adoption (``agent-meta run -- AGENT_CMD`` puts it in place without editing the agent);
+  :func:`run_v2_agent` and :func:`serve_router` do the same for the SDK 1.0's
+  ``acp.experimental.v2.run_agent`` and ``AgentProtocolRouter.run`` (ACP v2);
   :func:`adapter_of` finds a connection's adapter.
 - :func:`open_stdio_adapter` (and :func:`open_stream_adapter` for any asyncio stream pair)
   yields an :class:`SdkAdapter` whose asyncio owner becomes the connection's only writer:
@@ -17,6 +19,7 @@ Needs the ``sdk`` extra (``pip install 'agent-meta[sdk]'``; every SDK release fr
 from typing import TYPE_CHECKING, Any
 
 from ._adapter import AdapterStatistics as AdapterStatistics
+from ._adapter import InvalidEntry as InvalidEntry
 from ._adapter import MessageSource as MessageSource
 from ._adapter import SdkAdapter as SdkAdapter
 from ._release import SUPPORTED_SDK_RANGE as SUPPORTED_SDK_RANGE
@@ -25,6 +28,8 @@ from ._release import UnsupportedSdkError as UnsupportedSdkError
 from ._run import adapter_of as adapter_of
 from ._run import on_connection as on_connection
 from ._run import run_agent as run_agent
+from ._run import run_v2_agent as run_v2_agent
+from ._run import serve_router as serve_router
 from ._stdio import open_stdio_adapter as open_stdio_adapter
 from ._stdio import open_stream_adapter as open_stream_adapter
 
@@ -34,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SUPPORTED_SDK_RANGE",
     "AdapterStatistics",
+    "InvalidEntry",
     "MessageSource",
     "SdkAdapter",
     "SdkRelease",
@@ -44,6 +50,8 @@ __all__ = [
     "open_stdio_adapter",
     "open_stream_adapter",
     "run_agent",
+    "run_v2_agent",
+    "serve_router",
 ]
 
 

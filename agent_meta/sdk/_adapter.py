@@ -20,17 +20,20 @@ queued its whole message or nothing of it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import logging
+import math
 from typing import TYPE_CHECKING, Any, Protocol, final
 
 from ..core._errors import FrameTooLargeError, MetaValueError, UnknownSessionError
 from ..owner._policy import LifetimePolicy
+from ..sansio._gate import InboundGate, InvalidEntry, Release
 from ._release import SdkRelease, UnsupportedSdkError, installed_release
 from ._streams import REPLAYING, SeamReader, SeamSender, marking_dispatcher
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from ..owner._asyncio import AsyncioMetaOwner
     from ..owner._base import OwnerStatistics
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
     from ..owner._threadsafe import ThreadsafeOwner
     from ..sansio._seam import InfoUpdate, OutboundPlan
 
-__all__ = ["AdapterStatistics", "MessageSource", "SdkAdapter"]
+__all__ = ["AdapterStatistics", "InvalidEntry", "MessageSource", "SdkAdapter"]
 
 logger = logging.getLogger("agent_meta.sdk")
 
@@ -47,8 +50,9 @@ class MessageSource(Protocol):
     """Where an adapter reads the client's messages from: the NDJSON reader of a stdio pipe,
     or the SDK's own in-memory transport under its HTTP and WebSocket servers."""
 
-    async def receive(self) -> dict[str, Any] | None:
-        """The next message from the client; ``None`` once the input has ended."""
+    async def receive(self) -> dict[str, Any] | list[dict[str, Any] | InvalidEntry] | None:
+        """The next message from the client, or the entries of a batch (each a message, or the
+        error an entry that is no message earns); ``None`` once the input has ended."""
         ...
 
     async def close(self) -> None:
@@ -83,6 +87,18 @@ class AdapterStatistics:
     refused_lines: int
     """Inbound lines answered with an error instead of reaching the SDK (not JSON, too long,
     not a JSON-RPC message)."""
+    refused_requests: int
+    """Requests the adapter answered with an error as ACP says, where the SDK would have
+    served them (before ``initialize``, an id already in flight, a version the runtime does
+    not serve ...): see :mod:`agent_meta.sansio._gate`."""
+    completed_params: int
+    """Requests passed to the SDK with a field it requires filled in (``mcpServers: []``)."""
+    translated_cancels: int
+    """``$/cancel_request`` notifications for a running prompt passed on as ``session/cancel``
+    (releases before 1.0, whose connection ignores ``$/cancel_request``)."""
+    batches: int
+    """JSON-RPC batches served (the SDK takes none: the adapter hands it their entries one by
+    one and answers with one array)."""
 
 
 @final
@@ -112,6 +128,9 @@ class SdkAdapter:
         self._writer = writer
         self._release = release
         self._policy = LifetimePolicy(owner, on_open=self._opened)
+        self._gate: InboundGate | None = None
+        self._ready: collections.deque[Mapping[str, Any]] = collections.deque()
+        self._settled = asyncio.Event()
         self._marks_in_dispatcher = False
         self._warned: set[str] = set()
         self._opening: dict[str, asyncio.Event] = {}
@@ -160,6 +179,7 @@ class SdkAdapter:
     def statistics(self) -> AdapterStatistics:
         """The adapter's counters and its owner's."""
         tracked = self._policy.tracker.statistics
+        gated = self.gate.statistics
         return AdapterStatistics(
             owner=self._owner.statistics(),
             absorbed_updates=tracked.absorbed_updates,
@@ -168,9 +188,21 @@ class SdkAdapter:
             passed_through_updates=tracked.passed_through_updates,
             replayed_updates=tracked.replayed_updates,
             refused_lines=self.refused_lines,
+            refused_requests=gated.refused_requests,
+            completed_params=gated.completed_params,
+            translated_cancels=gated.translated_cancels,
+            batches=gated.batches,
         )
 
-    def connection_kwargs(self) -> dict[str, Any]:
+    @property
+    def gate(self) -> InboundGate:
+        """What the adapter answers before the SDK sees a message (see
+        :mod:`agent_meta.sansio._gate`)."""
+        if self._gate is None:
+            self._gate = InboundGate(cancels_prompts=not self.release.cancels_requests)
+        return self._gate
+
+    def connection_kwargs(self, *, versions: Sequence[int] | None = None) -> dict[str, Any]:
         """The keyword arguments that put this adapter under the installed SDK's connection::
 
             await acp.run_agent(agent, **adapter.connection_kwargs(), use_unstable_protocol=True)
@@ -179,11 +211,28 @@ class SdkAdapter:
         the adapter is the message transport (``input_stream``); before, the connection gets
         the adapter's stream pair and ``sender_factory``. Where the SDK starts request
         handlers from a dispatcher task (0.8 to 0.12.0), a ``dispatcher_factory`` marks each
-        handler with its request. Raises :class:`~agent_meta.sdk.UnsupportedSdkError` for an
-        SDK outside the supported range, or for a streams-only release when the adapter has no
-        stream writer (one made over a message transport).
+        handler with its request.
+
+        ``versions`` are the ACP versions the runtime serves, when the adapter should negotiate
+        as ACP says instead of the SDK: ``(2,)`` under ``acp.experimental.v2.run_agent``,
+        ``(1, 2)`` under an ``AgentProtocolRouter`` with both agents (SDK 1.0). An
+        ``initialize`` below all of them is then answered ``-32022``, one above the highest is
+        served as the highest. Without it the agent (a v1 agent's ``initialize``) decides.
+
+        Raises :class:`~agent_meta.sdk.UnsupportedSdkError` for an SDK outside the supported
+        range, for a streams-only release when the adapter has no stream writer (one made over
+        a message transport), and for ``versions`` with 2 where the SDK has no v2 side.
         """
         release = self.release
+        if versions is not None:
+            served = tuple(sorted(set(versions)))
+            if not served or not set(served) <= {1, 2}:
+                raise ValueError(f"versions must be a non-empty subset of (1, 2): {versions!r}")
+            if 2 in served and not release.v2:
+                raise UnsupportedSdkError(
+                    f"agent-client-protocol {release.version} has no ACP v2 side (1.0 on)"
+                )
+            self.gate.versions = served
         kwargs: dict[str, Any] = {}
         if release.message_transport:
             kwargs["input_stream"] = self
@@ -206,8 +255,14 @@ class SdkAdapter:
     async def receive(self) -> dict[str, Any] | None:
         """The next message from the client, for the SDK. A ``session/load`` or
         ``session/resume`` opens its session's lifetime before the SDK's handler runs, so
-        that the history its handler replays is part of the lifetime."""
-        message = await self._source.receive()
+        that the history its handler replays is part of the lifetime.
+
+        What ACP answers before any handler runs is answered here (:attr:`gate`); a batch's
+        entries are handed over one by one. At the end of the input it returns ``None`` once no
+        request of the client is still being answered (as agent_meta's own connection does),
+        unless the agent waits for the client, which can no longer answer. Cancelling it
+        loses no message: one taken from the source and not handed over stays queued."""
+        message = await self._next_admitted()
         if message is None:
             return None
         if not self._marks_in_dispatcher:
@@ -219,7 +274,47 @@ class SdkAdapter:
                     "a load's replay is taken as live",
                 )
             REPLAYING.set(self._policy.request(message))  # for the handler task the SDK starts next
-        return message
+        return message if isinstance(message, dict) else dict(message)
+
+    async def _next_admitted(self) -> Mapping[str, Any] | None:
+        """The next message the gate lets through, answering those it refuses."""
+        gate = self.gate
+        while not self._ready:
+            item = await self._source.receive()
+            if item is None:
+                await self._input_ended()
+                return None
+            if isinstance(item, list):
+                batch = gate.admit_batch(item)
+                self._ready.extend(batch.messages)
+                if batch.answer is not None:
+                    await self._owner.send_response_batch(batch.answer)
+                continue
+            admission = gate.admit(item)
+            if admission.error is not None:
+                await self._owner.send_response(admission.request_id, error=admission.error)
+            elif admission.message is not None:
+                self._ready.append(admission.message)
+        return self._ready.popleft()
+
+    async def _input_ended(self) -> None:
+        """Wait until the SDK may stop: the client's requests answered, within the owner's
+        ``drain_timeout`` (a client that stopped reading cannot hold the exit)."""
+        gate = self.gate
+        gate.input_ended()
+        timeout = self._owner.options.drain_timeout
+        try:
+            async with asyncio.timeout(None if math.isinf(timeout) else timeout):
+                while not gate.may_stop:
+                    self._settled.clear()
+                    await self._settled.wait()
+        except TimeoutError:
+            logger.warning(
+                "the client's input ended; %d of its requests were still unanswered after "
+                "the drain timeout of %s s, and are cancelled",
+                gate.in_flight,
+                timeout,
+            )
 
     async def send(self, message: dict[str, Any]) -> None:
         """Queue one message of the SDK through the owner.
@@ -291,14 +386,24 @@ class SdkAdapter:
         owner = self._owner
         method = message.get("method")
         params = message.get("params")
-        if method is not None:
-            if "id" not in message:
-                await owner.send_notification(method, params)
-            elif not await owner.send_request(message["id"], method, params):
-                raise UnknownSessionError(f"session {plan.session_id!r} has ended")
-        elif "error" in message:
-            await owner.send_response(message.get("id"), error=message["error"])
-        elif "result" in message:
-            await owner.send_response(message.get("id"), result=message["result"])
-        else:
+        if method is not None and "id" not in message:
+            await owner.send_notification(method, params)
+            return
+        if method is None and "error" not in message and "result" not in message:
             raise MetaValueError("not a JSON-RPC message: no method, result or error")
+        gate = self.gate
+        release = gate.outbound(message)
+        try:
+            if method is not None:
+                if not await owner.send_request(message["id"], method, params):
+                    raise UnknownSessionError(f"session {plan.session_id!r} has ended")
+            elif release is Release.BATCH:
+                await owner.send_response_batch(gate.completed)
+            elif release is Release.WRITE:
+                if "error" in message:
+                    await owner.send_response(message.get("id"), error=message["error"])
+                else:
+                    await owner.send_response(message.get("id"), result=message["result"])
+        finally:
+            if gate.may_stop:
+                self._settled.set()  # the end of the input waited for this answer

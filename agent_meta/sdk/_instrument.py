@@ -2,10 +2,14 @@
 
 ``agent-meta run -- AGENT_CMD`` starts the agent with a ``sitecustomize`` module of ours first
 on its ``PYTHONPATH`` (the way ``opentelemetry-instrument`` does). It calls :func:`install`,
-which waits for the agent to import ``acp`` and then puts :func:`instrumented_run_agent` in
-place of ``acp.run_agent`` (and ``acp.core.run_agent``), before the agent's own modules can
-bind the name. Nothing of agent_meta beyond this module is imported until the agent starts
-serving.
+which waits for the agent to import the SDK's entry points and puts ours in their place before
+the agent's own modules can bind the names:
+
+- ``acp.run_agent`` (and ``acp.core.run_agent``) as ``acp`` is imported;
+- ``acp.experimental.v2.run_agent`` as ``acp.experimental.v2.agent`` is (SDK 1.0, ACP v2);
+- ``AgentProtocolRouter.run`` as ``acp.experimental.negotiation`` is (SDK 1.0).
+
+Nothing of agent_meta beyond this module is imported until the agent starts serving.
 
 The agent talks to its supervisor (the ``agent-meta run`` process) through a status pipe, one
 JSON object per line (:func:`report`): ``owned`` once the adapter is under the connection,
@@ -30,12 +34,23 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import ModuleType
 
-__all__ = ["ENVIRONMENT", "RunConfig", "install", "instrumented_run_agent", "report"]
+__all__ = [
+    "ENVIRONMENT",
+    "RunConfig",
+    "install",
+    "instrumented_router_run",
+    "instrumented_run_agent",
+    "instrumented_run_v2_agent",
+    "report",
+]
 
 ENVIRONMENT: Final = "AGENT_META_RUN"
 """The environment variable that carries :class:`RunConfig` (as JSON) into the agent."""
 
 _SDK_MODULES: Final = ("acp", "acp.core")
+_V2_MODULE: Final = "acp.experimental.v2.agent"
+_ROUTER_MODULE: Final = "acp.experimental.negotiation"
+_WATCHED: Final = ("acp", _V2_MODULE, _ROUTER_MODULE)
 
 
 @final
@@ -94,10 +109,15 @@ def install(config: RunConfig) -> None:
         os.environ.pop("PYTHONPATH", None)
     else:
         os.environ["PYTHONPATH"] = config.pythonpath
-    if "acp" in sys.modules:
-        _instrument(sys.modules["acp"])
-    else:
-        sys.meta_path.insert(0, _SdkFinder())
+    waiting = []
+    for name in _WATCHED:
+        module = sys.modules.get(name)
+        if module is None:
+            waiting.append(name)
+        else:
+            _instrument(module)
+    if waiting:
+        sys.meta_path.insert(0, _SdkFinder(waiting))
     for name in config.imports:
         try:
             importlib.import_module(name)
@@ -108,15 +128,21 @@ def install(config: RunConfig) -> None:
 
 @final
 class _SdkFinder(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when ``acp`` is found by the other finders, its loader is wrapped
-    so that the SDK is instrumented once the package has run."""
+    """Finds nothing itself: when a module with an SDK entry point is found by the other
+    finders, its loader is wrapped so that the entry point is replaced once the module has
+    run."""
+
+    def __init__(self, waiting: list[str]) -> None:
+        self._waiting = waiting
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "acp":
+        if fullname not in self._waiting:
             return None
-        sys.meta_path.remove(self)  # once: the package is imported a single time
+        self._waiting.remove(fullname)  # once: a module is imported a single time
+        if not self._waiting:
+            sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
             return spec
@@ -137,23 +163,31 @@ class _InstrumentingLoader(importlib.abc.Loader):
         _instrument(module)
 
 
-def _instrument(acp: ModuleType) -> None:
-    """Put :func:`instrumented_run_agent` in place of the SDK's, or report why not."""
+def _instrument(module: ModuleType) -> None:
+    """Put our entry point in place of the one ``module`` defines, or report why not."""
     from ._release import UnsupportedSdkError, installed_release
+    from ._run import ORIGINAL_ATTRIBUTE
 
+    if module.__name__ == _V2_MODULE:
+        setattr(instrumented_run_v2_agent, ORIGINAL_ATTRIBUTE, module.run_agent)
+        module.run_agent = instrumented_run_v2_agent  # type: ignore[attr-defined]
+        return
+    if module.__name__ == _ROUTER_MODULE:
+        router = module.AgentProtocolRouter
+        setattr(instrumented_router_run, ORIGINAL_ATTRIBUTE, router.run)
+        router.run = instrumented_router_run
+        return
     try:
         release = installed_release()
     except UnsupportedSdkError as exc:
         report("refused", reason=str(exc))
         return
-    from ._run import ORIGINAL_ATTRIBUTE
-
-    original = acp.run_agent
+    original = module.run_agent
     setattr(instrumented_run_agent, ORIGINAL_ATTRIBUTE, original)
     for name in _SDK_MODULES:
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "run_agent", None) is original:
-            setattr(module, "run_agent", instrumented_run_agent)  # noqa: B010
+        found = sys.modules.get(name)
+        if found is not None and getattr(found, "run_agent", None) is original:
+            setattr(found, "run_agent", instrumented_run_agent)  # noqa: B010
     report("instrumented", sdk=release.version, seam=release.seam)
 
 
@@ -163,28 +197,60 @@ async def instrumented_run_agent(
     """What the agent calls as ``acp.run_agent``: :func:`agent_meta.sdk.run_agent` over the
     client's stdio, with the options ``agent-meta run`` was given. An agent that passes
     streams of its own is refused (they would bypass the client's stdout)."""
-    from ..core._errors import TransportBrokenError
-    from ..sansio._options import OwnerOptions
     from ._run import run_agent
 
-    config = _config
-    assert config is not None, "install() runs before the agent can call run_agent"
+    _refuse_streams("run_agent", input_stream, output_stream)
+    await _serve(run_agent, agent, kwargs)
+
+
+async def instrumented_run_v2_agent(
+    agent: Any, input_stream: Any = None, output_stream: Any = None, **kwargs: Any
+) -> None:
+    """What the agent calls as ``acp.experimental.v2.run_agent``:
+    :func:`agent_meta.sdk.run_v2_agent`, as :func:`instrumented_run_agent`."""
+    from ._run import run_v2_agent
+
+    _refuse_streams("run_agent", input_stream, output_stream)
+    await _serve(run_v2_agent, agent, kwargs)
+
+
+async def instrumented_router_run(
+    router: Any, input_stream: Any = None, output_stream: Any = None, **kwargs: Any
+) -> None:
+    """What the agent calls as ``AgentProtocolRouter.run``: :func:`agent_meta.sdk.serve_router`,
+    as :func:`instrumented_run_agent`."""
+    from ._run import serve_router
+
+    _refuse_streams("AgentProtocolRouter.run", input_stream, output_stream)
+    await _serve(serve_router, router, kwargs)
+
+
+def _refuse_streams(entry: str, input_stream: Any, output_stream: Any) -> None:
     if input_stream is not None or output_stream is not None:
-        report("refused", reason="the agent passes its own streams to run_agent")
-        raise RuntimeError("agent-meta run: the agent passes its own streams to run_agent")
+        report("refused", reason=f"the agent passes its own streams to {entry}")
+        raise RuntimeError(f"agent-meta run: the agent passes its own streams to {entry}")
+
+
+async def _serve(run: Any, agent: Any, kwargs: dict[str, Any]) -> None:
+    """``run(agent, ...)`` over the client's stdio with ``agent-meta run``'s options."""
+    from ..core._errors import TransportBrokenError
+    from ..sansio._options import OwnerOptions
+
+    config = _config
+    assert config is not None, "install() runs before the agent can start serving"
     options = OwnerOptions(protocol_version=1, **_option_fields(config.options))
     if config.max_line_bytes is not None:
         kwargs.setdefault("stdio_buffer_limit_bytes", config.max_line_bytes)
     try:
         if config.store is None:
             report("owned")
-            await run_agent(agent, options=options, stdout=config.stdout_fd, **kwargs)
+            await run(agent, options=options, stdout=config.stdout_fd, **kwargs)
             return
         from ..owner._sqlite import SQLiteStore
 
         async with await SQLiteStore.open(config.store) as store:
             report("owned")
-            await run_agent(agent, options=options, store=store, stdout=config.stdout_fd, **kwargs)
+            await run(agent, options=options, store=store, stdout=config.stdout_fd, **kwargs)
     except TransportBrokenError as exc:
         report("unwritten", reason=str(exc))  # the supervisor exits 1 and says so
 

@@ -16,7 +16,10 @@ release    writing                  starting request handlers
                                     reaches the handler
 ========== ======================== ===========================================================
 
-``session/close`` reaches the agent from 0.9 on. Each seam is found by looking at the
+``session/close`` reaches the agent from 0.9 on. From 1.0 on, the connection answers
+``$/cancel_request`` itself, and ``acp.experimental.v2`` serves ACP v2 (alone, or next to a v1
+agent behind ``acp.experimental.negotiation.AgentProtocolRouter``) over the same message
+transport. Each seam is found by looking at the
 installed code (the connection's parameters), not by comparing version numbers; the version
 bounds only say what has been tested.
 """
@@ -70,6 +73,13 @@ class SdkRelease:
     routes_close: bool
     """``session/close`` reaches the agent (0.9 on); before, nothing is closed, so nothing is
     fenced."""
+    cancels_requests: bool = False
+    """The connection answers ``$/cancel_request`` itself, cancelling the request's handler
+    (1.0 on); before, it ignores it, and the adapter turns one for a running prompt into
+    ``session/cancel``."""
+    v2: bool = False
+    """``acp.experimental.v2`` and ``acp.experimental.negotiation`` exist (1.0 on): ACP v2
+    agents, and one agent per version behind ``AgentProtocolRouter``."""
 
     @property
     def seam(self) -> str:
@@ -110,4 +120,7 @@ def installed_release() -> SdkRelease:
         message_transport=importlib.util.find_spec("acp._transport") is not None,
         dispatcher="dispatcher_factory" in inspect.signature(Connection.__init__).parameters,
         routes_close="session_close" in getattr(meta, "AGENT_METHODS", {}),
+        cancels_requests="cancel_request" in getattr(meta, "PROTOCOL_METHODS", {}),
+        v2=importlib.util.find_spec("acp.experimental") is not None
+        and importlib.util.find_spec("acp.experimental.negotiation") is not None,
     )

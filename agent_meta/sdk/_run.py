@@ -1,10 +1,12 @@
-"""``agent_meta.sdk.run_agent``: the SDK's ``acp.run_agent`` with an adapter under it.
+"""The SDK's entry points with an adapter under them: ``agent_meta.sdk.run_agent`` for
+``acp.run_agent``, :func:`run_v2_agent` for ``acp.experimental.v2.run_agent`` and
+:func:`serve_router` for ``AgentProtocolRouter.run``.
 
-One call that works on every supported SDK release, whichever seam it offers (see
-:mod:`agent_meta.sdk._release`): it opens the adapter over stdio (or the asyncio stream pair
-given), hands the SDK the arguments of its seam, and records which adapter serves the
+Each works on every supported SDK release that has the entry point, whichever seam it offers
+(see :mod:`agent_meta.sdk._release`): it opens the adapter over stdio (or the asyncio stream
+pair given), hands the SDK the arguments of its seam, and records which adapter serves the
 connection, so that the agent finds it with :func:`adapter_of` (the ``conn`` its
-``on_connect`` receives). ``agent-meta run`` calls it in place of ``acp.run_agent``.
+``on_connect`` receives). ``agent-meta run`` calls them in place of the SDK's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ._release import installed_release
+from ._release import UnsupportedSdkError, installed_release
 from ._stdio import open_stdio_adapter, open_stream_adapter
 
 if TYPE_CHECKING:
@@ -25,7 +27,15 @@ if TYPE_CHECKING:
     from ..sansio._options import OwnerOptions
     from ._adapter import SdkAdapter
 
-__all__ = ["adapter_of", "on_connection", "register_connection", "run_agent", "sdk_run_agent"]
+__all__ = [
+    "adapter_of",
+    "on_connection",
+    "register_connection",
+    "run_agent",
+    "run_v2_agent",
+    "sdk_run_agent",
+    "serve_router",
+]
 
 logger = logging.getLogger("agent_meta.sdk")
 
@@ -110,32 +120,142 @@ async def run_agent(
     adapter (a ``sender_factory`` or ``dispatcher_factory`` of the agent's own).
     """
     installed_release()  # refuse an unsupported SDK before anything is opened
+    opening = _opening(input_stream, output_stream, options, store, stdout, connection_kwargs)
+    async with opening as adapter:
+        factory = agent if callable(agent) else _returning(agent)
+        await sdk_run_agent()(
+            _registering(factory, adapter), **adapter.connection_kwargs(), **connection_kwargs
+        )
+
+
+async def run_v2_agent(
+    agent: Any,
+    input_stream: Any = None,
+    output_stream: Any = None,
+    *,
+    options: OwnerOptions | None = None,
+    store: LifetimeStore | None = None,
+    stdout: int | None = None,
+    **connection_kwargs: Any,
+) -> None:
+    """``acp.experimental.v2.run_agent`` (SDK 1.0 on), with an agent_meta adapter as the
+    connection's only writer; the arguments are those of :func:`run_agent`, and ``agent`` is
+    the v2 agent object (the SDK's v2 side takes no factory).
+
+    It is served through the SDK's own ``AgentProtocolRouter`` with that one agent, which
+    gives the connection to the agent as ``run_agent`` does (``on_connect``) while letting the
+    adapter record it first. The adapter negotiates as ACP says: an ``initialize`` asking for
+    v1 is answered ``-32022``, one asking for more than v2 gets v2 (the SDK alone answers
+    ``-32602`` to both). Raises :class:`~agent_meta.sdk.UnsupportedSdkError` on an SDK
+    without a v2 side.
+    """
+    await serve_router(
+        None,
+        input_stream,
+        output_stream,
+        v2=_returning(agent),
+        options=options,
+        store=store,
+        stdout=stdout,
+        **connection_kwargs,
+    )
+
+
+async def serve_router(
+    router: Any,
+    input_stream: Any = None,
+    output_stream: Any = None,
+    *,
+    v1: Callable[[Any], Any] | None = None,
+    v2: Callable[[Any], Any] | None = None,
+    options: OwnerOptions | None = None,
+    store: LifetimeStore | None = None,
+    stdout: int | None = None,
+    **connection_kwargs: Any,
+) -> None:
+    """``router.run(...)`` for an ``acp.experimental.negotiation.AgentProtocolRouter`` (SDK
+    1.0 on), with an agent_meta adapter as the connection's only writer; the other arguments
+    are those of :func:`run_agent`. ``router`` may be ``None`` with the ``v1`` and ``v2``
+    agent factories given instead (a router's own are used otherwise).
+
+    The adapter renders for the version the router picks, and answers an ``initialize`` below
+    every version the router serves with ``-32022``. Raises
+    :class:`~agent_meta.sdk.UnsupportedSdkError` on an SDK without the router.
+    """
+    release = installed_release()
+    if not release.v2:
+        raise UnsupportedSdkError(
+            f"agent-client-protocol {release.version} has no ACP v2 side or protocol router "
+            "(1.0 on)"
+        )
+    from acp.experimental.negotiation import AgentProtocolRouter
+
+    if router is not None:
+        v1, v2 = _factories_of(router)
+    versions = tuple(version for version, given in ((1, v1), (2, v2)) if given is not None)
+    if not versions:
+        raise ValueError("serve_router needs a router, or a v1 or v2 agent factory")
+    opening = _opening(input_stream, output_stream, options, store, stdout, connection_kwargs)
+    async with opening as adapter:
+        served = AgentProtocolRouter(
+            v1=None if v1 is None else _registering(v1, adapter),
+            v2=None if v2 is None else _registering(v2, adapter),
+        )
+        run = getattr(AgentProtocolRouter.run, ORIGINAL_ATTRIBUTE, AgentProtocolRouter.run)
+        await run(served, **adapter.connection_kwargs(versions=versions), **connection_kwargs)
+
+
+def _factories_of(router: Any) -> tuple[Any, Any]:
+    """A router's v1 and v2 agent factories (the SDK keeps them as ``_v1`` and ``_v2``)."""
+    try:
+        return router._v1, router._v2
+    except AttributeError:
+        raise UnsupportedSdkError(
+            f"cannot find the agent factories of {router!r}: an AgentProtocolRouter of "
+            f"agent-client-protocol {installed_release().version} keeps them elsewhere; pass "
+            "v1= and v2= to agent_meta.sdk.serve_router instead"
+        ) from None
+
+
+def _opening(
+    input_stream: Any,
+    output_stream: Any,
+    options: OwnerOptions | None,
+    store: LifetimeStore | None,
+    stdout: int | None,
+    connection_kwargs: dict[str, Any],
+) -> AbstractAsyncContextManager[SdkAdapter]:
+    """The adapter for the streams an SDK entry point was given (stdio without any); takes
+    ``stdio_buffer_limit_bytes`` out of ``connection_kwargs``."""
     clash = sorted(_ADAPTER_OWNS & connection_kwargs.keys())
     if clash:
         raise TypeError(f"agent_meta's adapter provides {', '.join(clash)}; the agent cannot")
     limit = connection_kwargs.pop("stdio_buffer_limit_bytes", None)
     limits: dict[str, Any] = {} if limit is None else {"max_line_bytes": limit}
-    opening: AbstractAsyncContextManager[SdkAdapter]
     if input_stream is None and output_stream is None:
-        opening = open_stdio_adapter(options, store=store, stdout=stdout, **limits)
-    elif isinstance(input_stream, asyncio.StreamWriter) and isinstance(
+        return open_stdio_adapter(options, store=store, stdout=stdout, **limits)
+    if isinstance(input_stream, asyncio.StreamWriter) and isinstance(
         output_stream, asyncio.StreamReader
     ):
-        opening = open_stream_adapter(output_stream, input_stream, options, store=store, **limits)
-    else:
-        raise TypeError(
-            "agent_meta.sdk.run_agent serves stdio, or an asyncio StreamWriter (input_stream) "
-            "and StreamReader (output_stream)"
-        )
-    async with opening as adapter:
-        await sdk_run_agent()(
-            _registering(agent, adapter), **adapter.connection_kwargs(), **connection_kwargs
-        )
+        return open_stream_adapter(output_stream, input_stream, options, store=store, **limits)
+    raise TypeError(
+        "agent_meta.sdk serves stdio, or an asyncio StreamWriter (input_stream) and "
+        "StreamReader (output_stream)"
+    )
 
 
-def _registering(agent: Any, adapter: SdkAdapter) -> Callable[[Any], Any]:
-    """What the SDK builds the agent with: the agent (or what its factory makes), once the
-    connection is recorded as the adapter's (before ``on_connect`` runs)."""
+def _returning(agent: Any) -> Callable[[Any], Any]:
+    """A factory that gives ``agent`` whatever the connection."""
+
+    def factory(_connection: Any) -> Any:
+        return agent
+
+    return factory
+
+
+def _registering(factory: Callable[[Any], Any], adapter: SdkAdapter) -> Callable[[Any], Any]:
+    """What the SDK builds the agent with: what ``factory`` makes, once the connection is
+    recorded as the adapter's and the hooks have seen it (before ``on_connect`` runs)."""
 
     async def found() -> SdkAdapter:
         return adapter
@@ -147,6 +267,6 @@ def _registering(agent: Any, adapter: SdkAdapter) -> Callable[[Any], Any]:
                 hook(adapter, connection)
             except Exception:
                 logger.exception("a connection hook failed: %r", hook)
-        return agent(connection) if callable(agent) else agent
+        return factory(connection)
 
     return build

@@ -1,10 +1,12 @@
 """An adapter over a pair of asyncio streams: stdio, a pipe or a socket.
 
 The SDK's own stdio reader skips a line that is not JSON without answering it, has no line
-limit, and stops the whole connection on JSON that is not an object. :class:`NdjsonSource`
-answers each such line with the JSON-RPC error it earns, through the owner, and goes on reading
-(R12): ``-32700`` for a line that is not JSON or is over the limit, ``-32600`` for JSON that is
-not a JSON-RPC request, notification or response (a batch included: the SDK cannot take one).
+limit, and stops the whole connection on JSON that is not an object (1.0 skips it, unanswered).
+:class:`NdjsonSource` answers each such line with the JSON-RPC error it earns, through the
+owner, and goes on reading (R12): ``-32700`` for a line that is not JSON or is over the limit,
+``-32600`` for JSON that is not a JSON-RPC request, notification or response, or an empty
+batch. A batch goes to the adapter as its entries (the SDK cannot take one: the adapter hands
+them over one by one and answers with one array).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import sys
 from contextlib import asynccontextmanager
 from typing import IO, TYPE_CHECKING, Any, Final, final
 
+from ..core._jsonrpc import INVALID_REQUEST, PARSE_ERROR
 from ..owner._asyncio import open_asyncio_owner
 from ..owner._base import unwritten_error
+from ..sansio._gate import InvalidEntry
 from ..sansio._lines import (
     DEFAULT_MAX_LINE_BYTES,
     READ_SIZE,
@@ -26,8 +30,12 @@ from ..sansio._lines import (
     LineTooLongError,
 )
 from ..sansio._options import OwnerOptions
-from ..wire._decode import MessageDecodeError, message_from_json, parse_json_line
-from ..wire._jsonrpc import INVALID_REQUEST, PARSE_ERROR
+from ..wire._decode import (
+    InvalidMessageError,
+    MessageDecodeError,
+    message_from_json,
+    parse_json_line,
+)
 from ._adapter import SdkAdapter
 
 if TYPE_CHECKING:
@@ -44,7 +52,7 @@ SDK_DEFAULT_OPTIONS: Final = OwnerOptions(protocol_version=1)
 """Options when none are given: protocol v1 until ``initialize`` says otherwise (the SDK 0.12
 speaks v1 only; the owner follows the version its ``initialize`` response carries)."""
 
-_NOT_A_MESSAGE: Final = "a JSON-RPC message is a JSON object (this agent takes no batches)"
+_NOT_A_MESSAGE: Final = "a JSON-RPC message is a JSON object, or a non-empty array of them"
 
 
 @final
@@ -74,9 +82,9 @@ class NdjsonSource:
         self.adapter: SdkAdapter | None = None
         """The adapter counting refused lines (set by whoever builds both)."""
 
-    async def receive(self) -> dict[str, Any] | None:
-        """The next valid message, or ``None`` at the end of the input. Cancelling it loses no
-        bytes: what was read stays buffered."""
+    async def receive(self) -> dict[str, Any] | list[dict[str, Any] | InvalidEntry] | None:
+        """The next valid message (or a batch's entries), or ``None`` at the end of the input.
+        Cancelling it loses no bytes: what was read stays buffered."""
         while True:
             try:
                 line = await self._next_line()
@@ -106,13 +114,18 @@ class NdjsonSource:
                 return line
             self._splitter.feed(await self._reader.read(READ_SIZE))
 
-    async def _decode(self, line: bytes) -> dict[str, Any] | None:
-        """The message of one line, or ``None`` once its error has been answered."""
+    async def _decode(
+        self, line: bytes
+    ) -> dict[str, Any] | list[dict[str, Any] | InvalidEntry] | None:
+        """The message of one line (or a batch's entries), or ``None`` once its error has been
+        answered."""
         try:
             data = parse_json_line(line)
         except MessageDecodeError as exc:
             await self._refuse(exc.code, f"Parse error: {exc}", exc.request_id)
             return None
+        if isinstance(data, list) and data:
+            return self._batch(data)
         if not isinstance(data, dict):
             await self._refuse(INVALID_REQUEST, f"Invalid Request: {_NOT_A_MESSAGE}", None)
             return None
@@ -127,6 +140,24 @@ class NdjsonSource:
                 self._count_refused()
             return None
         return data
+
+    def _batch(self, data: list[Any]) -> list[dict[str, Any] | InvalidEntry]:
+        """A batch's entries: each valid message, or the error its entry earns (``id: null``,
+        as JSON-RPC says); a malformed response is dropped (never answered)."""
+        entries: list[dict[str, Any] | InvalidEntry] = []
+        for item in data:
+            try:
+                message_from_json(item)
+            except MessageDecodeError as exc:
+                if isinstance(exc, InvalidMessageError) and exc.is_response:
+                    self._count_refused()
+                    continue
+                self._count_refused()
+                error = {"code": exc.code, "message": f"Invalid Request: {exc}"}
+                entries.append(InvalidEntry(error))
+                continue
+            entries.append(item)
+        return entries
 
     async def _refuse(self, code: int, message: str, request_id: int | str | None) -> None:
         self._count_refused()

@@ -17,6 +17,19 @@ omitted ``_meta`` stay distinct through every model here (see ``docs/wire.md``).
   :func:`require_object_list`: ``-32602`` naming the field).
 """
 
+from ..core._jsonrpc import INTERNAL_ERROR as INTERNAL_ERROR
+from ..core._jsonrpc import INVALID_PARAMS as INVALID_PARAMS
+from ..core._jsonrpc import INVALID_REQUEST as INVALID_REQUEST
+from ..core._jsonrpc import METHOD_NOT_FOUND as METHOD_NOT_FOUND
+from ..core._jsonrpc import PARSE_ERROR as PARSE_ERROR
+from ..core._jsonrpc import REQUEST_CANCELLED as REQUEST_CANCELLED
+from ..core._jsonrpc import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
+from ..core._jsonrpc import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
+from ..core._jsonrpc import JsonRpcError as JsonRpcError
+from ..core._jsonrpc import negotiate_version as negotiate_version
+from ..core._jsonrpc import optional_str as optional_str
+from ..core._jsonrpc import require_object_list as require_object_list
+from ..core._jsonrpc import require_str as require_str
 from ._convert import encode_session_update as encode_session_update
 from ._convert import patch_from_update as patch_from_update
 from ._convert import update_from_patch as update_from_patch
@@ -25,19 +38,6 @@ from ._decode import InvalidMessageError as InvalidMessageError
 from ._decode import MessageDecodeError as MessageDecodeError
 from ._decode import MessageParseError as MessageParseError
 from ._decode import decode as decode
-from ._jsonrpc import INTERNAL_ERROR as INTERNAL_ERROR
-from ._jsonrpc import INVALID_PARAMS as INVALID_PARAMS
-from ._jsonrpc import INVALID_REQUEST as INVALID_REQUEST
-from ._jsonrpc import METHOD_NOT_FOUND as METHOD_NOT_FOUND
-from ._jsonrpc import PARSE_ERROR as PARSE_ERROR
-from ._jsonrpc import REQUEST_CANCELLED as REQUEST_CANCELLED
-from ._jsonrpc import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
-from ._jsonrpc import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
-from ._jsonrpc import JsonRpcError as JsonRpcError
-from ._jsonrpc import negotiate_version as negotiate_version
-from ._jsonrpc import optional_str as optional_str
-from ._jsonrpc import require_object_list as require_object_list
-from ._jsonrpc import require_str as require_str
 from ._models import JsonRpcErrorObject as JsonRpcErrorObject
 from ._models import JsonRpcErrorResponse as JsonRpcErrorResponse
 from ._models import JsonRpcMessage as JsonRpcMessage

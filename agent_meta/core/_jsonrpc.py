@@ -1,4 +1,4 @@
-"""JSON-RPC error codes, the handlers' error type, and params helpers (pure).
+"""JSON-RPC error codes, the handlers' error type, version negotiation and params helpers (pure).
 
 Decoding a line into an envelope is :mod:`agent_meta.wire._models`' job; this module names the
 error codes ACP uses and gives handlers one exception type, :class:`JsonRpcError`, that the
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ..core._json import JsonObject, JsonValue
+    from ._json import JsonObject, JsonValue
 
 __all__ = [
     "INTERNAL_ERROR",
