@@ -20,8 +20,9 @@ Operations (each backend implements what it can; see the two modules):
 - ``burst`` ``session`` ``count`` ``pad``: a worker thread publishes the ``_meta`` patches of
   :func:`burst_updates`, in order, and the answer comes when every one has been accepted;
 - ``tick_until_fenced`` ``session``: a worker thread publishes ``{"tick": n}`` for n = 1, 2 ...
-  until a publication is refused because the lifetime ended; the event ``"started"`` follows
-  the first accepted one; the answer is how many were accepted;
+  until a publication is refused because the lifetime ended, or one more after
+  ``stop_ticking``; the event ``"started"`` follows the first accepted one; the answer is
+  ``{"accepted": N, "fenced": true|false}``;
 - ``snapshot`` ``session`` and ``statistics``: what the owner knows and counts.
 """
 

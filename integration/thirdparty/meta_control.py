@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from typing import TYPE_CHECKING, Any, Final
 
 from agent_meta import OMITTED
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from agent_meta import SessionLifetime
 
 TICK_LIMIT: Final = 1_000_000
-"""``tick_until_fenced`` gives up here (a close that never comes fails the test, not the run)."""
+"""``tick_until_fenced`` stops here at the latest (a test that never stops it)."""
 
 
 class MetaBackend:
@@ -35,6 +36,7 @@ class MetaBackend:
     def __init__(self, adapter: SdkAdapter) -> None:
         self._adapter = adapter
         self._lifetimes: dict[str, SessionLifetime] = {}
+        self._stop = threading.Event()
 
     def _lifetime(self, session: str) -> SessionLifetime:
         """The session's lifetime handle, kept as an extension keeps it: once the lifetime has
@@ -48,6 +50,9 @@ class MetaBackend:
     ) -> Any:
         if op == "tick_until_fenced":
             return await self._tick_until_fenced(args["session"], emit)
+        if op == "stop_ticking":
+            self._stop.set()
+            return True
         if op == "statistics":
             return dataclasses.asdict(self._adapter.statistics())
         lifetime = self._lifetime(args["session"])
@@ -80,22 +85,30 @@ class MetaBackend:
 
         return await asyncio.to_thread(work)
 
-    async def _tick_until_fenced(self, session: str, emit: Callable[[Any], Awaitable[None]]) -> int:
-        """Publish ``{"tick": n}`` from a worker thread until the lifetime refuses it."""
+    async def _tick_until_fenced(
+        self, session: str, emit: Callable[[Any], Awaitable[None]]
+    ) -> dict[str, Any]:
+        """Publish ``{"tick": n}`` from a worker thread until the lifetime refuses it, or until
+        ``stop_ticking``: a publication made after the stop (sent once the client has the close
+        response) must be refused; if it is accepted, the answer says ``fenced: False``."""
         lifetime = self._lifetime(session)
         threadsafe = self._adapter.threadsafe
         loop = asyncio.get_running_loop()
         started = asyncio.Event()
+        self._stop.clear()
 
-        def work() -> int:
+        def work() -> dict[str, Any]:
             accepted = 0
             while accepted < TICK_LIMIT:
+                stopping = self._stop.is_set()
                 if not threadsafe.publish(lifetime, meta={"tick": accepted + 1}).result():
-                    return accepted  # fenced: the lifetime has ended
+                    return {"accepted": accepted, "fenced": True}
                 accepted += 1
                 if accepted == 1:
                     loop.call_soon_threadsafe(started.set)
-            raise RuntimeError(f"still open after {TICK_LIMIT} publications")
+                if stopping:  # published after the stop, so after the close: not fenced
+                    break
+            return {"accepted": accepted, "fenced": False}
 
         ticking = asyncio.ensure_future(asyncio.to_thread(work))
         waiting = asyncio.ensure_future(started.wait())

@@ -44,7 +44,7 @@ import signal
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import acp
 from acp.schema import ClientCapabilities, Implementation
@@ -54,11 +54,13 @@ from integration.thirdparty.control import CONTROL_ENV, Control, ControlError, b
 from integration.thirdparty.pipes import PipeTap, unread_bytes
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
     from integration.thirdparty.agents import Agent
 
-BOUND: Final = 60.0
+T = TypeVar("T")
+
+BOUND: Final = 30.0
 """The longest any one wait may take: a hang guard, not a timing assumption."""
 BURST: Final = 400
 """Updates the worker thread publishes while the client is not reading."""
@@ -132,6 +134,11 @@ AFTER_EDITS: Final = {
 }
 """What the extension's publications leave, folded by the patch rule (the clear removed what
 came before, the agent's own ``_meta`` included)."""
+
+
+async def bounded(awaitable: Awaitable[T]) -> T:
+    """Wait at most :data:`BOUND` seconds: a hang fails the step that hung."""
+    return await asyncio.wait_for(awaitable, BOUND)
 
 
 def fold(stored: dict[str, Any] | None, patch: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -248,19 +255,23 @@ class Live:
         """A control operation on this session; a ``True`` answer promises one frame, which is
         awaited (it is written before the next operation, so nothing is merged)."""
         before = self.count()
-        value = await self.control(op, session=self.run.session_id, **args)
+        value = await bounded(self.control(op, session=self.run.session_id, **args))
         self.run.answers[label] = value
         if value is True:
             await self.until(lambda: self.count() > before)
         return value
 
+    async def call(self, op: str, **args: Any) -> Any:
+        """A control operation, bounded."""
+        return await bounded(self.control(op, **args))
+
     async def barrier(self) -> None:
         """A ``session/list`` round trip: whatever was queued before it has been received."""
-        await self.conn.list_sessions(cwd=self.cwd)
+        await bounded(self.conn.list_sessions(cwd=self.cwd))
 
     async def snapshot(self, label: str) -> None:
         if self.run.meta_mode:
-            self.run.snapshots[label] = await self.control("snapshot", session=self.run.session_id)
+            self.run.snapshots[label] = await self.call("snapshot", session=self.run.session_id)
 
 
 @contextlib.asynccontextmanager
@@ -332,14 +343,17 @@ async def scenario(agent: Agent, mode: str, bin_dir: Path, base_url: str) -> Run
         argv = agent.argv(mode, bin_dir, state)
         started = time.perf_counter()
         async with launched(argv, env, project, run) as (conn, tap, read_fd):
-            await conn.initialize(
-                protocol_version=1,
-                client_capabilities=ClientCapabilities(),
-                client_info=Implementation(name="agent-meta-thirdparty", version="0"),
+            await bounded(
+                conn.initialize(
+                    protocol_version=1,
+                    client_capabilities=ClientCapabilities(),
+                    client_info=Implementation(name="agent-meta-thirdparty", version="0"),
+                )
             )
             run.seconds["initialize"] = time.perf_counter() - started
-            run.session_id = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
-            control = await Control.connect(str(socket))
+            created = await bounded(conn.new_session(cwd=str(project), mcp_servers=[]))
+            run.session_id = created.session_id
+            control = await bounded(Control.connect(str(socket)))
             live = Live(run, conn, tap, read_fd, control, str(project))
             try:
                 await _steps(live, agent)
@@ -359,7 +373,7 @@ async def _steps(live: Live, agent: Agent) -> None:
 
     live.mark("prompt")
     started = time.perf_counter()
-    await live.conn.prompt(session_id=run.session_id, prompt=[acp.text_block("hello")])
+    await bounded(live.conn.prompt(session_id=run.session_id, prompt=[acp.text_block("hello")]))
     if agent.late_title:  # generated after the response (hermes: in a worker thread)
         await live.until(
             lambda: any(
@@ -382,16 +396,18 @@ async def _steps(live: Live, agent: Agent) -> None:
 
     if agent.load:
         live.mark("load")
-        await live.conn.load_session(cwd=live.cwd, session_id=run.session_id, mcp_servers=[])
+        await bounded(
+            live.conn.load_session(cwd=live.cwd, session_id=run.session_id, mcp_servers=[])
+        )
     if agent.resume:
         live.mark("resume")
-        await live.conn.resume_session(session_id=run.session_id, cwd=live.cwd)
+        await bounded(live.conn.resume_session(session_id=run.session_id, cwd=live.cwd))
     await live.snapshot("restored")
 
     live.mark("close")
     await _close(live, agent)
     if run.meta_mode:
-        run.statistics = await live.control("statistics")
+        run.statistics = await live.call("statistics")
 
 
 async def _burst(live: Live) -> None:
@@ -402,14 +418,14 @@ async def _burst(live: Live) -> None:
     started = time.perf_counter()
     if run.meta_mode:
         live.tap.pause()
-        run.answers["burst"] = await live.control(
+        run.answers["burst"] = await live.call(
             "burst", session=run.session_id, count=BURST, pad=PAD
         )
         run.paused["unread_bytes"] = unread_bytes(live.read_fd)
-        run.paused["statistics"] = await live.control("statistics")
+        run.paused["statistics"] = await live.call("statistics")
         live.tap.resume()
     else:
-        run.answers["burst"] = await live.control(
+        run.answers["burst"] = await live.call(
             "burst", session=run.session_id, count=BURST, pad=PAD
         )
     await live.barrier()
@@ -421,18 +437,19 @@ async def _close(live: Live, agent: Agent) -> None:
     ticking = None
     if agent.close and run.meta_mode:
         ticking = live.control.start("tick_until_fenced", session=run.session_id)
-        await ticking.event()  # a worker thread is publishing
+        await bounded(ticking.event())  # a worker thread is publishing
     try:
-        await live.conn.close_session(session_id=run.session_id)
+        await bounded(live.conn.close_session(session_id=run.session_id))
     except acp.RequestError as exc:
         run.answers["close"] = {"code": exc.code, "message": str(exc)}
     else:
         run.answers["close"] = "ok"
     if ticking is not None:
-        run.answers["ticks"] = await ticking.answer()
+        await live.call("stop_ticking")  # the client has the close response
+        run.answers["ticks"] = await bounded(ticking.answer())
     live.mark("after_close")
     try:
-        run.answers["after_close"] = await live.control(
+        run.answers["after_close"] = await live.call(
             "publish", session=run.session_id, meta={"ext.after_close": True}
         )
     except ControlError as exc:
