@@ -136,7 +136,8 @@ def find_interpreter(recipe: Recipe) -> tuple[str | None, str, list[str]]:
                 tried.append(f"{candidate} ({exc})")
                 continue
             if done.returncode != 0:
-                tried.append(f"{candidate} (does not run: {done.stderr.strip()[-200:]})")
+                said = (done.stderr.strip().splitlines() or ["no output"])[0]
+                tried.append(f"{candidate} (does not run: {said[:120]})")
                 continue
             full = done.stdout.strip()
             if recipe.probe:
