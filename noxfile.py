@@ -116,7 +116,7 @@ def thirdparty(session: nox.Session) -> None:
     deepagents-acp (in this session's venv), and fast-agent, mistral-vibe, hermes-agent and
     kimi-cli, each in a venv of its own on its own Python (``.nox/thirdparty-agents``).
 
-    Not in the default list: the venvs take about 1.3 GB. The four agent venvs are built in the
+    Not in the default list: the venvs take about 1.6 GB. The four agent venvs are built in the
     background (``integration/thirdparty/venvs.py``) while this session installs its own
     requirements. When those cannot be installed (no network, no PyPI) the session is skipped
     and says why; an agent whose venv cannot be built (or that finds no Python it runs on) has
