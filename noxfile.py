@@ -7,6 +7,8 @@ it needs, so a session proves that the declared dependencies are enough.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import nox
@@ -18,6 +20,8 @@ PYTHON = "3.11"
 ROOT = Path(__file__).parent
 NODE_CLIENT = ROOT / "integration" / "node"
 THIRDPARTY = ROOT / "integration" / "thirdparty"
+THIRDPARTY_VENVS = "AGENT_META_THIRDPARTY_BUILDS"
+"""The report of the agent venvs' build (``integration/thirdparty/venvs.py``) the tests read."""
 
 
 @nox.session(python=PYTHON)
@@ -111,18 +115,31 @@ def sdk_releases(session: nox.Session, release: str) -> None:
 
 @nox.session(python=PYTHON)
 def thirdparty(session: nox.Session) -> None:
-    """deepagents-acp, an agent from PyPI, with agent_meta under it (``integration/thirdparty``).
+    """Real agents from PyPI with agent_meta under them (``integration/thirdparty``):
+    deepagents-acp (in this session's venv), and fast-agent, mistral-vibe, hermes-agent and
+    kimi-cli, each in a venv of its own on its own Python (``.nox/thirdparty-agents``).
 
-    Not in the default list: its venv is about 200 MB. When the pinned requirements cannot be
-    installed (no network, no PyPI) the session is skipped and says why;
-    ``AGENT_META_THIRDPARTY_REQUIRED=1`` makes that a failure instead.
+    Not in the default list: the venvs take about 1.6 GB. The four agent venvs are built in the
+    background (``integration/thirdparty/venvs.py``) while this session installs its own
+    requirements. When those cannot be installed (no network, no PyPI) the session is skipped
+    and says why; an agent whose venv cannot be built (or that finds no Python it runs on) has
+    its tests skipped, saying why. ``AGENT_META_THIRDPARTY_REQUIRED=1`` makes both failures.
     """
+    report = Path(session.create_tmp()) / "agent-venvs.json"
+    report.unlink(missing_ok=True)
+    builder = subprocess.Popen(  # stdlib only: the session's bare interpreter runs it
+        [str(Path(session.bin) / "python"), str(THIRDPARTY / "venvs.py"), "--report", str(report)],
+        cwd=ROOT,
+        start_new_session=True,  # its own process group, so that a skip stops its pips too
+    )
     try:
         # Few retries and a short timeout: an offline machine skips in seconds, not minutes.
         session.install(
             "--retries", "2", "--timeout", "30", "-r", str(THIRDPARTY / "requirements.txt")
         )
     except nox.command.CommandFailed:
+        os.killpg(builder.pid, signal.SIGTERM)
+        builder.wait()
         if os.environ.get("AGENT_META_THIRDPARTY_REQUIRED") == "1":
             raise
         session.skip(
@@ -130,7 +147,9 @@ def thirdparty(session: nox.Session) -> None:
             "pip's output is above"
         )
     session.install("-e", ".[sdk,test]")
-    session.run("pytest", str(THIRDPARTY), *session.posargs)
+    if builder.wait() != 0:
+        session.error("integration/thirdparty/venvs.py failed (its output is above)")
+    session.run("pytest", str(THIRDPARTY), *session.posargs, env={THIRDPARTY_VENVS: str(report)})
 
 
 @nox.session(python=PYTHON)

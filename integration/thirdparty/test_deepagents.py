@@ -26,14 +26,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import fcntl
 import importlib.util
 import json
 import os
-import struct
 import sys
 import tempfile
-import termios
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -45,6 +42,7 @@ from acp.schema import ClientCapabilities, Implementation
 
 from agent_meta.testing import ClientMirror
 from integration.harness import LINE_LIMIT, REPO, Transcript, agent_env, run_async
+from integration.thirdparty.pipes import PipeTap, corrupt_lines, pipe_capacity, unread_bytes
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -89,71 +87,6 @@ class RecordingClient:
 
     async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("the scripted agent asks no permission")
-
-
-class PipeTap(asyncio.Protocol):
-    """Reads the agent's stdout for the SDK client and keeps a copy of every raw line.
-
-    It can stop reading at given byte counts (:meth:`pause_at`); the test then waits for the
-    pipe to fill and resumes it.
-    """
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self.reader = reader
-        self.lines: list[bytes] = []
-        self.received = 0
-        self.paused = asyncio.Event()
-        self.transport: asyncio.ReadTransport | None = None
-        self._partial = b""
-        self._pause_at: list[int] = []
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast("asyncio.ReadTransport", transport)
-
-    def data_received(self, data: bytes) -> None:
-        self.received += len(data)
-        *lines, self._partial = (self._partial + data).split(b"\n")
-        self.lines.extend(lines)
-        self.reader.feed_data(data)
-        if self._pause_at and self.received >= self._pause_at[0]:
-            del self._pause_at[0]
-            self.pause()
-
-    def eof_received(self) -> bool:
-        self.reader.feed_eof()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.reader.feed_eof()
-
-    def pause(self) -> None:
-        assert self.transport is not None
-        self.transport.pause_reading()
-        self.paused.set()
-
-    def resume(self) -> None:
-        assert self.transport is not None
-        self.paused.clear()
-        self.transport.resume_reading()
-
-    def pause_at(self, offsets: Sequence[int]) -> None:
-        self._pause_at = sorted(offsets)
-
-    @property
-    def unfinished(self) -> bytes:
-        """Bytes after the last newline (a torn last line would stay here)."""
-        return self._partial
-
-
-def unread_bytes(fd: int) -> int:
-    """Bytes written into the pipe and not read yet (Linux ``FIONREAD``)."""
-    count: int = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
-    return count
-
-
-def pipe_capacity(fd: int) -> int:
-    capacity: int = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
-    return capacity
 
 
 @dataclasses.dataclass
@@ -363,22 +296,6 @@ def show(capsys: pytest.CaptureFixture[str], *lines: str) -> None:
 
 
 # --- what the wire must show -----------------------------------------------------------------
-
-
-def corrupt_lines(lines: Sequence[bytes]) -> list[bytes]:
-    """Lines that are not exactly one JSON-RPC 2.0 message (a request, notification or
-    response)."""
-    bad = []
-    for line in lines:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            bad.append(line)
-            continue
-        shapes = ("method" in message) + ("result" in message) + ("error" in message)
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or shapes != 1:
-            bad.append(line)
-    return bad
 
 
 def live_reply(run: Run) -> str:

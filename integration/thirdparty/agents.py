@@ -1,0 +1,245 @@
+"""The four real agents: how each is started, offline, in its own venv, with or without
+agent_meta.
+
+Only the model is stubbed: fast-agent runs its built-in ``passthrough`` model; the others point
+their OpenAI-compatible provider at :mod:`integration.thirdparty.echo_server`. Each agent's
+state (sessions, logs, config) lives in a fresh directory per run, ``HOME`` included.
+
+Three ways to start each (``mode``):
+
+- ``zero-code``: ``agent-meta run --import integration.thirdparty.meta_control -- AGENT_CMD``,
+  the agent unchanged (the extension only serves the test's control channel);
+- ``glue``: a launcher with the five-line adoption (kimi-cli and hermes-agent, whose own ``main``
+  ends in ``asyncio.run(acp.run_agent(agent, ...))``; see :attr:`Agent.no_glue` for the others);
+- ``baseline``: ``AGENT_CMD`` alone, with the plain-SDK extension
+  (:mod:`integration.thirdparty.plain_control`) for the same control operations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Final
+
+HERE: Final = Path(__file__).resolve().parent
+REPO: Final = HERE.parent.parent
+MODES: Final = ("zero-code", "glue", "baseline")
+EXTENSION: Final = "integration.thirdparty.meta_control"
+
+VIBE_CONFIG: Final = """\
+active_model = "echo"
+enable_telemetry = false
+enable_update_checks = false
+enable_notifications = false
+experimental_enable_model_catalog = false
+
+[[providers]]
+name = "llamacpp"
+api_base = "{base_url}"
+api_key_env_var = ""
+
+[[models]]
+name = "echo-model"
+provider = "llamacpp"
+alias = "echo"
+thinking = "off"
+
+[utility_models]
+title = "active"
+smart_approve = "active"
+"""
+
+#: ``context_length`` keeps hermes from looking the model up on openrouter.ai.
+HERMES_CONFIG: Final = """\
+model:
+  provider: custom
+  default: echo-model
+  base_url: {base_url}
+  api_key: no-key-required
+  context_length: 128000
+auxiliary:
+  title_generation:
+    provider: custom
+    model: echo-model
+    base_url: {base_url}
+    api_key: no-key-required
+"""
+
+KIMI_CONFIG: Final = """\
+default_model = "echo"
+
+[models.echo]
+provider = "local"
+model = "echo-model"
+max_context_size = 128000
+
+[providers.local]
+type = "openai_legacy"
+base_url = "{base_url}"
+api_key = "sk-offline-placeholder"
+"""
+
+#: kimi's ACP server refuses session/new and session/load without a Kimi Code token file,
+#: whatever the provider; this one is only read, never sent (the provider is the echo model).
+KIMI_CREDENTIALS: Final = {
+    "access_token": "offline-placeholder",
+    "refresh_token": "offline-placeholder",
+    "expires_at": 4102444800.0,
+    "scope": "",
+    "token_type": "Bearer",
+    "expires_in": 0.0,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Agent:
+    """One third-party agent and what the tests may expect of it."""
+
+    name: str
+    package: str
+    """The PyPI package and version."""
+    sdk: str
+    """The ``agent-client-protocol`` release it pins."""
+    load: bool
+    """``session/load`` works (advertised)."""
+    resume: bool
+    """``session/resume`` is advertised."""
+    close: bool
+    """``session/close`` is answered with success (advertised or not)."""
+    late_title: bool
+    """It publishes a generated title after the prompt's response (an ``echo:`` title here)."""
+    own_updates: int
+    """How many ``session_info_update`` frames it sends itself for the first prompt."""
+    own_meta: tuple[str, ...]
+    """The top-level ``_meta`` keys of its own updates."""
+    replays: tuple[str, ...]
+    """The steps (``load``, ``resume``) that replay the history in the same process."""
+    glue: str | None = None
+    """The launcher with the five-line adoption, next to this module."""
+    no_glue: str = ""
+    """Why there is no launcher."""
+
+    def command(self, bin_dir: Path, state: Path, *, glue: bool = False) -> list[str]:
+        """The agent's own command (``glue``: the launcher's)."""
+        if glue:
+            assert self.glue is not None, self.no_glue
+            return [str(bin_dir / "python"), str(HERE / self.glue)]
+        if self.name == "fast-agent":
+            home = str(state / "fast-agent-home")
+            return [str(bin_dir / "fast-agent-acp"), "--model", "passthrough", "--home", home]
+        if self.name == "mistral-vibe":
+            return [str(bin_dir / "vibe-acp")]
+        if self.name == "hermes-agent":
+            return [str(bin_dir / "hermes-acp")]
+        # The `kimi` console script of 1.52.0 only prints a deprecation notice (and runs an
+        # installer when given no arguments); its ACP server is started as `kimi acp` did.
+        return [str(bin_dir / "python"), "-c", "from kimi_cli.acp import acp_main; acp_main()"]
+
+    def argv(self, mode: str, bin_dir: Path, state: Path) -> list[str]:
+        """The command for ``mode`` (see the module docstring)."""
+        command = self.command(bin_dir, state, glue=mode == "glue")
+        if mode == "zero-code":
+            return [str(bin_dir / "agent-meta"), "run", "--import", EXTENSION, "--", *command]
+        return command
+
+    def environment(self, mode: str, bin_dir: Path, state: Path, base_url: str) -> dict[str, str]:
+        """Write the agent's offline configuration under ``state``; its environment."""
+        home = state / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        boot = [str(HERE / "baseline_boot")] if mode == "baseline" else []
+        env = {
+            "PATH": os.pathsep.join([str(bin_dir), "/usr/local/bin", "/usr/bin", "/bin"]),
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+            "PYTHONPATH": os.pathsep.join([*boot, str(REPO)]),
+        }
+        if self.name == "mistral-vibe":
+            vibe_home = state / "vibe-home"
+            vibe_home.mkdir()
+            (vibe_home / "config.toml").write_text(VIBE_CONFIG.format(base_url=base_url))
+            env["VIBE_HOME"] = str(vibe_home)
+        elif self.name == "hermes-agent":
+            hermes_home = state / "hermes-home"
+            hermes_home.mkdir()
+            (hermes_home / "config.yaml").write_text(HERMES_CONFIG.format(base_url=base_url))
+            env["HERMES_HOME"] = str(hermes_home)
+        elif self.name == "kimi-cli":
+            share = state / "kimi-share"
+            (share / "credentials").mkdir(parents=True)
+            (share / "config.toml").write_text(KIMI_CONFIG.format(base_url=base_url))
+            (share / "credentials" / "kimi-code.json").write_text(json.dumps(KIMI_CREDENTIALS))
+            env |= {
+                "KIMI_SHARE_DIR": str(share),
+                "KIMI_CLI_NO_AUTO_UPDATE": "1",
+                "KIMI_DISABLE_TELEMETRY": "1",
+            }
+        return env
+
+
+AGENTS: Final = {
+    a.name: a
+    for a in (
+        Agent(
+            "fast-agent",
+            "fast-agent-mcp 0.10.48",
+            "0.12.1",
+            load=True,
+            resume=True,
+            close=False,
+            late_title=False,
+            own_updates=1,
+            own_meta=(),
+            replays=("load", "resume"),
+            no_glue="its `fast-agent-acp` builds a whole FastAgent application (CLI, runtime, "
+            "model factory) before `AgentACPServer.run_async()` calls `run_agent`; a launcher "
+            "would copy that start-up, so the diff belongs in its source "
+            "(`agent_acp_server.py:904`)",
+        ),
+        Agent(
+            "mistral-vibe",
+            "mistral-vibe 3.0.2",
+            "0.11.0",
+            load=True,
+            resume=False,
+            close=True,
+            late_title=True,
+            own_updates=2,
+            own_meta=(),
+            replays=("load",),
+            no_glue="`run_agent` is called from the private `_serve_acp_agent`, after about "
+            "40 lines of `vibe-acp` start-up (home, harness files, logging, dotenv, "
+            "orchestrator, telemetry, the experimental-harness gate, a SIGTERM handler); a "
+            "launcher would copy them, so the diff belongs in its source (`agent.py:1856`)",
+        ),
+        Agent(
+            "hermes-agent",
+            "hermes-agent 0.19.0 [acp]",
+            "0.9.0",
+            load=True,
+            resume=True,
+            close=True,
+            late_title=True,
+            own_updates=1,
+            own_meta=("hermes",),
+            replays=("load", "resume"),
+            glue="hermes_launcher.py",
+        ),
+        Agent(
+            "kimi-cli",
+            "kimi-cli 1.52.0",
+            "0.8.0",
+            load=True,
+            resume=True,
+            close=False,
+            late_title=False,
+            own_updates=0,
+            own_meta=(),
+            replays=(),
+            glue="kimi_launcher.py",
+        ),
+    )
+}
