@@ -42,6 +42,7 @@ __all__ = [
     "background",
     "closed_meanwhile",
     "request_error",
+    "stop_once",
     "to_the_end",
     "unknown",
 ]
@@ -93,6 +94,13 @@ async def to_the_end(write: Coroutine[Any, Any, None]) -> None:
         assert current is not None
         current.cancel()
     task.result()  # the write's own error, if it failed
+
+
+def stop_once(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` once: a turn that is already stopping sends its final updates (a
+    ``session/cancel`` arriving meanwhile, or the close that follows it, must not cut them)."""
+    if not task.cancelling():
+        task.cancel()
 
 
 def request_error(error: JsonRpcError) -> acp.RequestError:
@@ -372,7 +380,7 @@ class SdkAgentBase(Generic[ClientT]):
         answering = [*session.turns.values(), *session.restores.values()]
         stopping: list[asyncio.Task[Any]] = [*session.turns, *session.restores, *session.bursts]
         for task in stopping:
-            task.cancel()
+            stop_once(task)
         await asyncio.gather(*stopping, return_exceptions=True)
         current = asyncio.current_task()
         if waiting := [task for task in answering if task is not current]:
@@ -382,7 +390,7 @@ class SdkAgentBase(Generic[ClientT]):
         session = self._sessions.get(session_id)
         if session is not None:
             for turn in session.turns:
-                turn.cancel()
+                stop_once(turn)
 
     # -- prompt lines ------------------------------------------------------------------------
 
