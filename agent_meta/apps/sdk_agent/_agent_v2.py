@@ -105,6 +105,8 @@ class SdkReferenceAgentV2(SdkAgentBase[Any]):
         self._prompts: dict[int | str | None, str] = {}
         # (session id, message id) -> set once the SDK has sent that prompt's answer.
         self._answered: dict[tuple[str, str], asyncio.Event] = {}
+        # Answers a stopped turn no longer waits for.
+        self._unwaited: set[tuple[str, str]] = set()
 
     def observe(self, event: Any) -> None:
         """The SDK connection's stream observer (``observers=[agent.observe]``): notes each
@@ -126,16 +128,26 @@ class SdkReferenceAgentV2(SdkAgentBase[Any]):
         session_id = self._prompts.pop(request_id, None)
         result = message.get("result")
         message_id = result.get("messageId") if isinstance(result, dict) else None
-        if session_id is not None and isinstance(message_id, str):
-            self._answered.setdefault((session_id, message_id), asyncio.Event()).set()
+        if session_id is None or not isinstance(message_id, str):
+            return
+        key = (session_id, message_id)
+        if key in self._unwaited:
+            self._unwaited.discard(key)
+        else:  # the turn waits for it, or will
+            self._answered.setdefault(key, asyncio.Event()).set()
 
     async def _acknowledged(self, session_id: str, message_id: str) -> None:
         """Wait until the SDK has sent the answer naming ``message_id`` (when observing)."""
         if not self._observing:
             return
         key = (session_id, message_id)
-        await self._answered.setdefault(key, asyncio.Event()).wait()
-        self._answered.pop(key, None)
+        answered = self._answered.setdefault(key, asyncio.Event())
+        try:
+            await answered.wait()
+        finally:
+            del self._answered[key]
+            if not answered.is_set():  # stopped first: the answer may still come
+                self._unwaited.add(key)
 
     # ----------------------------------------------------------------------- the v2 models
 
@@ -253,7 +265,8 @@ class SdkReferenceAgentV2(SdkAgentBase[Any]):
         sid = session.session_id
         stop_reason = "end_turn"
         try:
-            await self._acknowledge(session, turn, message_id)
+            await self._acknowledged(sid, message_id)
+            await self._echo(session, turn, message_id)
             await self._report(session, turn, "running")
             context = self._line_context(
                 session, lifetime, lambda question: self._ask(session, turn, question)
@@ -272,15 +285,17 @@ class SdkReferenceAgentV2(SdkAgentBase[Any]):
                 turn.replies.append(reply)
         except asyncio.CancelledError:
             stop_reason = "cancelled"  # the turn stops; what the client saw is kept
-        await self._acknowledge(session, turn, message_id)  # if a cancellation cut it short
+        # If a cancellation cut it short, the echo goes out without waiting for the answer
+        # (the schema lets it come before or after; the answer may never be sent, if the
+        # connection is ending).
+        await self._echo(session, turn, message_id)
         await self._store_reply(session, message_id, turn.replies)
         await self._report(session, turn, "idle", stop_reason)
 
-    async def _acknowledge(self, session: SdkSession, turn: _Turn, message_id: str) -> None:
-        """Once the prompt's answer is out, echo the user message (once)."""
+    async def _echo(self, session: SdkSession, turn: _Turn, message_id: str) -> None:
+        """Echo the user message (once)."""
         if turn.echoed:
             return
-        await self._acknowledged(session.session_id, message_id)
         echo = user_update(Message("user", message_id, turn.text), True, turn.blocks)
         await self._send(session.session_id, schema.UserMessageUpdate.model_validate(echo))
         turn.echoed = True
