@@ -114,19 +114,20 @@ class SdkReferenceAgentV2(SdkAgentBase[Any]):
         self._observing = True
         message = event.message
         request_id = message.get("id")
-        if not (request_id is None or isinstance(request_id, str | int)):
+        if "id" not in message or not (request_id is None or isinstance(request_id, str | int)):
             return
         if event.direction.value == "incoming":
             params = message.get("params")
             session_id = params.get("sessionId") if isinstance(params, dict) else None
-            is_prompt = message.get("method") == "session/prompt" and "id" in message
-            if is_prompt and isinstance(session_id, str):
+            if message.get("method") == "session/prompt" and isinstance(session_id, str):
                 self._prompts[request_id] = session_id
-            return
-        if "method" in message or "id" not in message:
-            return
+        elif "method" not in message:
+            self._sent_answer(request_id, message.get("result"))
+
+    def _sent_answer(self, request_id: int | str | None, result: object) -> None:
+        """The SDK has sent the answer to request ``request_id``: wake the turn of a prompt
+        answered with its message id."""
         session_id = self._prompts.pop(request_id, None)
-        result = message.get("result")
         message_id = result.get("messageId") if isinstance(result, dict) else None
         if session_id is None or not isinstance(message_id, str):
             return
