@@ -80,6 +80,8 @@ SDK_SUITE = [
     "tests/test_sdk_remote.py",
     "tests/test_lifetime_tracker.py",
     "tests/test_sdk_agent.py",
+    "tests/test_sdk_agent_v2.py",
+    "tests/test_v2_pipe_conformance.py",
     "tests/test_sdk_runtime_pipe.py",
     "tests/test_run.py",
 ]
@@ -111,6 +113,22 @@ def sdk_matrix(session: nox.Session, release: str) -> None:
 def sdk_releases(session: nox.Session, release: str) -> None:
     """The adapter's suite on every supported SDK minor (not in CI: ``sdk_matrix`` is)."""
     _sdk_suite(session, release)
+
+
+@nox.session(python=PYTHON)
+def sdk_v2(session: nox.Session) -> None:
+    """ACP v2 through the official SDK 1.0 (``agent-meta agent --runtime sdk``) against the
+    TypeScript SDK's v2 and v1 clients, each a real agent process, next to the trio runtime:
+    the integration half of what ``sdk_matrix`` checks in-process on 1.0."""
+    session.install("-e", ".[test]", f"agent-client-protocol=={SDK_MATRIX[-1]}")
+    with session.chdir(NODE_CLIENT):
+        session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+    session.run(
+        "pytest",
+        "integration/test_typescript_v2.py",
+        "integration/test_typescript_v1.py",
+        *session.posargs,
+    )
 
 
 @nox.session(python=PYTHON)

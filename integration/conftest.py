@@ -8,7 +8,7 @@ with that reason.
 
 A module that uses the ``agent_runtime`` fixture runs each test against both runtimes of
 ``agent-meta agent``: trio and the official Python SDK (``--runtime sdk``). Tests marked
-``acp_v2`` skip on the SDK runtime, which speaks ACP v1 only.
+``acp_v2`` skip on the SDK runtime where the installed SDK has no ACP v2 side (before 1.0).
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from integration.harness import AGENT_RUNTIMES, SDK_V1_ONLY, node_ready, use_runtime
+from integration.harness import (
+    AGENT_RUNTIMES,
+    SDK_V1_ONLY,
+    node_ready,
+    sdk_speaks_v2,
+    use_runtime,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -25,7 +31,8 @@ if TYPE_CHECKING:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "acp_v2: needs ACP v2 from the agent (skipped on the sdk runtime)"
+        "markers",
+        "acp_v2: needs ACP v2 from the agent (skipped on the sdk runtime before SDK 1.0)",
     )
 
 
@@ -41,7 +48,8 @@ def node() -> None:
 def agent_runtime(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the test against ``agent-meta agent`` on each runtime (``agent_command()``)."""
     runtime: str = request.param
-    if runtime == "sdk" and request.node.get_closest_marker("acp_v2") is not None:
+    v2 = request.node.get_closest_marker("acp_v2") is not None
+    if runtime == "sdk" and v2 and not sdk_speaks_v2():
         pytest.skip(SDK_V1_ONLY)
     with use_runtime(runtime):
         yield runtime

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib.util
 import json
 import os
 import shutil
@@ -44,8 +45,21 @@ AGENT_RUNTIMES = ("trio", "sdk")
 """The runtimes ``agent-meta agent --runtime`` offers; the ``agent_runtime`` fixture runs a
 test once per runtime."""
 
-SDK_V1_ONLY = "the official Python SDK 0.12 speaks ACP v1 only"
-"""Why a v2-only test skips for the ``sdk`` runtime."""
+SDK_V1_ONLY = (
+    "the installed official Python SDK has no ACP v2 side (acp.experimental.v2, 1.0 on): "
+    "--runtime sdk speaks ACP v1 only"
+)
+"""Why a v2-only test skips for the ``sdk`` runtime on an SDK release before 1.0."""
+
+
+def sdk_speaks_v2() -> bool:
+    """Whether ``agent-meta agent --runtime sdk`` can speak ACP v2 here (the installed SDK
+    has ``acp.experimental.v2``)."""
+    try:
+        return importlib.util.find_spec("acp.experimental.v2") is not None
+    except ModuleNotFoundError:  # no acp.experimental at all
+        return False
+
 
 _runtime = "trio"
 

@@ -4,7 +4,8 @@
 and in order (a synchronous TransformStream tap in front of the SDK), plus a marker when each
 request resolves. These tests assert that order and fold the raw frames with
 :class:`ClientMirror` (v2 rules); they also check what the SDK's own handler was given. All of
-them need ACP v2, so they skip on ``--runtime sdk`` (the official Python SDK 0.12 speaks v1).
+them need ACP v2: on ``--runtime sdk`` they run where the official Python SDK has its v2 side
+(``acp.experimental.v2``, 1.0 on) and skip before.
 """
 
 from __future__ import annotations

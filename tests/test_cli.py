@@ -13,6 +13,7 @@ import trio
 
 from agent_meta import __version__
 from agent_meta.acp._lines import DEFAULT_MAX_LINE_BYTES
+from agent_meta.apps import _cli
 from agent_meta.apps._cli import build_parser, main
 from agent_meta.apps.reference_agent import COMMANDS
 from agent_meta.core._jsonrpc import (
@@ -74,11 +75,18 @@ def test_bad_failure_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
     assert "non-empty names" in capsys.readouterr().err
 
 
-def test_sdk_runtime_refuses_protocol_2(capsys: pytest.CaptureFixture[str]) -> None:
+def test_sdk_runtime_refuses_protocol_2_where_the_sdk_has_no_v2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before 1.0 the SDK has no ``acp.experimental.v2``: ``--protocol 2`` is refused (on 1.0
+    it serves the v2 agent, as ``tests/test_v2_pipe_conformance.py`` shows)."""
+    monkeypatch.setattr(_cli, "_sdk_protocol_versions", lambda: (1,))
     with pytest.raises(SystemExit) as exit_info:
         main(["agent", "--runtime", "sdk", "--protocol", "2"])
     assert exit_info.value.code == 2
-    assert "speaks ACP v1 only" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "speaks ACP v1 only" in err
+    assert "agent-client-protocol 1.0" in err
 
 
 def test_sdk_runtime_without_the_sdk_says_what_to_install(

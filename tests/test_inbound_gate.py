@@ -127,6 +127,26 @@ def test_mcp_servers_are_filled_in_when_left_out(method: str) -> None:
     assert gate.statistics.completed_params == 1
 
 
+@pytest.mark.parametrize(
+    ("cursor", "refused"),
+    [("start", True), ({}, True), ({"type": 7}, True), ({"type": "start"}, False), (None, False)],
+)
+def test_a_v2_resume_with_a_malformed_replay_cursor_is_refused(
+    cursor: object, refused: bool
+) -> None:
+    gate = initialized(InboundGate(versions=(2,)), 2)
+    admission = gate.admit(request(1, "session/resume", sessionId="s", cwd="/", replayFrom=cursor))
+    assert (admission.error is not None) is refused
+    if refused:
+        assert admission.error is not None
+        assert admission.error["code"] == -32602
+    v1 = initialized(InboundGate(), 1)  # v1 has no replayFrom: the agent decides
+    assert (
+        v1.admit(request(1, "session/resume", sessionId="s", cwd="/", replayFrom=cursor)).error
+        is None
+    )
+
+
 def cancel_request(request_id: object) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": request_id}}
 

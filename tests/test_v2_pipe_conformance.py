@@ -1,7 +1,9 @@
 """ACP v2 conformance of the connection and the reference agent, over a real pipe (issue 12).
 
 Every test starts ``python -m agent_meta agent`` as a child process and plays the client with
-raw NDJSON lines, asserting what the ACP text requires. Sources are cited per test:
+raw NDJSON lines, asserting what the ACP text requires; each runs on both runtimes (trio, and
+``--runtime sdk`` where the official SDK has its v2 side, 1.0 on; :data:`SDK_GAPS` lists what the
+SDK runtime does not do yet). Sources are cited per test:
 
 * ``spec``: ``agentclientprotocol/agent-client-protocol`` at ``b7f00054`` (2026-08-22), paths
   under ``docs/protocol/v2/``;
@@ -25,6 +27,7 @@ time, or the output ending, is a failure that names what was awaited and the las
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import itertools
 import json
 import subprocess
@@ -38,7 +41,7 @@ import trio
 from agent_meta import SQLiteStore
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
     from pathlib import Path
 
 WAIT = 20.0
@@ -162,10 +165,52 @@ class Peer:
         return f"\nlast frames received:\n{lines}" if lines else "\n(no frame received)"
 
 
+RUNTIMES = ("trio", "sdk")
+"""``agent-meta agent --runtime``: every test runs against both (see :func:`runtime`)."""
+
+SDK_HAS_NO_V2 = (
+    "the installed official Python SDK has no ACP v2 side (acp.experimental.v2, 1.0 on): "
+    "--runtime sdk speaks ACP v1 only"
+)
+
+SDK_GAPS: dict[str, str] = {}
+"""Tests the SDK runtime fails for what the SDK's v2 side does not do and the adapter does not
+do yet: expected failures there (strict: one that passes must leave this list)."""
+
+_runtime = "trio"
+
+
+def _sdk_speaks_v2() -> bool:
+    try:
+        return importlib.util.find_spec("acp.experimental.v2") is not None
+    except ModuleNotFoundError:  # no SDK, or no acp.experimental
+        return False
+
+
+@pytest.fixture(params=RUNTIMES, autouse=True)
+def runtime(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test against ``agent-meta agent`` on each runtime: trio, and the official
+    Python SDK 1.0 (``--runtime sdk``) where it has its v2 side."""
+    global _runtime  # one test at a time: set here, restored after
+    chosen: str = request.param
+    if chosen == "sdk" and not _sdk_speaks_v2():
+        pytest.skip(SDK_HAS_NO_V2)
+    gap = SDK_GAPS.get(request.function.__name__)
+    if chosen == "sdk" and gap is not None:
+        request.applymarker(pytest.mark.xfail(reason=gap, strict=True))
+    previous, _runtime = _runtime, chosen
+    try:
+        yield chosen
+    finally:
+        _runtime = previous
+
+
 @asynccontextmanager
 async def agent(*args: str) -> AsyncIterator[Peer]:
-    """The reference agent as a child process over pipes (stderr is inherited)."""
-    command = [sys.executable, "-m", "agent_meta", "agent", *args]
+    """The reference agent as a child process over pipes (stderr is inherited), on the runtime
+    the :func:`runtime` fixture chose."""
+    flags = [] if _runtime == "trio" else ["--runtime", _runtime]
+    command = [sys.executable, "-m", "agent_meta", "agent", *flags, *args]
     process = await trio.lowlevel.open_process(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib
 import logging
 import os
@@ -63,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="trio",
         help=(
             "trio: agent_meta's own connection (default); sdk: the same agent on the official "
-            "ACP Python SDK with agent_meta's adapter (ACP v1 only; needs the 'sdk' extra)"
+            "ACP Python SDK with agent_meta's adapter (needs the 'sdk' extra; ACP v2 needs "
+            "agent-client-protocol 1.0)"
         ),
     )
     agent.add_argument(
@@ -72,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help=(
             "ACP version(s) to accept at initialize: auto negotiates 1 or 2 (default: auto; "
-            "with --runtime sdk, 1 only)"
+            "with --runtime sdk before agent-client-protocol 1.0, 1 only)"
         ),
     )
     agent.add_argument(
@@ -205,16 +207,18 @@ def _agent_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     )
 
 
-SDK_V1_ONLY = "the official Python SDK 0.12 speaks ACP v1 only"
-"""Why ``--runtime sdk`` takes no ``--protocol 2``."""
+SDK_V1_ONLY = (
+    "the official Python SDK before 1.0 speaks ACP v1 only "
+    "(ACP v2 needs agent-client-protocol 1.0 or later: acp.experimental.v2)"
+)
+"""Why ``--runtime sdk`` takes no ``--protocol 2`` on an SDK release without the v2 API."""
 
 
 def _run_sdk_agent(
     parser: argparse.ArgumentParser, args: argparse.Namespace, options: OwnerOptions
 ) -> int:
-    """``agent-meta agent --runtime sdk``: the reference agent on the official SDK (asyncio)."""
-    if 1 not in _PROTOCOLS[args.protocol]:
-        parser.error(f"--protocol {args.protocol} with --runtime sdk: {SDK_V1_ONLY}")
+    """``agent-meta agent --runtime sdk``: the reference agent on the official SDK (asyncio):
+    ACP v1 on any supported release, v2 on 1.0 (``auto``: the one the client asks for)."""
     sdk_agent = _import_extra(
         "agent_meta.apps.sdk_agent",
         "agent-meta agent --runtime sdk needs the official ACP Python SDK",
@@ -222,6 +226,10 @@ def _run_sdk_agent(
     )
     if sdk_agent is None:
         return 2
+    offered = _sdk_protocol_versions()
+    protocols = tuple(v for v in _PROTOCOLS[args.protocol] if v in offered)
+    if not protocols:
+        parser.error(f"--protocol {args.protocol} with --runtime sdk: {SDK_V1_ONLY}")
     if (problem := _not_a_pipe()) is not None:
         print(
             f"agent-meta agent --runtime sdk: {problem}; asyncio's pipe transports take pipes, "
@@ -229,15 +237,24 @@ def _run_sdk_agent(
             file=sys.stderr,
         )
         return 2
-    options = dataclasses.replace(options, protocol_version=1)
+    # The owner follows the version initialize answers; it starts at the one served alone.
+    options = dataclasses.replace(options, protocol_version=2 if protocols == (2,) else 1)
     import asyncio
 
+    serve = functools.partial(sdk_agent.serve_sdk_agent, protocols=protocols)
     try:
-        asyncio.run(_serve_sdk(sdk_agent.serve_sdk_agent, args.store, args.max_line, options))
+        asyncio.run(_serve_sdk(serve, args.store, args.max_line, options))
     except (AgentMetaError, ExceptionGroup) as exc:
         print(f"agent-meta: stopped: {'; '.join(map(repr, _leaves(exc)))}", file=sys.stderr)
         return 1
     return 0
+
+
+def _sdk_protocol_versions() -> tuple[int, ...]:
+    """The ACP versions the installed SDK serves (``(1, 2)`` on 1.0, else ``(1,)``)."""
+    from .sdk_agent._serve import sdk_protocol_versions
+
+    return sdk_protocol_versions()
 
 
 def _not_a_pipe() -> str | None:

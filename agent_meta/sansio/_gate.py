@@ -16,6 +16,8 @@ runtimes answer alike; the adapter only carries them out:
   ``initialize`` asking for less than all of them is refused ``-32022`` with ``data:
   {"requested", "supported"}``, and one asking for more than the highest is passed on as
   asking for the highest (a v2 runtime refuses any other version; ACP says to offer ours);
+- under v2, a ``session/resume`` whose ``replayFrom`` is neither ``null`` nor an object with a
+  string ``type`` is refused ``-32602`` (the SDK would resume without replay instead);
 - ``session/new``, ``session/load`` and ``session/resume`` without ``mcpServers`` get ``[]``
   (the v1 schema requires the field, the SDK refuses the request without it; v2 and
   agent_meta's connection take it as empty);
@@ -245,6 +247,11 @@ class InboundGate:
         )
         if refused is not None:
             raise refused
+        if method == "session/resume" and speaks_v2 and _malformed_cursor(params):
+            raise JsonRpcError(
+                INVALID_PARAMS,
+                "invalid params: 'replayFrom' is an object with a string 'type', or null",
+            )
         if method in _NEEDS_SERVERS and isinstance(params, dict) and "mcpServers" not in params:
             self.statistics.completed_params += 1
             return {**message, "params": {**params, "mcpServers": []}}
@@ -309,6 +316,15 @@ class InboundGate:
     def in_flight(self) -> int:
         """Requests of the client passed to the agent and not answered yet."""
         return len(self._in_flight)
+
+
+def _malformed_cursor(params: object) -> bool:
+    """Whether a v2 ``session/resume`` carries a ``replayFrom`` that is no cursor (the SDK's
+    v2 side would take it as none, and resume without the replay asked for)."""
+    if not isinstance(params, dict) or params.get("replayFrom") is None:
+        return False
+    cursor = params["replayFrom"]
+    return not isinstance(cursor, dict) or not isinstance(cursor.get("type"), str)
 
 
 def refusal(

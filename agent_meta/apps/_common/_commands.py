@@ -33,6 +33,7 @@ __all__ = [
     "Resolve",
     "SetTitle",
     "Trace",
+    "available_commands_update",
     "parse_dotted_path",
     "parse_line",
 ]
@@ -51,6 +52,21 @@ COMMANDS: Final[tuple[tuple[str, str, str], ...]] = (
     ("trace", "Set _meta KEY with notification _meta {traceparent} on that frame only", "T K JSON"),
 )
 """``(name, description, input hint)`` of every command, as advertised to clients."""
+
+
+def available_commands_update(v2: bool) -> JsonObject:
+    """The ``available_commands_update`` that advertises :data:`COMMANDS` (ACP v2: each command
+    has ``"type": "command"`` and a typed ``input``, as in the schema of
+    ``@agentclientprotocol/sdk`` 2.4.0)."""
+    commands: list[JsonValue] = []
+    for name, description, hint in COMMANDS:
+        if v2:
+            command: JsonObject = {"type": "command", "name": name, "description": description}
+            command["input"] = {"type": "text", "hint": hint}
+        else:
+            command = {"name": name, "description": description, "input": {"hint": hint}}
+        commands.append(command)
+    return {"sessionUpdate": "available_commands_update", "availableCommands": commands}
 
 
 class CommandError(ValueError):

@@ -23,6 +23,7 @@ __all__ = [
     "Message",
     "check_replayable",
     "frame_size",
+    "replay_requested",
     "replay_updates",
     "reply_id",
     "reply_text",
@@ -69,6 +70,21 @@ def check_replayable(
             f"invalid params: the prompt would take {largest} bytes to send back (echo and "
             f"replay), over the frame limit of {max_frame_bytes} bytes",
         )
+
+
+def replay_requested(replay_from: JsonValue) -> bool:
+    """Whether a v2 ``session/resume`` with this ``replayFrom`` replays the conversation:
+    ``{"type": "start"}`` does, an absent or ``null`` one does not, and any other cursor is
+    refused (``-32602``): the agent knows no other, and the Rust schema's ``ReplayFrom::Other``
+    says to reject a cursor rather than guess where to replay from."""
+    if isinstance(replay_from, dict) and replay_from.get("type") == "start":
+        return True
+    if replay_from is None:
+        return False
+    raise JsonRpcError(
+        INVALID_PARAMS,
+        f"unsupported replayFrom {replay_from!r}: only {{'type': 'start'}} is known",
+    )
 
 
 def frame_size(update: JsonObject, session_id: str) -> int:

@@ -22,7 +22,6 @@ import trio
 
 from agent_meta import BaseAgent, JsonRpcError, RequestContext, __version__
 from agent_meta.wire import (
-    INVALID_PARAMS,
     METHOD_NOT_FOUND,
     REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
@@ -31,11 +30,13 @@ from agent_meta.wire import (
     require_str,
 )
 
-from .._common._commands import COMMANDS
+from .._common._commands import available_commands_update
+from .._common._foreground import SessionForeground
 from .._common._listing import MAX_CWD, Pager, check_cwd, list_entry, listed_info
 from .._common._replay import (
     Message,
     check_replayable,
+    replay_requested,
     replay_updates,
     reply_id,
     reply_text,
@@ -45,7 +46,7 @@ from .._common._storage import HistoryStore, SessionRecord, utc_now
 from ._lines import run_line
 
 if TYPE_CHECKING:
-    from agent_meta import AgentConnection, JsonObject, JsonValue, SessionLifetime, SQLiteStore
+    from agent_meta import AgentConnection, JsonObject, SessionLifetime, SQLiteStore
 
 __all__ = ["AGENT_NAME", "MAX_CWD", "ReferenceAgent"]
 
@@ -55,18 +56,7 @@ AGENT_NAME = "agent-meta-reference"
 @dataclasses.dataclass(slots=True)
 class _Session(SessionRecord):
     prompts: set[trio.CancelScope] = dataclasses.field(default_factory=set)
-    turns: dict[_Foreground, str] = dataclasses.field(default_factory=dict)  # state per turn
-    reported: str = "idle"  # the foreground state last reported to the client
-
-    @property
-    def state(self) -> str:
-        """The v2 foreground state of the session as a whole, from all its turns:
-        ``requires_action`` if any waits for the client, else ``running`` if any runs, else
-        ``idle``."""
-        states = set(self.turns.values())
-        if "requires_action" in states:
-            return "requires_action"
-        return "running" if states else "idle"
+    foreground: SessionForeground = dataclasses.field(default_factory=SessionForeground)
 
 
 @dataclasses.dataclass(slots=True)
@@ -83,9 +73,7 @@ class _Turn:
 
 class _Foreground:
     """One turn's foreground state, reported to the client as the session's (v2
-    ``state_update``): the session's state is derived from all its turns, and only its changes
-    are reported, except that the end of a turn that leaves the session idle always reports
-    ``idle`` with the turn's stop reason (that is how a v2 client learns the turn ended)."""
+    ``state_update``, see :class:`SessionForeground`)."""
 
     def __init__(self, ctx: RequestContext, session: _Session) -> None:
         self._ctx = ctx
@@ -93,20 +81,9 @@ class _Foreground:
 
     async def report(self, state: str, stop_reason: str | None = None) -> None:
         session = self._session
-        if state == "idle":
-            session.turns.pop(self, None)  # this turn is over
-        else:
-            session.turns[self] = state
-        current = session.state
-        ended = stop_reason is not None and current == "idle"
-        if current == session.reported and not ended:
+        update = session.foreground.change(self, state, stop_reason)
+        if update is None or self._ctx.protocol_version < 2:
             return
-        session.reported = current
-        if self._ctx.protocol_version < 2:
-            return
-        update: JsonObject = {"sessionUpdate": "state_update", "state": current}
-        if ended:
-            update["stopReason"] = stop_reason
         await self._ctx.connection.session_update(session.session_id, update)
 
 
@@ -188,20 +165,7 @@ class ReferenceAgent(BaseAgent):
         return {"sessionId": session_id}
 
     def _commands_update(self, ctx: RequestContext) -> JsonObject:
-        commands: list[JsonValue] = []
-        for name, description, hint in COMMANDS:
-            if ctx.protocol_version >= 2:
-                commands.append(
-                    {
-                        "type": "command",
-                        "name": name,
-                        "description": description,
-                        "input": {"type": "text", "hint": hint},
-                    }
-                )
-            else:
-                commands.append({"name": name, "description": description, "input": {"hint": hint}})
-        return {"sessionUpdate": "available_commands_update", "availableCommands": commands}
+        return available_commands_update(ctx.protocol_version >= 2)
 
     async def list_sessions(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         cwd = optional_str(params, "cwd")
@@ -226,16 +190,7 @@ class ReferenceAgent(BaseAgent):
     async def resume_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         session = self._session(params)
         require_str(params, "cwd")
-        replay = False
-        if ctx.protocol_version >= 2:
-            replay_from = params.get("replayFrom")
-            if isinstance(replay_from, dict) and replay_from.get("type") == "start":
-                replay = True
-            elif replay_from is not None:
-                raise JsonRpcError(
-                    INVALID_PARAMS,
-                    f"unsupported replayFrom {replay_from!r}: only {{'type': 'start'}} is known",
-                )
+        replay = ctx.protocol_version >= 2 and replay_requested(params.get("replayFrom"))
         await self._restore(ctx, session, replay=replay)
         return {}
 
@@ -271,9 +226,7 @@ class ReferenceAgent(BaseAgent):
                 for update in replay_updates(message, v2, sid, owner.max_frame_bytes):
                     await ctx.connection.session_update(sid, update)
         if ctx.protocol_version >= 2:  # the foreground state, even without replay (v2 schema)
-            session.reported = session.state
-            state: JsonObject = {"sessionUpdate": "state_update", "state": session.reported}
-            await ctx.connection.session_update(sid, state)
+            await ctx.connection.session_update(sid, session.foreground.snapshot())
 
     # ----------------------------------------------------------------------- close / cancel
 

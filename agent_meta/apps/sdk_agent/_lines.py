@@ -1,12 +1,14 @@
-"""Running one prompt line of the SDK agent: a command, or an echo.
+"""Running one prompt line of an SDK agent: a command, or an echo.
 
-The point of this agent is the split. What the SDK can say goes through the SDK, as any SDK
+The point of these agents is the split. What the SDK can say goes through the SDK, as any SDK
 agent would write it: ``conn.session_update(sid, SessionInfoUpdate(...))`` for a title or a
 ``_meta`` patch (``/meta set``, ``rm``, ``patch``, ``/title TEXT``, ``/trace`` with its
 notification ``_meta`` as keyword arguments), and the adapter absorbs it into the lifetime.
-What the SDK cannot say goes through the lifetime handle: a cleared ``_meta`` or title (the SDK
-drops ``None`` fields), domain edits and failure incidents. Both paths end in the same owner, so
-a client folds the same state as with the trio reference agent.
+What the SDK cannot say goes through the lifetime handle: domain edits and failure incidents,
+and on ACP v1 a cleared ``_meta`` or title (the v1 API drops ``None`` fields; the v2 API keeps
+them, so there ``/meta clear`` and ``/title`` with no text go through the SDK too). Both paths
+end in the same owner, so a client folds the same state as with the trio reference agent.
+``/ask`` is the agent's own (the permission request differs between the versions).
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import acp
 import pydantic
-from acp.schema import PermissionOption, SessionInfoUpdate, ToolCallUpdate
 
 from .._common._commands import (
     Ask,
@@ -30,7 +31,6 @@ from .._common._commands import (
     Trace,
 )
 from .._common._replies import (
-    ASK_OPTIONS,
     LifetimeCommand,
     permission_reply,
     published_reply,
@@ -39,25 +39,30 @@ from .._common._replies import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from agent_meta import JsonValue, SessionLifetime
 
-__all__ = ["LineContext", "run_line"]
+__all__ = ["LineContext", "permission_answer", "run_line"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LineContext:
     """What a prompt line may act on: the SDK connection and the session's lifetime."""
 
-    client: acp.Client
-    """The SDK's connection to the client (``AgentSideConnection``)."""
+    send: Callable[..., Awaitable[None]]
+    """``session/update`` through the SDK: ``send(session_id, update, **notification_meta)``."""
     lifetime: SessionLifetime
     """The session's lifetime, for what the SDK cannot express."""
+    info_update: Callable[..., Any]
+    """Builds the SDK's ``SessionInfoUpdate`` from its fields (``field_meta``, ``title``)."""
+    clears_through_sdk: bool
+    """The SDK keeps ``None`` fields (its v2 API): clearing ``_meta`` or the title goes through
+    it too."""
     start_burst: Callable[[str, int], str]
     """Starts ``/burst`` as a task of the session; returns the reply."""
-    next_tool_call_id: Callable[[], str]
-    """A fresh ``toolCallId`` for ``/ask``."""
+    ask: Callable[[str], Awaitable[str]]
+    """``/ask TEXT``: asks the client, waits, returns the reply."""
 
 
 async def run_line(ctx: LineContext, line: str) -> str:
@@ -76,7 +81,11 @@ async def _execute(ctx: LineContext, command: Command) -> str:
             return await _say(ctx, {"field_meta": patch}, "_meta patched")
         case SetTitle(str() as title):
             return await _say(ctx, {"title": title}, "title set")
-        case SetTitle(None):  # the SDK drops a None title: only the lifetime can clear it
+        case SetTitle(None) if ctx.clears_through_sdk:
+            return await _say(ctx, {"title": None}, "title cleared")
+        case MetaClear() if ctx.clears_through_sdk:
+            return await _say(ctx, {"field_meta": None}, "_meta cleared")
+        case SetTitle(None):  # the v1 API drops a None title: only the lifetime can clear it
             return published_reply(await lifetime.publish(title=None), "title cleared")
         case MetaClear():  # likewise a None _meta
             return published_reply(await lifetime.publish(meta=None), "_meta cleared")
@@ -94,7 +103,7 @@ async def _execute_on_lifetime(ctx: LineContext, command: Command) -> str:
         case Burst(count, key):
             return ctx.start_burst(key, count)
         case Ask(text):
-            return await _ask(ctx, text)
+            return await ctx.ask(text)
     raise AssertionError(f"unhandled command {command!r}")  # pragma: no cover
 
 
@@ -106,23 +115,18 @@ async def _say(
     lifetime = ctx.lifetime
     if lifetime.closed:  # the SDK call cannot say whether it was fenced; the handle can
         return published_reply(False, what)
-    update = SessionInfoUpdate(session_update="session_info_update", **fields)
-    await ctx.client.session_update(lifetime.session_id, update, **notification_meta)
+    await ctx.send(lifetime.session_id, ctx.info_update(**fields), **notification_meta)
     return published_reply(True, what)
 
 
-async def _ask(ctx: LineContext, text: str) -> str:
-    """``session/request_permission`` (v1: a ``toolCall``) through the SDK; the turn waits."""
-    options = [PermissionOption.model_validate(option) for option in ASK_OPTIONS]
-    tool_call = ToolCallUpdate(tool_call_id=ctx.next_tool_call_id(), title=text, kind="other")
+async def permission_answer(request: Awaitable[Any]) -> str:
+    """The reply to the client's answer to ``session/request_permission`` (either version's
+    SDK call, awaited here); a refusal or a result that is not a permission response is no
+    answer. A closed connection raises ``ConnectionError`` (the caller says so)."""
     try:
-        response = await ctx.client.request_permission(
-            session_id=ctx.lifetime.session_id, tool_call=tool_call, options=options
-        )
+        response = await request
     except acp.RequestError as exc:
         return f"not answered: the client refused ({exc.code} {exc})"
-    except ConnectionError:
-        return "not answered: the connection closed"
     except pydantic.ValidationError as exc:
         # A result that is not a permission response ({}, null): valid JSON-RPC, no answer.
         return permission_reply(_answered(exc))
