@@ -20,7 +20,6 @@ import asyncio
 import dataclasses
 import itertools
 import logging
-import uuid
 from typing import TYPE_CHECKING, Any
 
 import acp
@@ -61,7 +60,7 @@ from .._common._replay import (
     reply_id,
     reply_text,
 )
-from .._common._storage import HistoryStore, SessionRecord, utc_now
+from .._common._storage import HistoryStore, SessionRecord, new_session_id, utc_now
 from ..reference_agent import AGENT_NAME
 from ._lines import LineContext, run_line
 
@@ -165,7 +164,6 @@ class SdkReferenceAgent:
         self._adapter = adapter
         self._client: acp.Client | None = None
         self._sessions: dict[str, _Session] = {}
-        self._ids = itertools.count(1)
         self._tool_calls = itertools.count(1)
         self._history = history
         self._pager = Pager(list_page_size)
@@ -249,7 +247,7 @@ class SdkReferenceAgent:
             check_cwd(cwd)
         except JsonRpcError as exc:
             raise _request_error(exc) from None
-        session_id = f"sess-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+        session_id = new_session_id()
         session = _Session(session_id=session_id, cwd=cwd, updated_at=utc_now())
         await self._save_session(session)
         self._sessions[session_id] = session
@@ -277,26 +275,23 @@ class SdkReferenceAgent:
         except JsonRpcError as exc:
             raise _request_error(exc) from None
         entries = [
-            self._entry(session)
-            for session in self._sessions.values()
+            await self._entry(session)
+            for session in list(self._sessions.values())
             if cwd is None or session.cwd == cwd
         ]
         max_bytes = self._adapter.owner.max_frame_bytes
         return ListSessionsResponse.model_validate(self._pager.page(entries, start, cwd, max_bytes))
 
-    def _entry(self, session: _Session) -> JsonObject:
-        info = self._info(session)
+    async def _entry(self, session: _Session) -> JsonObject:
+        info = await listed_info(self._adapter.owner, session.session_id, session.last_info)
         max_bytes = self._adapter.owner.max_frame_bytes
         return list_entry(session.session_id, session.cwd, session.updated_at, info, max_bytes)
-
-    def _info(self, session: _Session) -> JsonObject:
-        return listed_info(self._adapter.owner, session.session_id, session.last_info)
 
     # ----------------------------------------------------------------------- resume / load
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
         """Replay the conversation; the adapter resyncs after it, before the response."""
-        session = self._session(session_id)
+        session = await self._taken_session(session_id)
         if not await self._stoppable(session.restores, self._restore(session, replay=True)):
             raise _closed_meanwhile()
         return LoadSessionResponse()
@@ -305,7 +300,7 @@ class SdkReferenceAgent:
         self, session_id: str, cwd: str, **kwargs: Any
     ) -> ResumeSessionResponse:
         """v1 resume: no replay; the adapter resyncs before the response."""
-        session = self._session(session_id)
+        session = await self._taken_session(session_id)
         if not await self._stoppable(session.restores, self._restore(session, replay=False)):
             raise _closed_meanwhile()
         return ResumeSessionResponse()
@@ -362,7 +357,8 @@ class SdkReferenceAgent:
             await self._stop_work(session)
         if not self._adapter.owner.has_lifetime(session_id):
             return
-        session.last_info = self._info(session)
+        owner = self._adapter.owner
+        session.last_info = await listed_info(owner, session.session_id, session.last_info)
         session.closed = True  # kept in the store too: a restarted agent reopens it alike
         await self._save_session(session)
 
@@ -383,6 +379,15 @@ class SdkReferenceAgent:
         if session is not None:
             for turn in session.turns:
                 turn.cancel()
+
+    async def _taken_session(self, session_id: str) -> _Session:
+        """The session a load or resume takes over, as the store holds it now: another
+        process on the same file may have created it, or added messages since."""
+        if self._history is not None:
+            session = self._sessions.get(session_id) or _Session(session_id, "", "")
+            if await asyncio.shield(self._history.refresh(session)):
+                self._sessions.setdefault(session_id, session)
+        return self._session(session_id)
 
     def _session(self, session_id: str) -> _Session:
         session = self._sessions.get(session_id)
