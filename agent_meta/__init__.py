@@ -28,6 +28,7 @@ from .core._errors import AgentMetaError as AgentMetaError
 from .core._errors import FrameLostError as FrameLostError
 from .core._errors import FrameNotSentError as FrameNotSentError
 from .core._errors import FrameTooLargeError as FrameTooLargeError
+from .core._errors import LifetimeTakenOverError as LifetimeTakenOverError
 from .core._errors import MetaPathError as MetaPathError
 from .core._errors import MetaValueError as MetaValueError
 from .core._errors import OwnerClosedError as OwnerClosedError
@@ -68,11 +69,11 @@ if _typing.TYPE_CHECKING:
     from .owner._asyncio import AsyncioMetaOwner as AsyncioMetaOwner
     from .owner._asyncio import open_asyncio_owner as open_asyncio_owner
     from .owner._asyncio_stream import AsyncioStreamTransport as AsyncioStreamTransport
-    from .owner._base import OwnerStatistics as OwnerStatistics
     from .owner._lifetime import DomainHandle as DomainHandle
     from .owner._lifetime import SessionLifetime as SessionLifetime
     from .owner._protocol import Owner as Owner
     from .owner._sqlite import SQLiteStore as SQLiteStore
+    from .owner._statistics import OwnerStatistics as OwnerStatistics
     from .owner._store import LifetimeStore as LifetimeStore
     from .owner._store import MemoryStore as MemoryStore
     from .owner._threadsafe import ThreadsafeOwner as ThreadsafeOwner
@@ -99,7 +100,7 @@ _LAZY: dict[str, str] = {
     "AsyncioMetaOwner": ".owner._asyncio",
     "open_asyncio_owner": ".owner._asyncio",
     "AsyncioStreamTransport": ".owner._asyncio_stream",
-    "OwnerStatistics": ".owner._base",
+    "OwnerStatistics": ".owner._statistics",
     "DomainHandle": ".owner._lifetime",
     "SessionLifetime": ".owner._lifetime",
     "Owner": ".owner._protocol",
@@ -189,6 +190,7 @@ __all__ = [
     "JsonRpcError",
     "JsonValue",
     "LifetimeStore",
+    "LifetimeTakenOverError",
     "MemoryStore",
     "MetaOwner",
     "MetaPatch",

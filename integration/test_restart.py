@@ -284,24 +284,40 @@ def test_closed_session_is_gone_after_restart(tmp_path: Path) -> None:
     assert info_updates(segment)[-1]["_meta"] == {}
 
 
-def test_second_agent_on_the_same_file_fails_clearly(tmp_path: Path) -> None:
+def test_a_second_agent_on_the_same_file_takes_a_session_over(tmp_path: Path) -> None:
+    """Two agent processes on one file (two editor windows): the second resumes a session of
+    the first, restores what the first stored and resyncs its client; from then on the first
+    one's publications for that session reach neither the file nor its own client."""
     store = tmp_path / "agent.sqlite"
 
-    async def scenario() -> str:
-        async with agent(store) as (conn, _wire, _process):
-            await new_session(conn)
-            second = await asyncio.create_subprocess_exec(
-                *agent_command("--store", str(store)),
-                env=agent_env(),
-                cwd=CWD,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+    async def scenario() -> tuple[str, dict[str, Any], dict[str, Any]]:
+        async with (
+            agent(store) as (first, first_wire, _process),
+            agent(store) as (second, second_wire, _other),
+        ):
+            # The session is created after the second process started: it reads it then.
+            session = await new_session(first)
+            await first.prompt(session_id=session, prompt=text("/title Shared\n/meta set a 1"))
+            start = second_wire.mark()
+            await second.load_session(cwd=CWD, session_id=session, mcp_servers=[])
+            segment = second_wire.incoming(start)
+            replayed = [
+                u
+                for u in session_updates(segment)
+                if u.get("sessionUpdate") == "user_message_chunk"
+            ]
+            assert replayed, "the history the first process stored was not replayed"
+            assert info_updates(segment)[-1]["_meta"] == {"a": 1}  # the resync
+            await second.prompt(session_id=session, prompt=text("/meta set b 2"))
+            # The first process does not hold the session any more.
+            await first.prompt(session_id=session, prompt=text("/meta set c 3"))
+            return (
+                session,
+                client_state(first_wire.mirror, session),
+                client_state(second_wire.mirror, session),
             )
-            _out, err = await second.communicate(b"")
-            assert second.returncode == 1
-            return err.decode()
 
-    err = run_async(scenario())
-    assert "StoreLockedError" in err
-    assert str(store) in err
+    session, first_view, second_view = run_async(scenario())
+    assert first_view["meta"] == {"a": 1}  # its client heard nothing of c
+    assert second_view == {"title": "Shared", "meta": {"a": 1, "b": 2}}
+    assert stored_state(store, session) == {"title": "Shared", "meta": {"a": 1, "b": 2}}

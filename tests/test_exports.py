@@ -40,6 +40,7 @@ PUBLIC_NAMES = [
     "JsonObject",
     "JsonValue",
     "merge_agui_metadata",
+    "LifetimeTakenOverError",
     "MetaPathError",
     "MetaPatch",
     "MetaValueError",

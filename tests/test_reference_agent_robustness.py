@@ -542,8 +542,9 @@ async def test_a_signal_stops_the_agent_gracefully(tmp_path: Path, signum: int) 
     wal = trio.Path(f"{store}-wal")
     assert not await wal.exists(), "the store was not closed (its -wal is left)"
     async with await SQLiteStore.open(store) as reopened:
-        lifetimes = await reopened.load_lifetimes()
-    stored_meta = lifetimes[session_id].meta
+        record = await reopened.read(session_id)
+    assert record is not None
+    stored_meta = record.meta
     assert stored_meta is not None
     assert json.loads(stored_meta) == {"k": 1}
 

@@ -825,7 +825,7 @@ def test_a_frame_whose_lifetime_closed_while_stored_is_dropped() -> None:
     q.stored(batch)
     deletes = q.next_action()  # the close is stored before anything else is written
     assert isinstance(deletes, StoreBatch)
-    assert deletes.deletes == [SID]
+    assert deletes.deletes == [(SID, 1)]  # its first record, stored under epoch 1
     q.stored(deletes)
     assert q.next_action() is None
     assert q.counters.fenced == 1
@@ -835,6 +835,11 @@ def test_a_frame_whose_lifetime_closed_while_stored_is_dropped() -> None:
 def test_a_change_without_a_frame_is_stored_and_flushing_waits_for_it() -> None:
     q = make_queue(durable=True)
     s = opened(q)
+    created = q.next_action()  # a new lifetime is stored before anything else
+    assert isinstance(created, StoreBatch)
+    assert [(r.session_id, r.epoch) for r in created.saves] == [(SID, 0)]
+    q.stored(created)
+    assert s.epoch == 1
     assert q.submit(s, ResolveFailure(FailureIncident("none", 1))) is Outcome.REFUSED
     assert q.next_action() is None  # nothing changed, nothing to store
     q.submit(s, ReportFailure(FailureIncident("i", 1), {"m": 1}))

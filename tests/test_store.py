@@ -67,14 +67,23 @@ class FailingStore:
     def location(self) -> str:
         return self.inner.location
 
-    async def load_lifetimes(self) -> dict[str, StoredLifetime]:
-        return await self.inner.load_lifetimes()
+    async def claim(self, session_id: str, holder: str) -> StoredLifetime | None:
+        return await self.inner.claim(session_id, holder)
 
-    async def write(self, saves: Sequence[StoredLifetime], deletes: Sequence[str]) -> None:
+    async def read(self, session_id: str) -> StoredLifetime | None:
+        return await self.inner.read(session_id)
+
+    async def write(
+        self,
+        saves: Sequence[StoredLifetime],
+        deletes: Sequence[tuple[str, int]],
+        *,
+        holder: str,
+    ) -> frozenset[str]:
         self.calls += 1
         if self.calls == self.fail_on:
             raise self.error
-        await self.inner.write(saves, deletes)
+        return await self.inner.write(saves, deletes, holder=holder)
 
 
 async def test_every_frame_is_stored_before_it_is_written(driver: Driver) -> None:
@@ -99,8 +108,12 @@ async def test_a_new_owner_resumes_the_stored_lifetime_and_its_incident(driver: 
         await lifetime.report_failure("inc", 4, {"why": "boom"})
     mirror = ClientMirror()
     async with driver.open_owner(RecordingTransport(mirror=mirror), store=store) as owner:
-        assert owner.has_stored_lifetime("s")
-        lifetime = owner.open_lifetime("s")
+        stored = await owner.stored_snapshot("s")
+        assert stored is not None
+        assert stored.title == "T"
+        claimed = await owner.claim_lifetime("s")
+        assert claimed is not None
+        lifetime = claimed
         assert lifetime.current_failure is not None
         assert lifetime.current_failure.revision == 4
         snapshot = lifetime.snapshot()
@@ -164,10 +177,12 @@ async def test_a_lost_frame_stores_the_repair_flag(driver: Driver) -> None:
     assert transport.lost
     # A stored flag comes back: the next frame is preceded by a resync.
     store2 = MemoryStore()
-    await store2.write([StoredLifetime("s", meta='{"a":1}', needs_repair=True)], [])
+    await store2.write([StoredLifetime("s", meta='{"a":1}', needs_repair=True)], [], holder="x")
     mirror = ClientMirror()
     async with driver.open_owner(RecordingTransport(mirror=mirror), store=store2) as owner:
-        await owner.open_lifetime("s").publish(meta={"b": 2})
+        claimed = await owner.claim_lifetime("s")
+        assert claimed is not None
+        await claimed.publish(meta={"b": 2})
     assert mirror.meta("s") == {"a": 1, "b": 2}
     assert owner.statistics().repairs == 1
 
@@ -192,7 +207,8 @@ async def test_a_failing_store_stops_the_owner_before_the_frame(
             lifetime = owner.open_lifetime("s")
             await lifetime.publish(meta={"a": 1})
             await owner.wait_flushed()
-            await lifetime.publish(meta={"b": 2})
+            with pytest.raises(OwnerClosedError):
+                await lifetime.publish(meta={"b": 2})  # accepted only once stored: it never is
             with pytest.raises(OwnerClosedError):
                 await owner.wait_flushed()
             with pytest.raises(OwnerClosedError):
@@ -223,10 +239,12 @@ async def test_sqlite_round_trip_and_resume(driver: Driver, tmp_path: Path) -> N
         await owner.wait_flushed()
         owner.close_lifetime("gone")
     async with await SQLiteStore.open(path) as store:
-        records = await store.load_lifetimes()
-        assert set(records) == {"s"}
+        assert await store.read("gone") is None
+        assert await store.read("s") is not None
         async with driver.open_owner(RecordingTransport(), store=store) as owner:
-            lifetime = owner.open_lifetime("s")
+            claimed = await owner.claim_lifetime("s")
+            assert claimed is not None
+            lifetime = claimed
             assert lifetime.snapshot().title is None
             assert lifetime.snapshot().meta == {
                 "a": {"b": "\u00e9"},
@@ -236,14 +254,37 @@ async def test_sqlite_round_trip_and_resume(driver: Driver, tmp_path: Path) -> N
             assert await lifetime.resolve_failure("i", 2)
 
 
-async def test_sqlite_second_opener_is_refused(tmp_path: Path) -> None:
+async def test_sqlite_two_openers_share_the_file(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
-    async with await SQLiteStore.open(path):
-        with pytest.raises(StoreLockedError) as caught:
-            await SQLiteStore.open(path, lock_timeout=0)
-    assert str(path) in str(caught.value)
-    async with await SQLiteStore.open(path):
-        pass  # released on close
+    async with await SQLiteStore.open(path) as first, await SQLiteStore.open(path) as second:
+        stale = await first.write([StoredLifetime("s", meta='{"a":1}')], [], holder="one")
+        assert stale == frozenset()
+        claimed = await second.claim("s", "two")
+        assert claimed is not None
+        assert (claimed.meta, claimed.epoch) == ('{"a":1}', 2)
+        # The first holder's next write is conditional on epoch 1: it changes nothing.
+        stale = await first.write([StoredLifetime("s", meta='{"b":2}', epoch=1)], [], holder="one")
+        assert stale == frozenset({"s"})
+        read = await first.read("s")
+        assert read is not None
+        assert (read.meta, read.epoch) == ('{"a":1}', 2)
+
+
+async def test_sqlite_a_write_lock_held_past_the_timeout_is_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.sqlite"
+    async with await SQLiteStore.open(path, lock_timeout=0) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process in a write transaction
+        try:
+            with pytest.raises(StoreLockedError) as caught:
+                await store.write([StoredLifetime("s")], [], holder="x")
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert str(path) in str(caught.value)
+        assert await store.write([StoredLifetime("s")], [], holder="x") == frozenset()
 
 
 async def test_sqlite_store_left_by_a_cancellation_still_releases_its_lock(tmp_path: Path) -> None:
@@ -253,9 +294,9 @@ async def test_sqlite_store_left_by_a_cancellation_still_releases_its_lock(tmp_p
         scope.cancel()  # the block is left in a cancelled scope (a timeout, Ctrl-C)
         async with store:
             pass
-    assert store.closed
+    assert store.closed  # although aclose() ran in a cancelled scope
     async with await SQLiteStore.open(path, lock_timeout=0):
-        pass  # the lock was released although aclose() ran in a cancelled scope
+        pass  # no transaction was left open on the file
 
 
 async def test_sqlite_refuses_newer_schema_and_foreign_files(tmp_path: Path) -> None:
@@ -288,10 +329,10 @@ async def test_sqlite_refuses_a_corrupt_file(tmp_path: Path) -> None:
 async def test_sqlite_refuses_a_damaged_record(driver: Driver, tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     async with await SQLiteStore.open(path) as store:
-        await store.write([StoredLifetime("s", meta="{not json")], [])
+        await store.write([StoredLifetime("s", meta="{not json")], [], holder="x")
         with pytest.raises(StoreCorruptError, match="session 's'"):
             async with driver.open_owner(RecordingTransport(), store=store) as owner:
-                owner.open_lifetime("s")
+                await owner.claim_lifetime("s")
 
 
 async def test_sqlite_read_only_file_fails_at_open(tmp_path: Path) -> None:
@@ -320,7 +361,7 @@ async def test_sqlite_write_failure_stops_the_owner_with_nothing_partial(
                 await store.run(lambda c: c.execute(f"PRAGMA max_page_count = {pages}"))
                 await lifetime.publish(meta={"big": "x" * 100_000})
             else:
-                await store.run(lambda c: c.execute("PRAGMA query_only = 1"))
+                await store.run(lambda c: c.execute("PRAGMA query_only = 1"), write=False)
                 await lifetime.publish(meta={"b": 2})
             await owner.wait_flushed()
 
@@ -331,4 +372,6 @@ async def test_sqlite_write_failure_stops_the_owner_with_nothing_partial(
         assert transport.mirror is not None
         assert transport.mirror.meta("s") == {"a": 1}
     async with await SQLiteStore.open(path) as store:
-        assert (await store.load_lifetimes())["s"].meta == '{"a":1}'
+        record = await store.read("s")
+        assert record is not None
+        assert record.meta == '{"a":1}'

@@ -583,10 +583,10 @@ async def test_lowercase_rfc3339_timestamp_is_sent_upper_case(tmp_path: Path) ->
         assert await peer.finish() == 0
 
     async with await SQLiteStore.open(store_path) as store:
-        records = await store.load_lifetimes()
-        assert session_id in records, f"no stored lifetime for {session_id}: {records!r}"
-        stamped = dataclasses.replace(records[session_id], updated_at=json.dumps(LOWERCASE_STAMP))
-        await store.write([stamped], [])
+        record = await store.read(session_id)
+        assert record is not None, f"no stored lifetime for {session_id}"
+        stamped = dataclasses.replace(record, updated_at=json.dumps(LOWERCASE_STAMP))
+        assert await store.write([stamped], [], holder="by hand") == frozenset()
 
     async with agent("--store", str(store_path)) as peer:
         await initialize(peer, 2)

@@ -24,6 +24,7 @@ from ..core._errors import (
     AgentMetaError,
     FrameTooLargeError,
     OwnerClosedError,
+    StoreError,
     TransportBrokenError,
     UnknownSessionError,
 )
@@ -178,8 +179,18 @@ class Dispatcher:
             # Not through the policy: its id may be that of another request in flight.
             await self._respond(ctx, batch, {"error": refusal.to_error()}, planned=False)
             return
-        if self.initialized or method == "initialize":  # anything else is refused below
-            self._policy.request({"id": request_id, "method": method, "params": params})
+        try:
+            # A load or resume takes its stored lifetime over here: a store round trip, before
+            # the next request is read (so that a request pipelined behind it finds it open).
+            await self._policy.request({"id": request_id, "method": method, "params": params})
+        except StoreError as exc:
+            task_status.started()
+            logger.exception("%s: the lifetime store failed", method)
+            failed = JsonRpcError(
+                INTERNAL_ERROR, f"internal error: the lifetime store failed: {exc}"
+            )
+            await self._respond(ctx, batch, {"error": failed.to_error()}, planned=False)
+            return
         work = Work(trio.CancelScope(), method, ctx.session_id, ctx=ctx)
         self._work.in_flight[request_id] = work
         task_status.started()

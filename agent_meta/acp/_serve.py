@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 import trio
 
 from ..core._jsonrpc import PARSE_ERROR, JsonRpcError
-from ..owner._base import unwritten_error
+from ..owner._failures import unwritten_error
 from ..owner._trio import open_owner
 from ..sansio._options import OwnerOptions
 from ._connection import SUPPORTED_PROTOCOL_VERSIONS, AgentConnection

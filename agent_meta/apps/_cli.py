@@ -334,16 +334,26 @@ class _CrashAfterWrites:
     def location(self) -> str:
         return self._store.location
 
-    async def load_lifetimes(self) -> dict[str, StoredLifetime]:
-        return await self._store.load_lifetimes()
+    async def claim(self, session_id: str, holder: str) -> StoredLifetime | None:
+        return await self._store.claim(session_id, holder)
 
-    async def write(self, saves: Sequence[StoredLifetime], deletes: Sequence[str]) -> None:
-        await self._store.write(saves, deletes)
+    async def read(self, session_id: str) -> StoredLifetime | None:
+        return await self._store.read(session_id)
+
+    async def write(
+        self,
+        saves: Sequence[StoredLifetime],
+        deletes: Sequence[tuple[str, int]],
+        *,
+        holder: str,
+    ) -> frozenset[str]:
+        stale = await self._store.write(saves, deletes, holder=holder)
         self._left -= 1
         if self._left <= 0:
             sys.stderr.write(f"agent-meta: {CRASH_AFTER_PERSIST}: crashing after a store write\n")
             sys.stderr.flush()
             os._exit(137)
+        return stale
 
 
 def _import_extra(module: str, needs: str, install: str) -> ModuleType | None:

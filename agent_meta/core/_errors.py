@@ -11,6 +11,7 @@ __all__ = [
     "FrameLostError",
     "FrameNotSentError",
     "FrameTooLargeError",
+    "LifetimeTakenOverError",
     "MetaPathError",
     "MetaValueError",
     "OwnerClosedError",
@@ -51,6 +52,12 @@ class FrameTooLargeError(AgentMetaError, ValueError):
 
 class UnknownSessionError(AgentMetaError, LookupError):
     """No open lifetime for this session id (never opened, or already closed)."""
+
+
+class LifetimeTakenOverError(UnknownSessionError):
+    """Another holder (a connection, process or machine that resumed the session) took this
+    lifetime over: the publication was not stored, and nothing more of the session is written
+    by this owner. The lifetime is no longer open here (hence an :class:`UnknownSessionError`)."""
 
 
 class SessionExistsError(AgentMetaError, RuntimeError):

@@ -26,8 +26,9 @@ from ..core._deprecation import renamed_keywords
 from ..core._errors import OwnerClosedError
 from ..sansio._edits import Outcome
 from ._asyncio_stream import AsyncioStreamTransport
-from ._base import OwnerBase, check_options, only_broken
+from ._base import OwnerBase, check_options
 from ._direct import DirectWriter
+from ._failures import only_broken
 from ._retry import tenacity_retry
 from ._threadsafe import ThreadsafeOwner
 from ._transport import Transport
@@ -141,7 +142,26 @@ class AsyncioMetaOwner(OwnerBase):
         while outcome is Outcome.FULL:
             await self._room.park()
             outcome = self._try_submit(state, edit)  # computed afresh from the state now (R8)
-        return outcome is Outcome.ACCEPTED  # nothing awaited since the effect
+        if outcome is Outcome.ACCEPTED and self._store is not None:
+            await self._durable(state)
+        return outcome is Outcome.ACCEPTED  # nothing awaited since the effect but the store
+
+    async def _durable(self, state: LifetimeState) -> None:
+        """Wait until what was just accepted is stored (it is accepted only then). It has taken
+        effect, so a cancellation waits for the store and is raised after."""
+        waiting = asyncio.ensure_future(self._wait_durable(state, self._queue.durable_target()))
+        cancelled = False
+        while True:
+            try:
+                await asyncio.shield(waiting)
+            except asyncio.CancelledError:
+                if waiting.done():
+                    raise
+                cancelled = True
+                continue
+            break
+        if cancelled:
+            raise asyncio.CancelledError
 
     async def send_encoded(self, frame: bytes, session_id: str | None) -> bool:
         if _cancel_requested():
@@ -242,8 +262,6 @@ async def open_asyncio_owner(
         raise TypeError("expected an asyncio.StreamWriter or an agent_meta.Transport")
     options = check_options(options)
     owner = AsyncioMetaOwner(transport, options, store)
-    if store is not None:
-        owner._stored = await store.load_lifetimes()
     try:
         async with asyncio.TaskGroup() as tasks:
             writer = tasks.create_task(owner._writer_loop())

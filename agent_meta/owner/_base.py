@@ -1,8 +1,8 @@
 """What every owner driver shares, whatever its runtime: no trio, no asyncio.
 
-:class:`OwnerBase` holds the sans-IO :class:`~agent_meta.sansio._queue.SendQueue`, the
-registry of open lifetimes and the lifetimes loaded from a store, and turns public calls into
-queue events (validating them first). It also holds the writer loop, which only awaits the
+:class:`OwnerBase` holds the sans-IO :class:`~agent_meta.sansio._queue.SendQueue` and the
+handles of the open lifetimes, claims stored lifetimes from the store, and turns public calls
+into queue events (validating them first). It also holds the writer loop, which only awaits the
 transport, the store, the retry policy and the driver's hooks, so it runs on either runtime.
 A driver subclass adds only what needs a runtime: parking and waking tasks (waiting for queue
 room, the idle writer), cancellation, and how a failed write is classified (``_write``). The
@@ -13,9 +13,9 @@ serve every driver.
 from __future__ import annotations
 
 import abc
-import dataclasses
 import logging
-from typing import TYPE_CHECKING, NoReturn, final
+import secrets
+from typing import TYPE_CHECKING, NoReturn
 
 from ..core._errors import (
     MetaValueError,
@@ -36,7 +36,9 @@ from ..sansio._options import OwnerOptions
 from ..sansio._queue import SendQueue
 from ..sansio._records import restore_state
 from ..sansio._state import LifetimeState
+from ._failures import taken_over_error
 from ._lifetime import SessionLifetime
+from ._statistics import OwnerStatistics
 from ._writer import WaitingTasks, WriterLoop, broken_transport
 
 if TYPE_CHECKING:
@@ -49,54 +51,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OwnerBase",
-    "OwnerStatistics",
     "WaitingTasks",
     "broken_transport",
     "check_options",
-    "only_broken",
-    "unwritten_error",
 ]
 
 logger = logging.getLogger("agent_meta")
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True)
-class OwnerStatistics:
-    """A snapshot of an owner's counters (see ``statistics()`` on either driver)."""
-
-    open_lifetimes: int
-    """Lifetimes currently open."""
-    queued: int
-    """Entries waiting to be written (including the one being written)."""
-    queued_frames: int
-    """Frames still queued, at most (a frame being written is no longer counted)."""
-    peak_queued_frames: int
-    """The most frames ever queued at once."""
-    publications: int
-    """Session-info publications accepted (publish, domain edits, failure changes)."""
-    coalesced: int
-    """Publications and resyncs merged into an entry already queued (R3)."""
-    frames_written: int
-    bytes_written: int
-    fenced: int
-    """Calls refused and queued frames dropped because their lifetime had ended (R6)."""
-    write_failures: int
-    """Frames the transport did not (or may not have) delivered (R11)."""
-    retried_writes: int
-    """Retries of frames the transport proved unsent."""
-    resyncs: int
-    """Resyncs written (requested ones and repairs)."""
-    repairs: int
-    """Resyncs written to repair a client view after a lost frame."""
-    waiting_producers: int
-    """Tasks blocked waiting for queue room."""
-    store_writes: int = 0
-    """Batches written to the lifetime store (0 without a store)."""
-    direct_writes: int = 0
-    """Frames written whole by the call that queued them, the writer task being idle (over a
-    pipe, without a store: :class:`~agent_meta.StreamTransport` on trio,
-    :class:`~agent_meta.AsyncioStreamTransport` on asyncio)."""
 
 
 class OwnerBase(WriterLoop):
@@ -110,9 +70,10 @@ class OwnerBase(WriterLoop):
         self._options = options
         self._queue = SendQueue(options, durable=store is not None)
         self._store = store
+        self.holder = secrets.token_hex(16)
+        """This owner's name in the store: a claim records it, so that a second claim by the
+        same owner takes nothing over (128 random bits)."""
         self._lifetimes: dict[str, SessionLifetime] = {}
-        # Lifetimes loaded from the store and not reopened yet (see docs/durability.md).
-        self._stored: dict[str, StoredLifetime] = {}
         self._opened_any = False
         self._stopped: BaseException | None = None
         self._closing = False
@@ -154,29 +115,65 @@ class OwnerBase(WriterLoop):
     def open_lifetime(
         self, session_id: str, *, seed: SessionInfoPatch | None = None
     ) -> SessionLifetime:
-        """Start the lifetime of ``session_id``. ``seed`` is known state applied without sending
-        (say, a title the agent knows a reopened session has, or ``title=None`` when it knows
-        there is none): it shows up in the next resync.
+        """Start a new lifetime of ``session_id``, with nothing known. ``seed`` is known state
+        applied without sending (say, a title the agent knows a reopened session has, or
+        ``title=None`` when it knows there is none): it shows up in the next resync.
 
         Raises :class:`~agent_meta.SessionExistsError` if one is open already (use
         :meth:`lifetime` to get it, e.g. on an active resume: its state is kept, R5). With a
-        store, a lifetime the store holds for ``session_id`` is resumed: its known state,
-        failure incident and repair flag come back (``seed`` is then applied on top).
+        store, the new lifetime is stored before the next frame; to resume what the store
+        holds for a session, :meth:`claim_lifetime` it instead.
         """
         self._check_running()
         _check_session_id(session_id)
-        encoded = None
-        if seed is not None:
-            encoded = self._queue.encode(
-                title=seed.title, updated_at=seed.updated_at, meta=seed.meta
-            )
-        record = self._stored.get(session_id)
+        return self._open(session_id, self._seed(seed), None)
+
+    async def claim_lifetime(
+        self, session_id: str, *, seed: SessionInfoPatch | None = None
+    ) -> SessionLifetime | None:
+        """The lifetime of ``session_id``, taken over from the store: its known state, failure
+        incident and repair flag come back (``seed`` is applied on top). ``None`` when the
+        store holds nothing for it (or there is no store): nothing is opened then.
+
+        An open lifetime is returned as it is (R5). Otherwise the store's epoch for the
+        session goes up, so whichever owner held it before (another connection, process or
+        machine) is fenced from its next store write on: its writes change nothing, its
+        client hears nothing more of the session, and its publishers get
+        :class:`~agent_meta.LifetimeTakenOverError` (see ``docs/durability.md``). A store
+        round trip; cancelled, it may still have taken the lifetime over in the store (a
+        later claim by this owner takes nothing more).
+        """
+        self._check_running()
+        _check_session_id(session_id)
+        encoded = self._seed(seed)
+        if session_id in self._lifetimes or self._store is None:
+            return self._lifetimes.get(session_id)
+        try:
+            record = await self._store.claim(session_id, self.holder)
+        except Exception as exc:
+            raise self._store_failed(exc) from exc
+        self._check_running()
+        if session_id in self._lifetimes:  # another task of this owner claimed it meanwhile
+            return self._lifetimes[session_id]
+        if record is None:
+            return None
+        return self._open(session_id, encoded, record)
+
+    def _seed(self, seed: SessionInfoPatch | None) -> EncodedUpdate | None:
+        if seed is None:
+            return None
+        return self._queue.encode(title=seed.title, updated_at=seed.updated_at, meta=seed.meta)
+
+    def _open(
+        self, session_id: str, seed: EncodedUpdate | None, record: StoredLifetime | None
+    ) -> SessionLifetime:
         location = "" if self._store is None else self._store.location
-        state = self._queue.open_lifetime(session_id, encoded, record, location)
-        self._stored.pop(session_id, None)
+        state = self._queue.open_lifetime(session_id, seed, record, location)
         lifetime = SessionLifetime._create(self, state)
         self._lifetimes[session_id] = lifetime
         self._opened_any = True
+        if self._store is not None:
+            self._wake_writer()  # a new lifetime is stored even if no frame follows
         return lifetime
 
     def lifetime(self, session_id: str) -> SessionLifetime:
@@ -196,20 +193,44 @@ class OwnerBase(WriterLoop):
         """The session ids of all open lifetimes."""
         return list(self._lifetimes)
 
-    def has_stored_lifetime(self, session_id: str) -> bool:
-        """Whether the store holds a lifetime of ``session_id`` that is not open yet."""
+    async def stored_snapshot(self, session_id: str) -> SessionInfo | None:
+        """The known state the store holds for ``session_id``, without taking it over; ``None``
+        when it holds none (or there is no store). A store round trip."""
         _check_session_id(session_id)
-        return session_id in self._stored
-
-    def stored_snapshot(self, session_id: str) -> SessionInfo | None:
-        """The known state the store holds for ``session_id`` (not open yet), else ``None``."""
-        _check_session_id(session_id)
-        record = self._stored.get(session_id)
-        if record is None or self._store is None:
+        if self._store is None:
+            return None
+        try:
+            record = await self._store.read(session_id)
+        except Exception as exc:
+            raise self._store_failed(exc) from exc
+        if record is None:
             return None
         state = LifetimeState(session_id)
         restore_state(state, record, self._store.location)
         return state.snapshot()
+
+    def _taken_over(self, states: list[LifetimeState]) -> None:
+        """Another holder took these lifetimes over (a store write found them stale)."""
+        for state in states:
+            lifetime = self._lifetimes.get(state.session_id)
+            if lifetime is not None and lifetime._state is state:
+                del self._lifetimes[state.session_id]
+            logger.warning(
+                "agent_meta: session %r was taken over by another holder; nothing more of it "
+                "is stored or written here",
+                state.session_id,
+            )
+        self._wake_waiters()
+
+    async def _wait_durable(self, state: LifetimeState, target: int) -> None:
+        """Wait until the store batch ``target`` is stored; raise
+        :class:`~agent_meta.LifetimeTakenOverError` if ``state`` was taken over instead."""
+        queue = self._queue
+        while not queue.is_durable(target):
+            self._check_stopped()
+            await self._progress.park()
+        if state.taken_over:
+            raise taken_over_error(state.session_id)
 
     def close_lifetime(self, session_id: str) -> None:
         """End the lifetime of ``session_id`` (R6): nothing more of it is ever written.
@@ -245,6 +266,7 @@ class OwnerBase(WriterLoop):
             repairs=c.repairs,
             waiting_producers=self._waiting_producers(),
             store_writes=queue.store_batches,
+            taken_over=c.taken_over,
             direct_writes=self._direct_writes(),
         )
 
@@ -324,7 +346,10 @@ class OwnerBase(WriterLoop):
 
     def _try_submit(self, state: LifetimeState, edit: Edit) -> Outcome:
         """Submit one edit to the queue now; wake the writer if anything was accepted."""
-        if not state.closed and (self._stopped is not None or self._closing):
+        if state.closed:
+            if state.taken_over:
+                raise taken_over_error(state.session_id)
+        elif self._stopped is not None or self._closing:
             self._check_running()
         outcome = self._queue.submit(state, edit, express=self._express)
         if outcome is Outcome.ACCEPTED:
@@ -443,35 +468,3 @@ def _check_session_id(session_id: object) -> None:
     """A session id is a str (R12: a typed error, not a ``TypeError`` from a dict lookup)."""
     if not isinstance(session_id, str):
         raise MetaValueError(f"must be a str, not a {type(session_id).__name__}", path="session_id")
-
-
-def unwritten_error(when: str) -> TransportBrokenError:
-    """The error of a connection that stopped with accepted frames still unwritten ``when``
-    (a client that stopped reading): both connections raise it as they end."""
-    return TransportBrokenError(
-        f"the output stalled: frames accepted before the end were not all written {when} (has"
-        " the client stopped reading? the last line written may be cut short)"
-    )
-
-
-def only_broken(
-    group: BaseExceptionGroup[BaseException], cancelled: type[BaseException]
-) -> TransportBrokenError | StoreError | None:
-    """The TransportBrokenError or StoreError that stopped an owner, if it is all ``group``
-    holds besides the runtime's ``cancelled`` exceptions: what the driver's ``async with``
-    block raises instead of the group."""
-    found: list[TransportBrokenError | StoreError] = []
-    leaves: list[BaseException] = [group]
-    while leaves:
-        exc = leaves.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            leaves.extend(exc.exceptions)
-        elif isinstance(exc, TransportBrokenError | StoreError):
-            found.append(exc)
-        elif isinstance(exc, OwnerClosedError) and isinstance(
-            exc.__cause__, TransportBrokenError | StoreError
-        ):
-            found.append(exc.__cause__)  # a waiter that learned of the break first
-        elif not isinstance(exc, cancelled):
-            return None
-    return found[0] if found else None

@@ -6,8 +6,9 @@ official-SDK adapter) put every request they receive and every response they sen
 :class:`LifetimePolicy`. The sans-IO :class:`~agent_meta.sansio._seam.LifetimeTracker` decides;
 this module only opens, resyncs and closes lifetimes on the owner as it says:
 
-- a ``session/load`` or ``session/resume`` opens its session's lifetime (restoring a stored one)
-  before its handler runs, so what the handler replays or publishes belongs to it;
+- a ``session/load`` or ``session/resume`` opens its session's lifetime before its handler runs
+  (taking a stored one over from whichever owner held it), so what the handler replays or
+  publishes belongs to it;
 - ``session/new`` and ``session/fork`` open the lifetime their response names, as the response
   is queued;
 - a successful ``session/load`` or ``session/resume`` is preceded by a resync (R4): after the
@@ -25,7 +26,7 @@ import logging
 from typing import TYPE_CHECKING, final
 
 from ..sansio._modes import wire_mode
-from ..sansio._seam import LifetimeStep, LifetimeTracker, OutboundPlan
+from ..sansio._seam import LifetimeStep, LifetimeTracker, OutboundPlan, replaying_session
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -49,12 +50,20 @@ class LifetimePolicy:
         self.tracker = LifetimeTracker()
         """The sans-IO planner (its ``statistics`` count what it planned)."""
 
-    def request(self, message: Mapping[str, object]) -> int | None:
+    async def request(self, message: Mapping[str, object]) -> int | None:
         """A message from the client is about to be handled. For a ``session/load`` or
-        ``session/resume``, its session's lifetime opens now, and the token returned marks
-        what its handler sends as replay (see :meth:`response`); else ``None``."""
+        ``session/resume``, its session's lifetime opens now (taken over from the store when
+        it holds one: a store round trip), and the token returned marks what its handler
+        sends as replay (see :meth:`response`); else ``None``. Raises
+        :class:`~agent_meta.StoreError` when the store cannot be read (the request is then
+        answered with an error, and nothing is opened)."""
+        owner = self._owner
+        session_id = replaying_session(message)
+        existed = False
+        if session_id is not None:
+            existed = await owner.claim_lifetime(session_id) is not None
         replay = self.tracker.inbound(
-            message, self._exists, protocol_version=self._owner.protocol_version
+            message, lambda _: existed, protocol_version=owner.protocol_version
         )
         if replay is None:
             return None
@@ -109,7 +118,3 @@ class LifetimePolicy:
             self._owner.open_lifetime(session_id)
         if self._on_open is not None:
             self._on_open(session_id)
-
-    def _exists(self, session_id: str) -> bool:
-        owner = self._owner
-        return owner.has_lifetime(session_id) or owner.has_stored_lifetime(session_id)

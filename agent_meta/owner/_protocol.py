@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
     from ..core._session_info import SessionInfo, SessionInfoPatch
     from ..sansio._options import OwnerOptions
-    from ._base import OwnerStatistics
     from ._lifetime import SessionLifetime
+    from ._statistics import OwnerStatistics
 
 __all__ = ["Owner"]
 
@@ -48,7 +48,18 @@ class Owner(Protocol):
     def open_lifetime(
         self, session_id: str, *, seed: SessionInfoPatch | None = None
     ) -> SessionLifetime:
-        """Start the lifetime of ``session_id`` (a stored one is resumed)."""
+        """Start a new lifetime of ``session_id``, nothing known."""
+        ...
+
+    async def claim_lifetime(
+        self, session_id: str, *, seed: SessionInfoPatch | None = None
+    ) -> SessionLifetime | None:
+        """The lifetime of ``session_id``, open here or taken over from the store."""
+        ...
+
+    @property
+    def holder(self) -> str:
+        """This owner's name in the store."""
         ...
 
     def lifetime(self, session_id: str) -> SessionLifetime:
@@ -63,12 +74,8 @@ class Owner(Protocol):
         """The session ids of all open lifetimes."""
         ...
 
-    def has_stored_lifetime(self, session_id: str) -> bool:
-        """Whether the store holds a lifetime of ``session_id`` that is not open yet."""
-        ...
-
-    def stored_snapshot(self, session_id: str) -> SessionInfo | None:
-        """The known state the store holds for ``session_id`` (not open yet)."""
+    async def stored_snapshot(self, session_id: str) -> SessionInfo | None:
+        """The known state the store holds for ``session_id``, without taking it over."""
         ...
 
     def close_lifetime(self, session_id: str) -> None:

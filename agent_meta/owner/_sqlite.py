@@ -1,17 +1,21 @@
 """A :class:`~agent_meta.LifetimeStore` in one SQLite file (stdlib ``sqlite3``, no server).
 
-The file is opened in WAL mode with an exclusive lock held for as long as the store is open, so
-a second agent process on the same file fails at open with :class:`StoreLockedError` instead of
-two owners overwriting each other. ``PRAGMA application_id`` marks the file as a lifetime store
-and ``PRAGMA user_version`` holds its schema version, both checked at open. Every call runs in a
-worker thread, one at a time, inside one transaction; ``synchronous=FULL`` makes each committed
+Any number of owners share it: every connection of a process through one ``SQLiteStore``, and
+every process on the machine that opens the same file (WAL mode; each call is one transaction
+that takes the write lock at once, waiting up to ``lock_timeout`` for another process to let go
+of it). Each row carries its holder's fencing epoch, and every write is conditional on it (see
+:mod:`agent_meta.owner._store`), so a session resumed by another process is taken over at once
+and its former holder's writes change nothing. ``PRAGMA application_id`` marks the file as a
+lifetime store and ``PRAGMA user_version`` holds its schema version, both checked at open (a
+version 1 file, from before epochs, is migrated). ``synchronous=FULL`` makes each committed
 batch survive a power loss, not only a process crash.
 
-The store runs on the runtime it was opened on, trio or asyncio (told apart with ``sniffio``):
-``trio.to_thread`` and a ``trio.Lock``, or ``asyncio.to_thread`` and an ``asyncio.Lock``. A
-worker thread cannot be stopped, so under either runtime a cancelled call still waits for its
-thread before it lets the cancellation through (``trio.to_thread``'s default; done by hand for
-asyncio); the next call never finds the connection in use.
+Every call runs in a worker thread, one at a time per ``SQLiteStore``. The store runs on the
+runtime it was opened on, trio or asyncio (told apart with ``sniffio``): ``trio.to_thread`` and
+a ``trio.Lock``, or ``asyncio.to_thread`` and an ``asyncio.Lock``. A worker thread cannot be
+stopped, so under either runtime a cancelled call still waits for its thread before it lets the
+cancellation through (``trio.to_thread``'s default; done by hand for asyncio); the next call
+never finds the connection in use.
 
 Applications may keep their own tables in the same file through :meth:`SQLiteStore.run` (the
 reference agent keeps its conversation history there); table names starting with
@@ -44,8 +48,9 @@ __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
-"""The schema version this code writes; a file with a newer one is refused."""
+SCHEMA_VERSION = 2
+"""The schema version this code writes (2 added each row's fencing epoch and holder); a file
+with a newer one is refused, one with version 1 is migrated at open."""
 
 APPLICATION_ID = 0x41474D54  # "AGMT"
 
@@ -57,9 +62,18 @@ CREATE TABLE agent_meta_lifetimes (
     meta TEXT,
     failure_id TEXT,
     failure_revision INTEGER,
-    needs_repair INTEGER NOT NULL DEFAULT 0
+    needs_repair INTEGER NOT NULL DEFAULT 0,
+    epoch INTEGER NOT NULL DEFAULT 1,
+    holder TEXT NOT NULL DEFAULT ''
 ) WITHOUT ROWID;
 """
+
+_MIGRATE_FROM_1 = (
+    "ALTER TABLE agent_meta_lifetimes ADD COLUMN epoch INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE agent_meta_lifetimes ADD COLUMN holder TEXT NOT NULL DEFAULT ''",
+)
+
+_COLUMNS = "session_id, title, updated_at, meta, failure_id, failure_revision, needs_repair, epoch"
 
 _LOCKED = {"SQLITE_BUSY", "SQLITE_LOCKED"}
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
@@ -71,7 +85,9 @@ def _error(location: str, action: str, exc: sqlite3.Error) -> StoreError:
     family = "_".join(base)
     reason = f"{action} failed: {exc}" + (f" ({name})" if name else "")
     if family in _LOCKED:
-        return StoreLockedError(location, reason + "; is another agent process using this file?")
+        return StoreLockedError(
+            location, reason + "; another process held the file's write lock too long"
+        )
     if family in _CORRUPT:
         return StoreCorruptError(location, reason)
     return StoreError(location, reason)
@@ -82,9 +98,11 @@ class SQLiteStore:
     """Session lifetimes in one SQLite file. Open it with :meth:`open`; close with :meth:`aclose`.
 
     Use it as ``async with await SQLiteStore.open(path) as store:`` or call :meth:`aclose`.
-    Opening raises :class:`StoreLockedError` (another process holds the file),
-    :class:`StoreSchemaError` (not a store, or a newer schema), :class:`StoreCorruptError` or
-    :class:`StoreError` (unreadable, read-only, disk full), each naming the file and the cause.
+    One store serves every owner of a process; other processes open the same file. Opening
+    raises :class:`StoreLockedError` (another process kept the write lock past
+    ``lock_timeout``), :class:`StoreSchemaError` (not a store, or a newer schema),
+    :class:`StoreCorruptError` or :class:`StoreError` (unreadable, read-only, disk full), each
+    naming the file and the cause.
     """
 
     def __init__(self) -> None:
@@ -105,9 +123,9 @@ class SQLiteStore:
     ) -> Self:
         """Open (creating if needed) the store at ``path``.
 
-        ``lock_timeout``: how long to wait for another process to let go of the file before
-        raising :class:`StoreLockedError`. ``synchronous="NORMAL"`` trades durability against
-        power loss (not against a process crash) for fewer fsyncs.
+        ``lock_timeout``: how long any call waits for another process to let go of the write
+        lock before raising :class:`StoreLockedError`. ``synchronous="NORMAL"`` trades
+        durability against power loss (not against a process crash) for fewer fsyncs.
         """
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError("synchronous must be 'FULL' or 'NORMAL'")
@@ -139,10 +157,10 @@ class SQLiteStore:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the file and release the lock (idempotent).
+        """Close the file (idempotent).
 
-        Shielded from cancellation: a store left by a timeout or Ctrl-C must still release
-        its exclusive lock, or the file stays locked for the rest of the process.
+        Shielded from cancellation: a call still running in its worker thread is waited for,
+        so that no transaction is left open on the file.
         """
         if self._runtime() != "trio":
             await _uncancellable(self._close())
@@ -172,23 +190,35 @@ class SQLiteStore:
             return result
         return await _uncancellable(asyncio.to_thread(function, *args))
 
-    async def run(self, action: Callable[[sqlite3.Connection], T], *, what: str = "query") -> T:
+    async def run(
+        self,
+        action: Callable[[sqlite3.Connection], T],
+        *,
+        what: str = "query",
+        write: bool = True,
+    ) -> T:
         """Run ``action(connection)`` in a worker thread inside one transaction.
 
-        The transaction commits when ``action`` returns and rolls back if it raises. SQLite
-        errors become :class:`StoreError` naming the file; ``what`` names the operation.
+        The transaction takes the write lock at once (``BEGIN IMMEDIATE``; ``write=False``: a
+        read transaction, which other processes' writes do not block), commits when
+        ``action`` returns and rolls back if it raises. SQLite errors become
+        :class:`StoreError` naming the file; ``what`` names the operation.
         """
         async with self._lock:
             conn = self._conn
             if conn is None:
                 raise StoreError(self._path, f"{what} failed: the store is closed")
-            return await self._in_thread(self._transaction, conn, action, what)
+            return await self._in_thread(self._transaction, conn, action, what, write)
 
     def _transaction(
-        self, conn: sqlite3.Connection, action: Callable[[sqlite3.Connection], T], what: str
+        self,
+        conn: sqlite3.Connection,
+        action: Callable[[sqlite3.Connection], T],
+        what: str,
+        write: bool,
     ) -> T:
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 result = action(conn)
             except BaseException:
@@ -203,55 +233,106 @@ class SQLiteStore:
             raise _error(self._path, what, exc) from exc
         return result
 
-    async def load_lifetimes(self) -> dict[str, StoredLifetime]:
-        rows = await self.run(_select_all, what="loading lifetimes")
-        records: dict[str, StoredLifetime] = {}
-        for session_id, title, updated_at, meta, failure_id, revision, repair in rows:
-            if (
-                not isinstance(session_id, str)
-                or not _optional_str(title)
-                or not _optional_str(updated_at)
-                or not _optional_str(meta)
-                or not _optional_str(failure_id)
-            ):
-                raise StoreCorruptError(self._path, f"lifetime row {session_id!r} is damaged")
-            failure = None
-            if failure_id is not None:
-                if not isinstance(revision, int):
-                    raise StoreCorruptError(
-                        self._path, f"lifetime {session_id!r}: failure revision is damaged"
-                    )
-                failure = FailureIncident(failure_id, revision)
-            records[session_id] = StoredLifetime(
-                session_id, title, updated_at, meta, failure, bool(repair)
+    async def claim(self, session_id: str, holder: str) -> StoredLifetime | None:
+        def claim(conn: sqlite3.Connection) -> tuple[object, ...] | None:
+            row: tuple[object, ...] | None = conn.execute(
+                f"SELECT {_COLUMNS}, holder FROM agent_meta_lifetimes WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is None or row[-1] == holder:
+                return None if row is None else row[:-1]
+            epoch = row[-2]
+            if not isinstance(epoch, int):
+                return row[:-1]  # reported as damaged below
+            conn.execute(
+                "UPDATE agent_meta_lifetimes SET epoch = ?, holder = ? WHERE session_id = ?",
+                (epoch + 1, holder, session_id),
             )
-        return records
+            return (*row[:-2], epoch + 1)
 
-    async def write(self, saves: Sequence[StoredLifetime], deletes: Sequence[str]) -> None:
-        rows = [
-            (
-                r.session_id,
-                r.title,
-                r.updated_at,
-                r.meta,
-                None if r.failure is None else r.failure.incident_id,
-                None if r.failure is None else r.failure.revision,
-                int(r.needs_repair),
-            )
-            for r in saves
-        ]
-        ids = [(session_id,) for session_id in deletes]
+        row = await self.run(claim, what="claiming a lifetime")
+        return None if row is None else self._record(row)
 
-        def write(conn: sqlite3.Connection) -> None:
-            if ids:
-                conn.executemany("DELETE FROM agent_meta_lifetimes WHERE session_id = ?", ids)
-            if rows:
-                conn.executemany(
-                    "INSERT OR REPLACE INTO agent_meta_lifetimes VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    rows,
+    async def read(self, session_id: str) -> StoredLifetime | None:
+        def read(conn: sqlite3.Connection) -> tuple[object, ...] | None:
+            row: tuple[object, ...] | None = conn.execute(
+                f"SELECT {_COLUMNS} FROM agent_meta_lifetimes WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            return row
+
+        row = await self.run(read, what="reading a lifetime", write=False)
+        return None if row is None else self._record(row)
+
+    def _record(self, row: tuple[object, ...]) -> StoredLifetime:
+        session_id, title, updated_at, meta, failure_id, revision, repair, epoch = row
+        if (
+            not isinstance(session_id, str)
+            or not _optional_str(title)
+            or not _optional_str(updated_at)
+            or not _optional_str(meta)
+            or not _optional_str(failure_id)
+            or not isinstance(epoch, int)
+        ):
+            raise StoreCorruptError(self._path, f"lifetime row {session_id!r} is damaged")
+        failure = None
+        if failure_id is not None:
+            if not isinstance(revision, int):
+                raise StoreCorruptError(
+                    self._path, f"lifetime {session_id!r}: failure revision is damaged"
                 )
+            failure = FailureIncident(failure_id, revision)
+        return StoredLifetime(
+            session_id, title, updated_at, meta, failure, bool(repair), epoch=epoch
+        )
 
-        await self.run(write, what="saving lifetimes")
+    async def write(
+        self,
+        saves: Sequence[StoredLifetime],
+        deletes: Sequence[tuple[str, int]],
+        *,
+        holder: str,
+    ) -> frozenset[str]:
+        def write(conn: sqlite3.Connection) -> frozenset[str]:
+            stale: set[str] = set()
+            for session_id, epoch in deletes:
+                conn.execute(
+                    "DELETE FROM agent_meta_lifetimes WHERE session_id = ? AND epoch = ?",
+                    (session_id, epoch),
+                )
+            for record in saves:
+                if not _save(conn, record, holder):
+                    stale.add(record.session_id)
+            return frozenset(stale)
+
+        return await self.run(write, what="saving lifetimes")
+
+
+def _save(conn: sqlite3.Connection, record: StoredLifetime, holder: str) -> bool:
+    """Store one record under its epoch; ``False`` (nothing changed) when it is stale."""
+    failure = record.failure
+    fields = (
+        record.title,
+        record.updated_at,
+        record.meta,
+        None if failure is None else failure.incident_id,
+        None if failure is None else failure.revision,
+        int(record.needs_repair),
+    )
+    if record.epoch == 0:
+        cursor = conn.execute(
+            "INSERT INTO agent_meta_lifetimes VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?) "
+            "ON CONFLICT (session_id) DO NOTHING",
+            (record.session_id, *fields, holder),
+        )
+    else:
+        cursor = conn.execute(
+            "UPDATE agent_meta_lifetimes SET title = ?, updated_at = ?, meta = ?, "
+            "failure_id = ?, failure_revision = ?, needs_repair = ? "
+            "WHERE session_id = ? AND epoch = ?",
+            (*fields, record.session_id, record.epoch),
+        )
+    return cursor.rowcount == 1
 
 
 async def _uncancellable(work: Awaitable[T]) -> T:
@@ -272,13 +353,6 @@ async def _uncancellable(work: Awaitable[T]) -> T:
 
 def _optional_str(value: object) -> TypeGuard[str | None]:
     return value is None or isinstance(value, str)
-
-
-def _select_all(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
-    return conn.execute(
-        "SELECT session_id, title, updated_at, meta, failure_id, failure_revision, needs_repair "
-        "FROM agent_meta_lifetimes"
-    ).fetchall()
 
 
 def _connect(location: str, lock_timeout: float, synchronous: str) -> sqlite3.Connection:
@@ -305,8 +379,7 @@ def _prepare(conn: sqlite3.Connection, location: str, synchronous: str) -> None:
     step = "opening"
     try:
         step = "locking"
-        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
-        conn.execute("BEGIN EXCLUSIVE")  # takes the write lock now, kept until close
+        conn.execute("BEGIN IMMEDIATE")  # another process creating or migrating it goes first
         step = "checking the file"
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -314,18 +387,13 @@ def _prepare(conn: sqlite3.Connection, location: str, synchronous: str) -> None:
         if app_id == 0 and version == 0 and tables == 0:
             step = "creating the schema"
             _create(conn)
-        elif app_id != APPLICATION_ID:
-            raise StoreSchemaError(
-                location, "not an agent_meta lifetime store (it holds other data)"
-            )
-        elif version > SCHEMA_VERSION:
-            raise StoreSchemaError(
-                location,
-                f"schema version {version} is newer than this agent_meta supports "
-                f"({SCHEMA_VERSION}); upgrade agent_meta",
-            )
-        elif version < 1:
-            raise StoreSchemaError(location, f"unknown schema version {version}")
+        else:
+            _check_schema(location, app_id, version)
+        if version == 1:
+            step = "migrating the schema to version 2"
+            for statement in _MIGRATE_FROM_1:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         step = "checking the file"
         problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
         if problems != ["ok"]:
@@ -340,6 +408,20 @@ def _prepare(conn: sqlite3.Connection, location: str, synchronous: str) -> None:
         conn.execute(f"PRAGMA synchronous={synchronous}")
     except sqlite3.Error as exc:
         raise _error(location, step, exc) from exc
+
+
+def _check_schema(location: str, app_id: int, version: int) -> None:
+    """Refuse a file that is not a lifetime store this code can read (or migrate)."""
+    if app_id != APPLICATION_ID:
+        raise StoreSchemaError(location, "not an agent_meta lifetime store (it holds other data)")
+    if version > SCHEMA_VERSION:
+        raise StoreSchemaError(
+            location,
+            f"schema version {version} is newer than this agent_meta supports "
+            f"({SCHEMA_VERSION}); upgrade agent_meta",
+        )
+    if version < 1:
+        raise StoreSchemaError(location, f"unknown schema version {version}")
 
 
 def _create(conn: sqlite3.Connection) -> None:

@@ -1,17 +1,30 @@
-"""The store seam: where session lifetimes outlive the agent process.
+"""The store seam: where session lifetimes outlive a connection, a process or a machine.
 
-A :class:`LifetimeStore` keeps, per open session lifetime, exactly what the owner knows: the
-``title`` / ``updatedAt`` / ``_meta`` JSON text, the current failure incident and whether the
-client's view needs repair. The owner loads every stored lifetime when it starts (so
-``open_lifetime`` stays synchronous) and writes changes *before* it writes any frame, so what a
-client has seen is always already stored (see ``docs/durability.md``).
+A :class:`LifetimeStore` keeps, per session, exactly what its holder knows: the ``title`` /
+``updatedAt`` / ``_meta`` JSON text, the current failure incident, whether the client's view
+needs repair, and the fencing epoch of the holding. One store is shared by every owner that
+uses it (every connection of a process; with a shared database, every process and machine).
 
-Stores are written only by the owner's writer task, one batch at a time; a batch is atomic.
+Ownership follows Temporal's shard ``range_id``: at most one owner holds a lifetime, and every
+write it makes is conditional on its epoch.
+
+- :meth:`LifetimeStore.claim` takes a stored lifetime over (a ``session/load`` or
+  ``session/resume`` on any connection): the stored epoch goes up by one and the record comes
+  back, now the claimer's. It takes effect at once; no lease has to run out.
+- :meth:`LifetimeStore.write` stores a batch of changes, each only if the stored epoch is
+  still the writer's; the sessions where it is not (another owner took them over) are
+  returned, and the rest of the batch is stored. A lifetime not stored yet (epoch 0) is
+  created only if no record exists.
+
+See ``docs/durability.md`` for the protocol and who wins which race.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Protocol, final, runtime_checkable
+
+from ..sansio._durability import FIRST_EPOCH
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,39 +36,64 @@ __all__ = ["LifetimeStore", "MemoryStore"]
 
 @runtime_checkable
 class LifetimeStore(Protocol):
-    """Where an owner keeps its lifetimes. Only the owner's writer task writes to it.
+    """Where owners keep their lifetimes. Its calls may come from several owners (and tasks,
+    and threads of them) at once: the store makes each call atomic.
 
     The owner never closes a store it was given: whoever opened it closes it.
     """
 
     @property
     def location(self) -> str:
-        """A name for error messages (a file path, ``":memory:"``)."""
+        """A name for error messages (a file path, ``":memory:"``; never a password)."""
         ...
 
-    async def load_lifetimes(self) -> dict[str, StoredLifetime]:
-        """Every stored lifetime, by session id (called once, when the owner starts)."""
+    async def claim(self, session_id: str, holder: str) -> StoredLifetime | None:
+        """Take the stored lifetime of ``session_id`` over for ``holder`` (an owner's
+        :attr:`~agent_meta.Owner.holder`): the stored epoch goes up by one, unless ``holder``
+        holds it already, and the record is returned with the epoch that is now ``holder``'s.
+        ``None`` when nothing is stored for ``session_id``; nothing is created then."""
         ...
 
-    async def write(self, saves: Sequence[StoredLifetime], deletes: Sequence[str]) -> None:
-        """Atomically delete ``deletes``, then store ``saves`` (replacing same-id records).
+    async def read(self, session_id: str) -> StoredLifetime | None:
+        """The stored lifetime of ``session_id`` without taking it over, or ``None``."""
+        ...
+
+    async def write(
+        self,
+        saves: Sequence[StoredLifetime],
+        deletes: Sequence[tuple[str, int]],
+        *,
+        holder: str,
+    ) -> frozenset[str]:
+        """Atomically delete ``deletes`` (``(session_id, epoch)``), then store ``saves``, each
+        only where the stored epoch is the one it carries (a save with epoch 0 only where no
+        record exists; it is then stored with epoch 1, held by ``holder``). Returns the
+        session ids where it was not (stale: another holder's now); everything else is
+        stored.
 
         Must not return before the batch is durable as far as the store promises; must raise
-        (preferably :class:`StoreError`) if it is not stored.
+        (preferably :class:`~agent_meta.StoreError`) if it is not stored.
         """
         ...
+
+
+@final
+@dataclasses.dataclass(slots=True)
+class _Held:
+    record: StoredLifetime
+    holder: str
 
 
 @final
 class MemoryStore:
     """A :class:`LifetimeStore` in this process's memory.
 
-    Lifetimes survive a connection (a new owner on the same store resumes them), not the
+    Lifetimes survive a connection (another owner on the same store takes them over), not the
     process. Without any store, an owner keeps its lifetimes only while it runs.
     """
 
     def __init__(self) -> None:
-        self._records: dict[str, StoredLifetime] = {}
+        self._held: dict[str, _Held] = {}
         self.writes = 0
         """How many batches were written (for tests)."""
 
@@ -66,14 +104,44 @@ class MemoryStore:
     @property
     def records(self) -> dict[str, StoredLifetime]:
         """A copy of what is stored, by session id."""
-        return dict(self._records)
+        return {session_id: held.record for session_id, held in self._held.items()}
 
-    async def load_lifetimes(self) -> dict[str, StoredLifetime]:
-        return dict(self._records)
+    async def claim(self, session_id: str, holder: str) -> StoredLifetime | None:
+        held = self._held.get(session_id)
+        if held is None:
+            return None
+        if held.holder != holder:
+            held.record = dataclasses.replace(held.record, epoch=held.record.epoch + 1)
+            held.holder = holder
+        return held.record
 
-    async def write(self, saves: Sequence[StoredLifetime], deletes: Sequence[str]) -> None:
-        for session_id in deletes:
-            self._records.pop(session_id, None)
+    async def read(self, session_id: str) -> StoredLifetime | None:
+        held = self._held.get(session_id)
+        return None if held is None else held.record
+
+    async def write(
+        self,
+        saves: Sequence[StoredLifetime],
+        deletes: Sequence[tuple[str, int]],
+        *,
+        holder: str,
+    ) -> frozenset[str]:
+        stale: set[str] = set()
+        for session_id, epoch in deletes:
+            held = self._held.get(session_id)
+            if held is not None and held.record.epoch == epoch:
+                del self._held[session_id]
         for record in saves:
-            self._records[record.session_id] = record
+            held = self._held.get(record.session_id)
+            if record.epoch == 0:
+                if held is not None:
+                    stale.add(record.session_id)
+                    continue
+                stored = dataclasses.replace(record, epoch=FIRST_EPOCH)
+                self._held[record.session_id] = _Held(stored, holder)
+            elif held is None or held.record.epoch != record.epoch:
+                stale.add(record.session_id)
+            else:
+                held.record = record
         self.writes += 1
+        return frozenset(stale)

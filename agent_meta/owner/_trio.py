@@ -22,8 +22,9 @@ import trio
 from ..core._deprecation import renamed_keywords
 from ..core._errors import OwnerClosedError
 from ..sansio._edits import Outcome
-from ._base import OwnerBase, check_options, only_broken
+from ._base import OwnerBase, check_options
 from ._direct import DirectWriter
+from ._failures import only_broken
 from ._retry import tenacity_retry
 from ._transport import Transport
 from ._trio_stream import StreamTransport
@@ -79,6 +80,10 @@ class MetaOwner(OwnerBase):
         while outcome is Outcome.FULL:
             await self._room.park()
             outcome = self._try_submit(state, edit)  # computed afresh from the state now (R8)
+        if outcome is Outcome.ACCEPTED and self._store is not None:
+            # Accepted once stored: taken effect, so a cancellation waits for the store.
+            with trio.CancelScope(shield=True):
+                await self._wait_durable(state, self._queue.durable_target())
         await trio.lowlevel.cancel_shielded_checkpoint()
         return outcome is Outcome.ACCEPTED
 
@@ -177,8 +182,6 @@ async def open_owner(
         raise TypeError("output must be a trio.abc.SendStream or an agent_meta.Transport")
     options = check_options(options)
     owner = MetaOwner(transport, options, store)
-    if store is not None:
-        owner._stored = await store.load_lifetimes()
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(owner._run_writer)

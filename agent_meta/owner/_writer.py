@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..sansio._entries import Outgoing
     from ..sansio._options import OwnerOptions
     from ..sansio._queue import SendQueue
+    from ..sansio._state import LifetimeState
     from ._store import LifetimeStore
     from ._transport import Transport
 
@@ -40,6 +41,8 @@ class WaitingTasks(Protocol):
     driver's equivalent. True while any task waits."""
 
     def __bool__(self) -> bool: ...
+
+    async def park(self) -> None: ...
 
     def unpark_all(self) -> object: ...
 
@@ -59,6 +62,7 @@ class WriterLoop(abc.ABC):
     _progress: WaitingTasks
     _closing: bool
     _retried: int
+    holder: str
 
     @abc.abstractmethod
     async def _park_writer(self) -> None:
@@ -96,14 +100,21 @@ class WriterLoop(abc.ABC):
             raise
 
     async def _store_batch(self, batch: StoreBatch) -> None:
-        """Store one batch (persist before write); a failure stops the owner with StoreError."""
+        """Store one batch (persist before write); a failure stops the owner with StoreError.
+        Lifetimes another holder took over end here (the store reports them stale)."""
         assert self._store is not None
         try:
-            await self._store.write(batch.saves, batch.deletes)
+            stale = await self._store.write(batch.saves, batch.deletes, holder=self.holder)
         except Exception as exc:
             raise self._store_failed(exc) from exc
-        self._queue.stored(batch)
+        taken = self._queue.stored(batch, frozenset(stale))
+        if taken:
+            self._taken_over(taken)
         self._progress.unpark_all()
+
+    @abc.abstractmethod
+    def _taken_over(self, states: list[LifetimeState]) -> None:
+        """Another holder took these lifetimes over: forget their handles."""
 
     async def _write(self, out: Outgoing) -> None:
         """Write one frame: retried while the transport proves it unsent, a loss reported (and

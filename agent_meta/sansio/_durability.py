@@ -2,9 +2,15 @@
 
 With a lifetime store, every change must be stored before any frame that depends on it can
 reach the client (``docs/durability.md``). :class:`Durability` tracks the lifetimes changed
-since they were last stored and the session ids to delete, hands them out as one
+since they were last stored and the lifetimes to delete, hands them out as one
 :class:`~agent_meta.sansio._entries.StoreBatch` at a time, and says whether everything accepted
 before a given moment is stored. Without a store it tracks nothing.
+
+Every store write is conditional on the holding's fencing epoch (``LifetimeState.epoch``): a
+lifetime not stored yet (epoch 0) is created only if the store holds none, and holds epoch 1
+once stored; any other write applies only while the stored epoch is still this holding's.
+When another holder has taken a lifetime over, the store reports it stale and the send queue
+ends that lifetime here (:meth:`~agent_meta.sansio._queue.SendQueue.stored`).
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ from ._records import record_of
 if TYPE_CHECKING:
     from ._state import LifetimeState
 
-__all__ = ["Durability"]
+__all__ = ["FIRST_EPOCH", "Durability"]
+
+FIRST_EPOCH = 1
+"""The epoch of a lifetime once its first record is stored (a takeover raises it)."""
 
 
 class Durability:
@@ -28,7 +37,7 @@ class Durability:
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self._dirty: dict[LifetimeState, None] = {}
-        self._deletes: list[str] = []
+        self._deletes: list[tuple[str, int]] = []
         self.batch: StoreBatch | None = None
         """The batch handed out and not reported yet (read-only outside this class)."""
         self._taken = 0
@@ -41,10 +50,16 @@ class Durability:
             self._dirty[state] = None
 
     def closed(self, state: LifetimeState) -> None:
-        """``state`` ended: delete its record (before any frame queued from now on)."""
+        """``state`` ended: delete its record (before any frame queued from now on). A
+        lifetime whose first record is still being written is deleted once it is stored."""
         self._dirty.pop(state, None)
-        if self.enabled:
-            self._deletes.append(state.session_id)
+        if self.enabled and state.epoch:
+            self._deletes.append((state.session_id, state.epoch))
+
+    def forget(self, state: LifetimeState) -> None:
+        """``state`` was taken over: nothing more of it is stored (the record is the new
+        holder's)."""
+        self._dirty.pop(state, None)
 
     @property
     def pending(self) -> bool:
@@ -59,18 +74,28 @@ class Durability:
     def take(self) -> StoreBatch:
         """The pending changes as one batch, to be reported with :meth:`done`."""
         self._taken += 1
-        batch = StoreBatch([record_of(state) for state in self._dirty], self._deletes, self._taken)
+        states = list(self._dirty)
+        records = [record_of(state) for state in states]
+        batch = StoreBatch(records, self._deletes, self._taken, states)
         self._dirty = {}
         self._deletes = []
         self.batch = batch
         return batch
 
-    def done(self, batch: StoreBatch) -> None:
-        """``batch`` is durably stored."""
+    def done(self, batch: StoreBatch, stale: frozenset[str] = frozenset()) -> None:
+        """``batch`` is durably stored, except for the lifetimes of the session ids in
+        ``stale`` (another holder's now): a lifetime stored for the first time holds epoch 1
+        (and, if it ended meanwhile, its record is deleted next)."""
         if batch is not self.batch:
             raise RuntimeError("that store batch was not handed out, or was reported already")
         self.batch = None
         self.stored = batch.seq
+        for record, state in zip(batch.saves, batch.states, strict=True):
+            if record.epoch or record.session_id in stale or state.epoch:
+                continue
+            state.epoch = FIRST_EPOCH
+            if state.closed and not state.taken_over:
+                self._deletes.append((state.session_id, FIRST_EPOCH))
 
     def target(self) -> int:
         """The batch that must be stored for every change accepted so far to be stored."""

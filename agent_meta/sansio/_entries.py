@@ -132,15 +132,27 @@ class Outgoing:
 
 
 class StoreBatch:
-    """Lifetimes to store and session ids to delete, in one atomic store write, before the
-    frame that depends on them is written (persist before write)."""
+    """Lifetimes to store and lifetimes to delete, in one atomic store write, before the
+    frame that depends on them is written (persist before write).
 
-    __slots__ = ("deletes", "saves", "seq")
+    Each save and each delete carries its holding's epoch (``StoredLifetime.epoch``; deletes as
+    ``(session_id, epoch)``): the store applies it only if the stored epoch still matches, and
+    reports the sessions where it does not (taken over by another holder)."""
 
-    def __init__(self, saves: list[StoredLifetime], deletes: list[str], seq: int) -> None:
+    __slots__ = ("deletes", "saves", "seq", "states")
+
+    def __init__(
+        self,
+        saves: list[StoredLifetime],
+        deletes: list[tuple[str, int]],
+        seq: int,
+        states: list[LifetimeState] | None = None,
+    ) -> None:
         self.saves = saves
         self.deletes = deletes
         self.seq = seq
+        self.states = states if states is not None else []
+        """The lifetimes ``saves`` were taken from, in the same order."""
 
 
 class QueueCounters:
@@ -155,6 +167,7 @@ class QueueCounters:
         "publications",
         "repairs",
         "resyncs",
+        "taken_over",
         "write_failures",
     )
 
@@ -167,4 +180,5 @@ class QueueCounters:
         self.write_failures = 0
         self.resyncs = 0
         self.repairs = 0
+        self.taken_over = 0
         self.peak_queued_frames = 0

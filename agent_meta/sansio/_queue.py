@@ -121,8 +121,11 @@ class SendQueue:
         record: StoredLifetime | None = None,
         location: str = "",
     ) -> LifetimeState:
-        """Start a lifetime. ``record`` (read from the store at ``location``) restores a
-        resumed lifetime first; ``seed`` is then applied as known state, sending nothing."""
+        """Start a lifetime. ``record`` (claimed from the store at ``location``) restores a
+        resumed lifetime first, with its epoch; ``seed`` is then applied as known state,
+        sending nothing. With a store, a lifetime that is not restored is stored before the
+        next frame (the response that names the session, say): it exists in the store before
+        any client can ask another holder for it."""
         state = self.lifetimes.new(session_id)
         if record is not None:
             restore_state(state, record, location, self.max_frame_bytes)
@@ -131,6 +134,7 @@ class SendQueue:
         self.lifetimes.add(state)
         if seed is not None:
             state.apply(seed)
+        if seed is not None or record is None:
             self._store.changed(state)
         return state
 
@@ -328,15 +332,49 @@ class SendQueue:
         self._renderer.repairing.add(lifetime)
         self.resync(lifetime, repair_only=True)
 
-    def stored(self, batch: StoreBatch) -> None:
-        """The writer reports that ``batch`` is durably stored."""
-        self._store.done(batch)
+    def stored(self, batch: StoreBatch, stale: frozenset[str] = frozenset()) -> list[LifetimeState]:
+        """The writer reports that ``batch`` is durably stored, except for the lifetimes of the
+        session ids in ``stale``: another holder took them over (their stored epoch moved on).
+        Each of those ends here, as a close does (R6: nothing more of it is written, its queued
+        frames are dropped), except that its record is left to the new holder; the lifetimes
+        that ended so are returned."""
+        self._store.done(batch, stale)
+        if not stale:
+            return []
+        taken: list[LifetimeState] = []
+        for state in batch.states:
+            if state.session_id in stale and not state.taken_over:
+                taken.append(state)
+                self.take_over(state)
+        return taken
+
+    def take_over(self, state: LifetimeState) -> None:
+        """Another holder has ``state``'s lifetime now: end it here without touching its
+        record (see :meth:`stored`)."""
+        state.taken_over = True
+        self._store.forget(state)
+        if self.lifetimes.end(state):
+            self.counters.taken_over += 1
+            self._renderer.repairing.discard(state)
+            state.open_entry = None
+            state.resync_entry = None
+            dropped = self._queue.drop_lifetime(state)
+            dropped += self.writing.end_lifetime(state)
+            self.counters.fenced += dropped
 
     # -- flushing ------------------------------------------------------------------------
     def flush_target(self) -> tuple[int, int]:
         """What "flushed" means for a caller now: every entry queued so far written (or
         dropped), and every change accepted so far stored (see :meth:`is_flushed`)."""
         return self._cursor.appended, self._store.target()
+
+    def durable_target(self) -> int:
+        """The store batch that holds every change accepted so far (see :meth:`is_durable`)."""
+        return self._store.target()
+
+    def is_durable(self, target: int) -> bool:
+        """Whether the batch ``target`` (from :meth:`durable_target`) is stored."""
+        return self._store.stored >= target
 
     def is_flushed(self, target: tuple[int, int]) -> bool:
         """Whether ``target`` (from :meth:`flush_target`) is reached, and every client view

@@ -35,6 +35,10 @@ class StoredLifetime:
     meta: str | None = None
     failure: FailureIncident | None = None
     needs_repair: bool = False
+    epoch: int = 0
+    """The fencing epoch the record is written under (a store write is conditional on it; 0:
+    the lifetime is not stored yet, and the record is created only if none exists), or, as
+    read by a claim, the epoch the claim gave the new holder."""
 
 
 def record_of(state: LifetimeState) -> StoredLifetime:
@@ -46,6 +50,7 @@ def record_of(state: LifetimeState) -> StoredLifetime:
         meta=state.meta_text(),
         failure=state.failure,
         needs_repair=state.needs_repair,
+        epoch=state.epoch,
     )
 
 
@@ -77,6 +82,7 @@ def restore_state(
     state.meta_size = sum(len(text) for text in fragments.values())
     state.failure = record.failure
     state.needs_repair = record.needs_repair
+    state.epoch = record.epoch
     if max_frame_bytes is not None:
         _check_snapshot(state, max_frame_bytes)
 

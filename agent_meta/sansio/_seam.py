@@ -57,6 +57,7 @@ __all__ = [
     "RequestId",
     "TrackerStatistics",
     "is_request_id",
+    "replaying_session",
 ]
 
 PENDING_REQUESTS: Final = 4096
@@ -331,6 +332,16 @@ def _plan_response(method: str, session_id: str | None, result: object) -> Outbo
     if method in _REPLAYING_METHODS:
         return OutboundPlan(step=LifetimeStep.RESYNC, session_id=session_id)
     return OutboundPlan(step=LifetimeStep.CLOSE, session_id=session_id)
+
+
+def replaying_session(message: Mapping[str, object]) -> str | None:
+    """The session a ``session/load`` or ``session/resume`` request names (the one whose
+    lifetime opens before its handler runs), else ``None``."""
+    if message.get("method") not in _REPLAYING_METHODS:
+        return None
+    if "id" not in message or not is_request_id(message.get("id")):
+        return None
+    return _session_of(message.get("params"))
 
 
 def _asks_replay(params: object) -> bool:

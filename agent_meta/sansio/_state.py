@@ -43,6 +43,7 @@ class LifetimeState:
     __slots__ = (
         "absorbed_through",
         "closed",
+        "epoch",
         "failure",
         "fragments",
         "meta_size",
@@ -51,6 +52,7 @@ class LifetimeState:
         "prefix",
         "resync_entry",
         "session_id",
+        "taken_over",
         "title",
         "updated_at",
     )
@@ -65,6 +67,11 @@ class LifetimeState:
         self.failure: FailureIncident | None = None
         self.closed = False
         self.needs_repair = False
+        self.epoch = 0
+        """The store's fencing epoch of this holding (0: not stored yet, see
+        :mod:`agent_meta.sansio._durability`)."""
+        self.taken_over = False
+        """Another holder took the lifetime over: it ended here, and publishers are told."""
         # Bookkeeping of the send queue (opaque here).
         self.absorbed_through = 0  # queue positions up to here are in a snapshot sent
         self.open_entry: object | None = None

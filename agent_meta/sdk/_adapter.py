@@ -26,7 +26,8 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any, Protocol, final
 
-from ..core._errors import FrameTooLargeError, MetaValueError, UnknownSessionError
+from ..core._errors import FrameTooLargeError, MetaValueError, StoreError, UnknownSessionError
+from ..core._jsonrpc import INTERNAL_ERROR
 from ..owner._policy import LifetimePolicy
 from ..sansio._gate import InboundGate, InvalidEntry, Release
 from ._release import SdkRelease, UnsupportedSdkError, installed_release
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ..owner._asyncio import AsyncioMetaOwner
-    from ..owner._base import OwnerStatistics
     from ..owner._lifetime import SessionLifetime
+    from ..owner._statistics import OwnerStatistics
     from ..owner._threadsafe import ThreadsafeOwner
     from ..sansio._seam import InfoUpdate, OutboundPlan
 
@@ -246,9 +247,7 @@ class SdkAdapter:
             kwargs["output_stream"] = SeamReader(self)
             kwargs["sender_factory"] = lambda _writer, _supervisor: SeamSender(self)
         if release.dispatcher:
-            kwargs["dispatcher_factory"] = marking_dispatcher(
-                self._policy.request, self._dispatching
-            )
+            kwargs["dispatcher_factory"] = marking_dispatcher(self._admit, self._dispatching)
         return kwargs
 
     # -- the SDK's transport ---------------------------------------------------------------
@@ -262,19 +261,35 @@ class SdkAdapter:
         request of the client is still being answered (as agent_meta's own connection does),
         unless the agent waits for the client, which can no longer answer. Cancelling it
         loses no message: one taken from the source and not handed over stays queued."""
-        message = await self._next_admitted()
-        if message is None:
-            return None
-        if not self._marks_in_dispatcher:
-            if self.release.dispatcher:
-                self._warn_once(
-                    "dispatcher",
-                    f"agent-client-protocol {self.release.version} starts handlers from a "
-                    "dispatcher task: pass **adapter.connection_kwargs() to acp.run_agent, or "
-                    "a load's replay is taken as live",
-                )
-            REPLAYING.set(self._policy.request(message))  # for the handler task the SDK starts next
-        return message if isinstance(message, dict) else dict(message)
+        while True:
+            message = await self._next_admitted()
+            if message is None:
+                return None
+            if not self._marks_in_dispatcher:
+                if self.release.dispatcher:
+                    self._warn_once(
+                        "dispatcher",
+                        f"agent-client-protocol {self.release.version} starts handlers from a "
+                        "dispatcher task: pass **adapter.connection_kwargs() to acp.run_agent, "
+                        "or a load's replay is taken as live",
+                    )
+                admitted, token = await self._admit(message)
+                if not admitted:
+                    continue  # answered with an error: the store could not be read
+                REPLAYING.set(token)  # for the handler task the SDK starts next
+            return message if isinstance(message, dict) else dict(message)
+
+    async def _admit(self, message: Mapping[str, Any]) -> tuple[bool, int | None]:
+        """Carry out the lifetime policy for a message about to reach a handler: whether it
+        may (``False``: it was answered with an error, the lifetime store having failed) and
+        its replay token."""
+        try:
+            return True, await self._policy.request(message)
+        except StoreError as exc:
+            logger.exception("%s: the lifetime store failed", message.get("method"))
+            error = {"code": INTERNAL_ERROR, "message": f"the lifetime store failed: {exc}"}
+            await self.send({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
+            return False, None
 
     async def _next_admitted(self) -> Mapping[str, Any] | None:
         """The next message the gate lets through, answering those it refuses."""

@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, final
 
 from ..core._jsonrpc import INVALID_REQUEST, PARSE_ERROR
 from ..owner._asyncio import open_asyncio_owner
-from ..owner._base import unwritten_error
+from ..owner._failures import unwritten_error
 from ..sansio._gate import InvalidEntry
 from ..sansio._lines import (
     DEFAULT_MAX_LINE_BYTES,

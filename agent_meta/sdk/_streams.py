@@ -89,13 +89,15 @@ class SeamReader(asyncio.StreamReader):
 
 
 def marking_dispatcher(
-    admit: Callable[[Mapping[str, Any]], int | None], built: Callable[[], None]
+    admit: Callable[[Mapping[str, Any]], Awaitable[tuple[bool, int | None]]],
+    built: Callable[[], None],
 ) -> Callable[..., Any]:
     """A ``dispatcher_factory`` for the SDK's connection: the SDK's own dispatcher, whose request
-    handlers first call ``admit(message)`` and mark their task with the token it returns (see
-    :data:`REPLAYING`). Handlers start in the order the requests were read, so requests are
-    admitted in that order too. ``built`` is called when the SDK builds the dispatcher, as it
-    builds its connection: before it reads anything."""
+    handlers first await ``admit(message)`` and mark their task with the token it returns (see
+    :data:`REPLAYING`), or, when it says the request was answered already, do not run.
+    Handlers start in the order the requests were read, so requests are admitted in that order
+    too. ``built`` is called when the SDK builds the dispatcher, as it builds its connection:
+    before it reads anything."""
     # Only the releases with a dispatcher have it (the installed one is checked by the caller).
     dispatcher_class = importlib.import_module("acp.task").DefaultMessageDispatcher
 
@@ -109,7 +111,10 @@ def marking_dispatcher(
         built()
 
         async def run_request(message: dict[str, Any]) -> Any:
-            REPLAYING.set(admit(message))
+            admitted, token = await admit(message)
+            if not admitted:
+                return None
+            REPLAYING.set(token)
             return await request_runner(message)
 
         return dispatcher_class(

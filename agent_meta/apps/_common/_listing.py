@@ -51,13 +51,14 @@ def entry_size(entry: JsonObject) -> int:
     return len(json.dumps(entry, separators=(",", ":"), ensure_ascii=True)) + 1
 
 
-def listed_info(owner: Owner, session_id: str, last_info: JsonObject) -> JsonObject:
+async def listed_info(owner: Owner, session_id: str, last_info: JsonObject) -> JsonObject:
     """A session's ``title`` and ``_meta`` as ``session/list`` shows them: from its open
-    lifetime, else from the owner's store (a restarted agent), else as it was at its close."""
+    lifetime, else from the owner's store (a restarted agent, or another process holding it),
+    else as it was at its close."""
     if owner.has_lifetime(session_id):
         snapshot = owner.lifetime(session_id).snapshot()
     else:
-        stored = owner.stored_snapshot(session_id)
+        stored = await owner.stored_snapshot(session_id)
         if stored is None:
             return last_info
         snapshot = stored

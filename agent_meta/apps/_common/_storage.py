@@ -1,8 +1,10 @@
 """The reference agent's sessions and conversation history, in the lifetime store's SQLite file.
 
 Session-info state is the owner's business (its lifetimes table); this keeps only what the agent
-itself needs to resume a session in a fresh process: the session (id, cwd, last ``updatedAt``,
-last known info for ``session/list``, whether it was closed) and its messages, for replay.
+itself needs to resume a session in a fresh process, or in another process on the same file: the
+session (id, cwd, last ``updatedAt``, last known info for ``session/list``, whether it was
+closed, the last message number handed out) and its messages, for replay. A process that takes a
+session over reads it afresh (:meth:`HistoryStore.refresh`), so message ids never collide.
 
 These tables are the reference agent's, outside the lifetime store's schema (whose version,
 ``PRAGMA user_version``, covers only the ``agent_meta_`` tables). Their versions: 1, the first;
@@ -16,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import secrets
 from typing import TYPE_CHECKING, TypeVar
 
 from ._replay import Message
@@ -26,7 +29,20 @@ if TYPE_CHECKING:
 
     from agent_meta import JsonObject, SQLiteStore
 
-__all__ = ["HistoryStore", "SessionRecord", "StoredMessage", "StoredSession", "utc_now"]
+__all__ = [
+    "HistoryStore",
+    "SessionRecord",
+    "StoredMessage",
+    "StoredSession",
+    "new_session_id",
+    "utc_now",
+]
+
+
+def new_session_id() -> str:
+    """A session id nobody can guess (128 random bits): once any connection can take a session
+    over by resuming it, its id is the key to it."""
+    return f"sess-{secrets.token_hex(16)}"
 
 
 def utc_now() -> str:
@@ -100,6 +116,22 @@ class HistoryStore:
             sessions.append(session)
         return sessions
 
+    async def refresh(self, session: SessionRecord) -> bool:
+        """Bring ``session`` up to what the store holds (another process may have taken it
+        over and added messages since): its row and its messages; ``False`` when the store
+        holds no such session."""
+        stored = await self.load_one(session.session_id)
+        if stored is None:
+            return False
+        _, cwd, updated_at, info, counter, closed, messages = stored
+        session.cwd = cwd
+        session.updated_at = updated_at
+        session.last_info = info
+        session.counter = counter
+        session.closed = closed
+        session.history = [Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
+        return True
+
     async def save(self, session: SessionRecord) -> None:
         """Store the session's row (not its messages: :meth:`add_message` appends those)."""
         await self.save_session(
@@ -137,6 +169,27 @@ class HistoryStore:
             return sessions
 
         return await self._store.run(load, what="loading the reference agent's sessions")
+
+    async def load_one(self, session_id: str) -> StoredSession | None:
+        """One session with its messages, or ``None`` (the tables exist: :meth:`load` ran)."""
+
+        def load(conn: sqlite3.Connection) -> StoredSession | None:
+            row = conn.execute(
+                "SELECT session_id, cwd, updated_at, last_info, counter, closed"
+                " FROM reference_sessions WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            messages = conn.execute(
+                "SELECT role, message_id, text FROM reference_messages"
+                " WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+            found, cwd, updated_at, last_info, counter, closed = row
+            return (found, cwd, updated_at, json.loads(last_info), counter, bool(closed), messages)
+
+        return await self._store.run(load, what="loading a session", write=False)
 
     async def save_session(
         self,

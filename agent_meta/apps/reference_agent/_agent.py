@@ -14,8 +14,6 @@ with what the agent knows of it (no title), and keeps its history.
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import uuid
 from typing import TYPE_CHECKING
 
 import trio
@@ -42,7 +40,7 @@ from .._common._replay import (
     reply_text,
     user_update,
 )
-from .._common._storage import HistoryStore, SessionRecord, utc_now
+from .._common._storage import HistoryStore, SessionRecord, new_session_id, utc_now
 from ._lines import run_line
 
 if TYPE_CHECKING:
@@ -97,7 +95,6 @@ class ReferenceAgent(BaseAgent):
 
     def __init__(self, history: HistoryStore | None = None, *, list_page_size: int = 50) -> None:
         self._sessions: dict[str, _Session] = {}
-        self._ids = itertools.count(1)
         self._history = history
         self._pager = Pager(list_page_size)
 
@@ -153,7 +150,7 @@ class ReferenceAgent(BaseAgent):
     async def new_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         cwd = require_str(params, "cwd")
         check_cwd(cwd)
-        session_id = f"sess-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+        session_id = new_session_id()
         session = _Session(session_id=session_id, cwd=cwd, updated_at=utc_now())
         await self._save_session(session)
         self._sessions[session_id] = session  # its lifetime opens as the response is queued
@@ -171,24 +168,21 @@ class ReferenceAgent(BaseAgent):
         cwd = optional_str(params, "cwd")
         start = self._pager.start(params.get("cursor"), cwd)
         entries = [
-            self._entry(ctx, session)
-            for session in self._sessions.values()
+            await self._entry(ctx, session)
+            for session in list(self._sessions.values())
             if cwd is None or session.cwd == cwd
         ]
         return self._pager.page(entries, start, cwd, ctx.owner.max_frame_bytes)
 
-    def _entry(self, ctx: RequestContext, session: _Session) -> JsonObject:
-        info = self._info(ctx, session)
+    async def _entry(self, ctx: RequestContext, session: _Session) -> JsonObject:
+        info = await listed_info(ctx.owner, session.session_id, session.last_info)
         max_bytes = ctx.owner.max_frame_bytes
         return list_entry(session.session_id, session.cwd, session.updated_at, info, max_bytes)
-
-    def _info(self, ctx: RequestContext, session: _Session) -> JsonObject:
-        return listed_info(ctx.owner, session.session_id, session.last_info)
 
     # ----------------------------------------------------------------------- resume / load
 
     async def resume_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
-        session = self._session(params)
+        session = await self._taken_session(params)
         require_str(params, "cwd")
         replay = ctx.protocol_version >= 2 and replay_requested(params.get("replayFrom"))
         await self._restore(ctx, session, replay=replay)
@@ -199,7 +193,7 @@ class ReferenceAgent(BaseAgent):
             raise JsonRpcError(
                 METHOD_NOT_FOUND, "session/load is not part of ACP v2: use session/resume"
             )
-        session = self._session(params)
+        session = await self._taken_session(params)
         require_str(params, "cwd")
         await self._restore(ctx, session, replay=True)
         return {}
@@ -237,7 +231,7 @@ class ReferenceAgent(BaseAgent):
         session = self._sessions.get(require_str(params, "sessionId"))
         if session is None or not ctx.owner.has_lifetime(session.session_id):
             return {}
-        session.last_info = self._info(ctx, session)
+        session.last_info = await listed_info(ctx.owner, session.session_id, session.last_info)
         session.closed = True  # kept in the store too: a restarted agent reopens it alike
         await self._save_session(session)
         return {}
@@ -248,6 +242,19 @@ class ReferenceAgent(BaseAgent):
         if session is not None:
             for scope in session.prompts:
                 scope.cancel()
+
+    async def _taken_session(self, params: JsonObject) -> _Session:
+        """The session a load or resume takes over, as the store holds it now: another
+        process on the same file may have created it, or added messages since."""
+        session_id = require_str(params, "sessionId")
+        if self._history is None:
+            return self._session(params)
+        session = self._sessions.get(session_id) or _Session(session_id, "", "")
+        with trio.CancelScope(shield=True):  # a short read; the session must be whole
+            found = await self._history.refresh(session)
+        if found:
+            self._sessions.setdefault(session_id, session)
+        return self._session(params)
 
     def _session(self, params: JsonObject) -> _Session:
         session_id = require_str(params, "sessionId")

@@ -127,13 +127,13 @@ class SdkReferenceAgent(SdkAgentBase[acp.Client]):
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
-        return ListSessionsResponse.model_validate(self._list_page(cwd, cursor))
+        return ListSessionsResponse.model_validate(await self._list_page(cwd, cursor))
 
     # ----------------------------------------------------------------------- resume / load
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
         """Replay the conversation; the adapter resyncs after it, before the response."""
-        session = self._session(session_id)
+        session = await self._taken_session(session_id)
         if not await self._stoppable(session.restores, self._restore(session, replay=True)):
             raise closed_meanwhile()
         return LoadSessionResponse()
@@ -142,7 +142,7 @@ class SdkReferenceAgent(SdkAgentBase[acp.Client]):
         self, session_id: str, cwd: str, **kwargs: Any
     ) -> ResumeSessionResponse:
         """v1 resume: no replay; the adapter resyncs before the response."""
-        session = self._session(session_id)
+        session = await self._taken_session(session_id)
         if not await self._stoppable(session.restores, self._restore(session, replay=False)):
             raise closed_meanwhile()
         return ResumeSessionResponse()

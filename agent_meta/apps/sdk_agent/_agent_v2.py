@@ -196,7 +196,7 @@ class SdkReferenceAgentV2(SdkAgentBase[Any]):
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> Any:
-        return schema.ListSessionsResponse.model_validate(self._list_page(cwd, cursor))
+        return schema.ListSessionsResponse.model_validate(await self._list_page(cwd, cursor))
 
     # ----------------------------------------------------------------------- resume
 
@@ -205,7 +205,7 @@ class SdkReferenceAgentV2(SdkAgentBase[Any]):
     ) -> Any:
         """Replay if asked (``replayFrom: {"type": "start"}``), report the foreground state;
         the adapter resyncs before the response."""
-        session = self._session(session_id)
+        session = await self._taken_session(session_id)
         cursor = (
             None
             if replay_from is None

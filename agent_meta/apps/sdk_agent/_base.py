@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 import logging
-import uuid
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import acp
@@ -26,7 +24,7 @@ from agent_meta.wire import REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 from .._common._foreground import SessionForeground
 from .._common._listing import Pager, check_cwd, list_entry, listed_info
 from .._common._replay import Message, check_replayable, replay_updates, reply_id, reply_text
-from .._common._storage import HistoryStore, SessionRecord, utc_now
+from .._common._storage import HistoryStore, SessionRecord, new_session_id, utc_now
 from ._lines import LineContext
 
 if TYPE_CHECKING:
@@ -132,7 +130,6 @@ class SdkAgentBase(Generic[ClientT]):
         self._adapter = adapter
         self._client: ClientT | None = None
         self._sessions: dict[str, SdkSession] = {}
-        self._ids = itertools.count(1)
         self._history = history
         self._pager = Pager(list_page_size)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -233,7 +230,7 @@ class SdkAgentBase(Generic[ClientT]):
             check_cwd(cwd)
         except JsonRpcError as exc:
             raise request_error(exc) from None
-        session_id = f"sess-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+        session_id = new_session_id()
         session = SdkSession(session_id=session_id, cwd=cwd, updated_at=utc_now())
         await self._save_session(session)
         self._sessions[session_id] = session
@@ -242,26 +239,35 @@ class SdkAgentBase(Generic[ClientT]):
         self._spawn(self._advertise(session_id), name=f"commands of {session_id}")
         return session_id
 
-    def _list_page(self, cwd: str | None, cursor: str | None) -> JsonObject:
+    async def _list_page(self, cwd: str | None, cursor: str | None) -> JsonObject:
         """One ``session/list`` page, as JSON (each agent validates it with its SDK's model)."""
         try:
             start = self._pager.start(cursor, cwd)
         except JsonRpcError as exc:
             raise request_error(exc) from None
         entries = [
-            self._entry(session)
-            for session in self._sessions.values()
+            await self._entry(session)
+            for session in list(self._sessions.values())
             if cwd is None or session.cwd == cwd
         ]
         return self._pager.page(entries, start, cwd, self._adapter.owner.max_frame_bytes)
 
-    def _entry(self, session: SdkSession) -> JsonObject:
-        info = self._info(session)
+    async def _entry(self, session: SdkSession) -> JsonObject:
+        info = await self._info(session)
         max_bytes = self._adapter.owner.max_frame_bytes
         return list_entry(session.session_id, session.cwd, session.updated_at, info, max_bytes)
 
-    def _info(self, session: SdkSession) -> JsonObject:
-        return listed_info(self._adapter.owner, session.session_id, session.last_info)
+    async def _info(self, session: SdkSession) -> JsonObject:
+        return await listed_info(self._adapter.owner, session.session_id, session.last_info)
+
+    async def _taken_session(self, session_id: str) -> SdkSession:
+        """The session a load or resume takes over, as the store holds it now: another
+        process on the same file may have created it, or added messages since."""
+        if self._history is not None:
+            session = self._sessions.get(session_id) or SdkSession(session_id, "", "")
+            if await asyncio.shield(self._history.refresh(session)):
+                self._sessions.setdefault(session_id, session)
+        return self._session(session_id)
 
     def _session(self, session_id: str) -> SdkSession:
         session = self._sessions.get(session_id)
@@ -370,7 +376,7 @@ class SdkAgentBase(Generic[ClientT]):
             await self._stop_work(session)
         if not self._adapter.owner.has_lifetime(session_id):
             return
-        session.last_info = self._info(session)
+        session.last_info = await self._info(session)
         session.closed = True  # kept in the store too: a restarted agent reopens it alike
         await self._save_session(session)
 

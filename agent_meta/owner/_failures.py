@@ -1,0 +1,53 @@
+"""The errors an owner stops or refuses with, built in one place for both drivers and both
+connections."""
+
+from __future__ import annotations
+
+from ..core._errors import (
+    LifetimeTakenOverError,
+    OwnerClosedError,
+    StoreError,
+    TransportBrokenError,
+)
+
+__all__ = ["only_broken", "taken_over_error", "unwritten_error"]
+
+
+def taken_over_error(session_id: str) -> LifetimeTakenOverError:
+    """What a publisher of a lifetime another holder took over is told."""
+    return LifetimeTakenOverError(
+        f"session {session_id!r} was taken over by another holder (a load or resume "
+        "elsewhere): this publication was not stored, and nothing more of it is written here"
+    )
+
+
+def unwritten_error(when: str) -> TransportBrokenError:
+    """The error of a connection that stopped with accepted frames still unwritten ``when``
+    (a client that stopped reading): both connections raise it as they end."""
+    return TransportBrokenError(
+        f"the output stalled: frames accepted before the end were not all written {when} (has"
+        " the client stopped reading? the last line written may be cut short)"
+    )
+
+
+def only_broken(
+    group: BaseExceptionGroup[BaseException], cancelled: type[BaseException]
+) -> TransportBrokenError | StoreError | None:
+    """The TransportBrokenError or StoreError that stopped an owner, if it is all ``group``
+    holds besides the runtime's ``cancelled`` exceptions: what the driver's ``async with``
+    block raises instead of the group."""
+    found: list[TransportBrokenError | StoreError] = []
+    leaves: list[BaseException] = [group]
+    while leaves:
+        exc = leaves.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            leaves.extend(exc.exceptions)
+        elif isinstance(exc, TransportBrokenError | StoreError):
+            found.append(exc)
+        elif isinstance(exc, OwnerClosedError) and isinstance(
+            exc.__cause__, TransportBrokenError | StoreError
+        ):
+            found.append(exc.__cause__)  # a waiter that learned of the break first
+        elif not isinstance(exc, cancelled):
+            return None
+    return found[0] if found else None

@@ -1,0 +1,241 @@
+"""Shared lifetimes: owners on one store take sessions over from each other, fenced by epochs.
+
+Each test runs on both drivers (``tests/drivers.py``) and on both local stores: the
+:class:`~agent_meta.MemoryStore` of one process, and SQLite files opened twice, as two
+processes open them (each owner with its own ``SQLiteStore`` on the same file).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING
+
+import pytest
+
+from agent_meta import (
+    LifetimeTakenOverError,
+    MemoryStore,
+    SQLiteStore,
+    StoredLifetime,
+    UnknownSessionError,
+)
+from agent_meta.testing import ClientMirror, RecordingTransport
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from drivers import Driver
+
+    from agent_meta.owner._store import LifetimeStore
+
+pytestmark = pytest.mark.parametrize("kind", ["memory", "sqlite"])
+
+
+class Stores:
+    """Two handles on one store: the same object (memory) or the same file opened twice."""
+
+    def __init__(self, kind: str, tmp_path: Path, stack: AsyncExitStack) -> None:
+        self.kind = kind
+        self.path = tmp_path / "shared.sqlite"
+        self.stack = stack
+        self.memory = MemoryStore()
+
+    async def open(self) -> LifetimeStore:
+        if self.kind == "memory":
+            return self.memory
+        return await self.stack.enter_async_context(await SQLiteStore.open(self.path))
+
+
+async def stores(kind: str, tmp_path: Path) -> tuple[Stores, AsyncExitStack]:
+    stack = AsyncExitStack()
+    return Stores(kind, tmp_path, stack), stack
+
+
+def meta_of(record: StoredLifetime | None) -> object:
+    assert record is not None
+    return None if record.meta is None else json.loads(record.meta)
+
+
+async def test_a_claim_takes_the_lifetime_over_and_fences_the_former_holder(
+    driver: Driver, kind: str, tmp_path: Path
+) -> None:
+    shared, stack = await stores(kind, tmp_path)
+    async with stack:
+        a_client = RecordingTransport(mirror=ClientMirror())
+        b_client = RecordingTransport(mirror=ClientMirror())
+        async with (
+            driver.open_owner(a_client, store=await shared.open()) as a,
+            driver.open_owner(b_client, store=await shared.open()) as b,
+        ):
+            held = a.open_lifetime("s")
+            await held.publish(meta={"a": 1})  # accepted: stored
+            taken = await b.claim_lifetime("s")
+            assert taken is not None
+            assert taken.snapshot().meta == {"a": 1}  # everything accepted before the claim
+            taken.resync()
+            with pytest.raises(LifetimeTakenOverError):
+                await held.publish(meta={"stale": True})  # refused to the former holder
+            assert not a.has_lifetime("s")
+            with pytest.raises(UnknownSessionError):
+                a.lifetime("s")
+            with pytest.raises(LifetimeTakenOverError):
+                await held.publish(meta={"again": True})
+            await taken.publish(meta={"b": 2})
+            await a.wait_flushed()
+            await b.wait_flushed()
+            assert a.statistics().taken_over == 1
+            record = await (await shared.open()).read("s")
+            assert meta_of(record) == {"a": 1, "b": 2}
+            assert record is not None
+            assert record.epoch == 2
+        assert a_client.mirror is not None
+        assert b_client.mirror is not None
+        assert a_client.mirror.meta("s") == {"a": 1}  # nothing more of it after the takeover
+        assert b_client.mirror.meta("s") == {"a": 1, "b": 2}
+
+
+async def test_a_stale_session_in_a_batch_fences_that_session_only(
+    driver: Driver, kind: str, tmp_path: Path
+) -> None:
+    shared, stack = await stores(kind, tmp_path)
+    async with (
+        stack, driver.open_owner(RecordingTransport(), store=await shared.open()) as a,
+        driver.open_owner(RecordingTransport(), store=await shared.open()) as b,
+    ):
+        one = a.open_lifetime("one")
+        two = a.open_lifetime("two")
+        await a.wait_flushed()
+        assert await b.claim_lifetime("one") is not None
+        # Both changes go to the store in one batch of A's: "one" is stale there.
+        one.publish_nowait(meta={"x": 1})
+        await two.publish(meta={"y": 2})
+        await a.wait_flushed()
+        assert not a.has_lifetime("one")
+        assert a.has_lifetime("two")
+        store = await shared.open()
+        assert meta_of(await store.read("two")) == {"y": 2}
+        assert meta_of(await store.read("one")) is None  # the stale change was not stored
+        await two.publish(meta={"z": 3})  # the owner goes on
+        assert meta_of(await store.read("two")) == {"y": 2, "z": 3}
+
+
+async def test_claiming_twice_on_one_owner_takes_nothing_more(
+    driver: Driver, kind: str, tmp_path: Path
+) -> None:
+    shared, stack = await stores(kind, tmp_path)
+    async with stack:
+        store = await shared.open()
+        await store.write([StoredLifetime("s", meta='{"k":1}')], [], holder="old")
+        async with driver.open_owner(RecordingTransport(), store=store) as owner:
+            first = await owner.claim_lifetime("s")
+            assert first is not None
+            assert await owner.claim_lifetime("s") is first  # open here: kept (R5)
+            assert (await store.claim("s", owner.holder)) is not None  # the same holder
+            record = await store.read("s")
+            assert record is not None
+            assert record.epoch == 2  # one takeover, not three
+            await first.publish(meta={"k": 2})  # still this owner's
+            assert meta_of(await store.read("s")) == {"k": 2}
+
+
+async def test_a_claim_of_an_unknown_session_takes_nothing_and_creates_nothing(
+    driver: Driver, kind: str, tmp_path: Path
+) -> None:
+    shared, stack = await stores(kind, tmp_path)
+    async with stack:
+        store = await shared.open()
+        async with driver.open_owner(RecordingTransport(), store=store) as owner:
+            assert await owner.claim_lifetime("nobody") is None
+            assert not owner.has_lifetime("nobody")
+            assert await owner.stored_snapshot("nobody") is None
+        assert await store.read("nobody") is None
+
+
+async def test_a_new_lifetime_is_stored_before_the_next_frame(
+    driver: Driver, kind: str, tmp_path: Path
+) -> None:
+    """The response that names a new session is written after its record exists: another
+    holder asked for it at once finds it."""
+    shared, stack = await stores(kind, tmp_path)
+    async with stack:
+        store = await shared.open()
+        seen: list[StoredLifetime | None] = []
+
+        class Probe(RecordingTransport):
+            async def send_frame(self, frame: bytes) -> None:
+                if b'"id":1' in frame:
+                    seen.append(await store.read("fresh"))
+                await super().send_frame(frame)
+
+        async with driver.open_owner(Probe(), store=store) as owner:
+            owner.open_lifetime("fresh")
+            await owner.send_response(1, result={"sessionId": "fresh"})
+        assert len(seen) == 1
+        assert seen[0] is not None
+        assert seen[0].epoch == 1
+
+
+async def test_a_new_lifetime_whose_id_another_holder_stored_is_fenced(
+    driver: Driver, kind: str, tmp_path: Path
+) -> None:
+    shared, stack = await stores(kind, tmp_path)
+    async with stack:
+        store = await shared.open()
+        await store.write([StoredLifetime("s", meta='{"theirs":1}')], [], holder="them")
+        async with driver.open_owner(RecordingTransport(), store=store) as owner:
+            lifetime = owner.open_lifetime("s")  # not claimed: a new lifetime of a taken id
+            with pytest.raises(LifetimeTakenOverError):
+                await lifetime.publish(meta={"mine": 1})
+            assert owner.statistics().taken_over == 1
+        assert meta_of(await store.read("s")) == {"theirs": 1}
+
+
+async def test_the_former_holder_closing_deletes_nothing_of_the_new_one(
+    driver: Driver, kind: str, tmp_path: Path
+) -> None:
+    shared, stack = await stores(kind, tmp_path)
+    async with (
+        stack, driver.open_owner(RecordingTransport(), store=await shared.open()) as a,
+        driver.open_owner(RecordingTransport(), store=await shared.open()) as b,
+    ):
+        await a.open_lifetime("s").publish(meta={"a": 1})
+        assert await b.claim_lifetime("s") is not None
+        a.close_lifetime("s")  # A has not learnt yet: its delete carries epoch 1
+        await a.send_response(1, result={})
+        await a.wait_flushed()
+        assert meta_of(await (await shared.open()).read("s")) == {"a": 1}
+
+
+async def test_a_version_1_file_is_migrated_and_its_lifetimes_claimed(
+    driver: Driver, kind: str, tmp_path: Path
+) -> None:
+    if kind == "memory":
+        pytest.skip("a file format")
+    path = tmp_path / "shared.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        PRAGMA application_id = 1095191892;
+        PRAGMA user_version = 1;
+        CREATE TABLE agent_meta_lifetimes (
+            session_id TEXT PRIMARY KEY NOT NULL, title TEXT, updated_at TEXT, meta TEXT,
+            failure_id TEXT, failure_revision INTEGER, needs_repair INTEGER NOT NULL DEFAULT 0
+        ) WITHOUT ROWID;
+        INSERT INTO agent_meta_lifetimes VALUES ('old', NULL, NULL, '{"v":1}', NULL, NULL, 0);
+        """
+    )
+    conn.close()
+    async with await SQLiteStore.open(path) as store:
+        async with driver.open_owner(RecordingTransport(), store=store) as owner:
+            claimed = await owner.claim_lifetime("old")
+            assert claimed is not None
+            assert claimed.snapshot().meta == {"v": 1}
+            await claimed.publish(meta={"w": 2})
+        record = await store.read("old")
+        assert record is not None
+        assert record.epoch == 2
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()
