@@ -120,7 +120,7 @@ def sdk_v2(session: nox.Session) -> None:
     """ACP v2 through the official SDK 1.0 (``agent-meta agent --runtime sdk``) against the
     TypeScript SDK's v2 and v1 clients, each a real agent process, next to the trio runtime:
     the integration half of what ``sdk_matrix`` checks in-process on 1.0."""
-    session.install("-e", ".[test]", f"agent-client-protocol=={SDK_MATRIX[-1]}")
+    session.install("-e", ".[test,timeline]", f"agent-client-protocol=={SDK_MATRIX[-1]}")
     with session.chdir(NODE_CLIENT):
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     session.run(
@@ -129,6 +129,8 @@ def sdk_v2(session: nox.Session) -> None:
         "integration/test_typescript_v1.py",
         *session.posargs,
     )
+    # The demo's v2 story, on the SDK runtime, under the TypeScript SDK's v2 client.
+    session.run("python", "-m", "agent_meta", "demo", "--runtime", "sdk", "--protocol", "2")
 
 
 @nox.session(python=PYTHON)

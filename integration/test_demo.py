@@ -53,6 +53,20 @@ def test_demo_v2_with_each_client(client: str) -> None:
     assert "demo passed" in done.stdout
 
 
+def test_demo_on_the_sdk_runtime() -> None:
+    """The same story against the agent on the official Python SDK: v1 here (the demo's SDK,
+    0.12); its v2 half needs the SDK 1.0, where ``nox -s sdk_v2`` plays it."""
+    done = _demo("--runtime", "sdk")
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "the agent on the sdk runtime" in " ".join(done.stdout.split())
+    assert "v1 passed" in done.stdout
+    assert "ACP v2 skipped" in done.stdout
+    assert "demo passed" in done.stdout
+    refused = _demo("--runtime", "sdk", "--protocol", "2")
+    assert refused.returncode == 1
+    assert "agent-client-protocol 1.0" in " ".join(refused.stdout.split())
+
+
 def test_demo_help_and_bad_arguments() -> None:
     helped = _demo("--help")
     assert helped.returncode == 0

@@ -164,6 +164,15 @@ def test_bad_fields_are_named(fields: dict[str, Any], rule: str) -> None:
     assert watcher.meta("s") == {"kept": True}  # a malformed _meta is not folded
 
 
+def test_a_v1_updated_at_without_an_offset_is_not_judged() -> None:
+    """v1's schema says ISO 8601, which allows a local time (fast-agent sends one): only v2
+    requires RFC 3339 with an offset."""
+    watcher = connected(1)
+    watcher.observe("agent", update(updatedAt="2026-01-01T00:00:00.144382"))
+    assert not watcher.failed
+    assert watcher.exercised["updated-at"] == 0
+
+
 def test_good_fields_pass() -> None:
     watcher = connected(2)
     watcher.observe("agent", update(title=None, updatedAt="2026-11-30T12:00:00.5+01:00"))

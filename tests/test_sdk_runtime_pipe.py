@@ -82,3 +82,26 @@ async def test_an_ask_answered_with_no_permission_outcome_is_not_answered(
     assert replies[-1].strip() == (
         f"not answered: the client's answer is not a permission outcome: {shown}"
     ), replies
+
+
+@pytest.mark.parametrize("runtime", ["trio", "sdk"])
+async def test_lone_surrogates_in_meta_keys_and_values_reach_the_client_exactly(
+    runtime: str,
+) -> None:
+    """A lone surrogate (``"\\ud800"``: legal JSON) in a ``_meta`` key or value comes back as
+    sent on both runtimes. The SDK's own serializer writes U+FFFD for one in a key and fails on
+    one in a value, so the SDK agent publishes such a patch through its lifetime handle."""
+    async with spawn("--runtime", runtime) as agent:
+        await agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        session = await agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        session_id = session["result"]["sessionId"]
+        answer = await agent.prompt(session_id, '/meta patch {"\\ud800": 1, "k": "\\udc00x"}')
+        assert answer.get("result") == {"stopReason": "end_turn"}, answer
+        assert await agent.finish() == 0
+    infos = [
+        m["params"]["update"]
+        for m in agent.messages
+        if m.get("method") == "session/update"
+        and m["params"]["update"]["sessionUpdate"] == "session_info_update"
+    ]
+    assert infos[-1]["_meta"] == {"\ud800": 1, "k": "\udc00x"}

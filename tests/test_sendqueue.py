@@ -1170,3 +1170,17 @@ def test_v1_frames_are_snapshots_of_the_whole_known_state() -> None:
     publish(q, s, enc(title="T1", meta={"a": 1}, offset_timestamps=False))
     publish(q, s, enc(title="T2", meta={"a": 2}, offset_timestamps=False))
     assert drain(q) == [info({"title": "T2", "_meta": {"a": 2}})]
+
+
+def test_a_v1_frame_that_carries_what_is_queued_behind_it_counts_it_coalesced() -> None:
+    """Without coalescing every publication is its own entry; a v1 merged frame still carries
+    the whole state when the writer takes it, so the entries behind it send nothing: they are
+    counted (frames carrying a publication + coalesced = publications)."""
+    q = make_queue(protocol_version=1, coalesce=False)
+    s = opened(q)
+    for n in range(1, 4):
+        publish(q, s, enc(meta={"n": n}))
+    frames = drain(q)
+    assert [frame["params"]["update"]["_meta"] for frame in frames] == [{"n": 3}]
+    assert (q.counters.publications, q.counters.coalesced) == (3, 2)
+    assert q.counters.frames_written == 1

@@ -66,23 +66,38 @@ async def _final_check(stage: Stage, console: Console) -> str | None:
     return expect(held.meta == reported, "the client's folded metadata differs from the agent's")
 
 
-async def _play(console: Console) -> None:
+def _agent(runtime: str, protocol: str) -> list[str]:
+    """The reference agent's command line for one half of the story."""
+    return [
+        sys.executable,
+        "-m",
+        "agent_meta",
+        "agent",
+        "--runtime",
+        runtime,
+        "--protocol",
+        protocol,
+    ]
+
+
+async def _play(console: Console, runtime: str) -> None:
     import acp
 
     from ..testing import ClientMirror
 
     wire = Wire(ClientMirror(protocol_version=1))
     cwd = os.getcwd()
-    async with acp.spawn_agent_process(
-        cast("acp.Client", Quiet()),  # duck-typed, as the SDK allows
-        sys.executable,
-        "-m",
-        "agent_meta",
-        "agent",
-        env=_child_env(),
-        observers=[wire.observe],
-        transport_kwargs={"stderr": None, "limit": 50 * 2**20},
-    ) as (conn, _process):
+    command = _agent(runtime, "1")
+    async with (
+        acp.spawn_agent_process(
+            cast("acp.Client", Quiet()),  # duck-typed, as the SDK allows
+            command[0],
+            *command[1:],
+            env=_child_env(),
+            observers=[wire.observe],
+            transport_kwargs={"stderr": None, "limit": 50 * 2**20},
+        ) as (conn, _process)
+    ):
         stage = Stage(conn, wire, cwd)
         for number, step in enumerate(STORY, 1):
             since = len(wire.incoming)
@@ -99,17 +114,19 @@ async def _play(console: Console) -> None:
 
 def _child_env() -> dict[str, str]:
     """``spawn_agent_process`` passes a trimmed environment; add what the child needs."""
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parents[2])  # the directory holding agent_meta
     paths = [package_root, os.environ.get("PYTHONPATH", "")]
     return {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
-def _play_v2(console: Console, client: str) -> None:
+def _play_v2(console: Console, client: str, runtime: str) -> None:
     """The v2 half: the same agent over the same kind of pipe, under a v2 client."""
     from ..testing import ClientMirror
     from ._demo_v2 import V2_STORY, node_client, run_python_client, run_typescript_client
 
-    agent = [sys.executable, "-m", "agent_meta", "agent"]
+    if runtime == "sdk":
+        _check_sdk_v2()
+    agent = _agent(runtime, "2")
     script = None if client == "python" else node_client()
     if script is None and client == "typescript":
         raise DemoError("--v2-client typescript: Node.js or integration/node/node_modules missing")
@@ -142,6 +159,31 @@ def _play_v2(console: Console, client: str) -> None:
         console.print("  [green]ok")
 
 
+def _sdk_has_v2() -> bool:
+    from ..sdk._release import UnsupportedSdkError, installed_release
+
+    try:
+        return installed_release().v2
+    except UnsupportedSdkError:
+        return False
+
+
+def _check_sdk_v2() -> None:
+    """The SDK runtime speaks v2 on the SDK 1.0 only: say so before starting anything."""
+    from ..sdk._release import UnsupportedSdkError, installed_release
+
+    try:
+        release = installed_release()
+    except UnsupportedSdkError as exc:
+        raise DemoError(f"--runtime sdk: {exc}") from None
+    if not release.v2:
+        raise DemoError(
+            f"--runtime sdk speaks ACP v2 on agent-client-protocol 1.0 on; {release.version} is "
+            "installed (pip install 'agent-client-protocol==1.0.0rc3', then "
+            "agent-meta demo --runtime sdk --protocol 2)"
+        )
+
+
 _METHODS = {
     "new": "session/new",
     "prompt": "session/prompt",
@@ -167,6 +209,13 @@ def _parser() -> argparse.ArgumentParser:
         help="which ACP version(s) to show (default: both)",
     )
     parser.add_argument(
+        "--runtime",
+        choices=("trio", "sdk"),
+        default="trio",
+        help="the reference agent's runtime: agent_meta's own connection, or the official "
+        "Python SDK with agent_meta's adapter (v2 there needs the SDK 1.0) (default: trio)",
+    )
+    parser.add_argument(
         "--v2-client",
         choices=("auto", "typescript", "python"),
         default="auto",
@@ -188,12 +237,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     console = Console(highlight=False)
     if args.protocol in ("1", "both"):
-        status = _run_v1(console)
+        status = _run_v1(console, args.runtime)
         if status:
             return status
-    if args.protocol in ("2", "both"):
+    if args.protocol == "both" and args.runtime == "sdk" and not _sdk_has_v2():
+        console.print(
+            "[yellow]ACP v2 skipped:[/] --runtime sdk speaks v2 on agent-client-protocol 1.0 on "
+            "(pip install 'agent-client-protocol==1.0.0rc3', then "
+            "agent-meta demo --runtime sdk --protocol 2)"
+        )
+    elif args.protocol in ("2", "both"):
         try:
-            _play_v2(console, args.v2_client)
+            _play_v2(console, args.v2_client, args.runtime)
         except (DemoError, RuntimeError, TimeoutError, subprocess.TimeoutExpired) as exc:
             console.print(f"[bold red]demo failed (v2):[/] {exc}")
             return 1
@@ -205,17 +260,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _run_v1(console: Console) -> int:
+def _run_v1(console: Console, runtime: str) -> int:
     """The v1 half under the official Python SDK client; an exit status (0: passed)."""
     try:
         import acp  # noqa: F401
     except ImportError:
         console.print("[red]agent-meta demo needs the demo extra: pip install 'agent-meta[demo]'")
         return 2
-    console.print("[bold]ACP v1[/] under the official Python SDK client (agent-client-protocol)")
+    console.print(
+        "[bold]ACP v1[/] under the official Python SDK client (agent-client-protocol), "
+        f"the agent on the {runtime} runtime"
+    )
 
     async def bounded() -> None:
-        await asyncio.wait_for(_play(console), STORY_TIMEOUT)
+        await asyncio.wait_for(_play(console, runtime), STORY_TIMEOUT)
 
     try:
         asyncio.run(bounded())

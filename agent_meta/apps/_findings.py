@@ -46,7 +46,7 @@ RULES: Final = (
         "a session_info_update's _meta is an object or null; title is a string or null",
         "R12",
     ),
-    Rule("updated-at", "updatedAt is an RFC 3339 date-time with a UTC offset", "R12"),
+    Rule("updated-at", "updatedAt is an RFC 3339 date-time with a UTC offset (v2)", "R12"),
     Rule(
         "resync",
         "after session/load or session/resume with replay the client holds the _meta it held "

@@ -24,7 +24,8 @@ class OwnerStatistics:
     publications: int
     """Session-info publications accepted (publish, domain edits, failure changes)."""
     coalesced: int
-    """Publications and resyncs merged into an entry already queued (R3)."""
+    """Publications and resyncs merged into an entry already queued (R3), or carried by a
+    snapshot written before their own entry came up (R2: they send nothing more)."""
     frames_written: int
     bytes_written: int
     fenced: int

@@ -80,7 +80,9 @@ class FrameRenderer:
 
     def _absorbed_frames(self, entry: InfoEntry) -> list[bytes]:
         """An entry whose publications a snapshot already carries: only its notification
-        ``_meta`` still goes out (R9), on an update that changes nothing."""
+        ``_meta`` still goes out (R9), on an update that changes nothing. Counted as coalesced:
+        its publication reached the client inside the snapshot, not in a frame of its own."""
+        self._counters.coalesced += 1
         if entry.notification_meta is None:
             return []
         prefix = entry.lifetime.prefix

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 import acp
 import pydantic
 
+from agent_meta import OMITTED
+
 from .._common._commands import (
     Ask,
     Burst,
@@ -115,8 +117,29 @@ async def _say(
     lifetime = ctx.lifetime
     if lifetime.closed:  # the SDK call cannot say whether it was fenced; the handle can
         return published_reply(False, what)
+    if _unencodable(fields):
+        # The SDK's serializer writes U+FFFD for a lone surrogate in a key (legal JSON: a
+        # "\ud800" escape) and fails on one in a value; the handle's encoder keeps both.
+        meta = fields.get("field_meta", OMITTED)
+        title = fields.get("title", OMITTED)
+        return published_reply(await lifetime.publish(meta=meta, title=title), what)
     await ctx.send(lifetime.session_id, ctx.info_update(**fields), **notification_meta)
     return published_reply(True, what)
+
+
+def _unencodable(value: object) -> bool:
+    """Whether ``value`` holds a string (a key included) that UTF-8 cannot encode."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_unencodable(key) or _unencodable(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_unencodable(item) for item in value)
+    return False
 
 
 async def permission_answer(request: Awaitable[Any]) -> str:
