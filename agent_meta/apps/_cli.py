@@ -16,6 +16,7 @@ import logging
 import os
 import stat
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._version import __version__
@@ -108,6 +109,21 @@ def build_parser() -> argparse.ArgumentParser:
             "keep session lifetimes and conversation history in this SQLite file, so a "
             "restarted agent restores them on session/resume (one agent process per file)"
         ),
+    )
+    agent.add_argument(
+        "--listen",
+        metavar="[HOST:]PORT",
+        help=(
+            "with --runtime sdk: serve remote clients over WebSocket (ws://HOST:PORT/acp) and "
+            "streamable HTTP instead of stdio; HOST defaults to 127.0.0.1, PORT 0 takes a free "
+            "one (printed on stdout). Every connection must send the bearer token "
+            f"(--token-file, or ${TOKEN_VARIABLE}). Needs the 'sdk-http' extra"
+        ),
+    )
+    agent.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help=f"with --listen: the file holding the bearer token (else ${TOKEN_VARIABLE})",
     )
     agent.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
 
@@ -230,6 +246,8 @@ def _run_sdk_agent(
     protocols = tuple(v for v in _PROTOCOLS[args.protocol] if v in offered)
     if not protocols:
         parser.error(f"--protocol {args.protocol} with --runtime sdk: {SDK_V1_ONLY}")
+    if args.listen is not None:
+        return _run_listening(parser, args, options)
     if (problem := _not_a_pipe()) is not None:
         print(
             f"agent-meta agent --runtime sdk: {problem}; asyncio's pipe transports take pipes, "
@@ -248,6 +266,81 @@ def _run_sdk_agent(
         print(f"agent-meta: stopped: {'; '.join(map(repr, _leaves(exc)))}", file=sys.stderr)
         return 1
     return 0
+
+
+TOKEN_VARIABLE = "AGENT_META_TOKEN"
+"""The environment variable ``--listen`` reads the bearer token from (without ``--token-file``)."""
+
+
+def _run_listening(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, options: OwnerOptions
+) -> int:
+    """``--listen``: the SDK agent for remote clients (WebSocket and streamable HTTP)."""
+    host, port = _listen_address(parser, args.listen)
+    token = _bearer_token(parser, args.token_file)
+    listen = _import_extra(
+        "agent_meta.apps.sdk_agent._listen",
+        "agent-meta agent --listen needs the SDK's HTTP server and an ASGI server",
+        "Install them with: pip install 'agent-meta[sdk-http]' (agent-client-protocol 0.12)",
+    )
+    if listen is None:
+        return 2
+    serve = functools.partial(listen.serve_sdk_listen, host, port, token)
+    import asyncio
+
+    try:
+        asyncio.run(_serve_listening(serve, args.store, options))
+    except (AgentMetaError, ExceptionGroup) as exc:
+        print(f"agent-meta: stopped: {'; '.join(map(repr, _leaves(exc)))}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _listen_address(parser: argparse.ArgumentParser, text: str) -> tuple[str, int]:
+    """``[HOST:]PORT`` as a (host, port) pair; loopback unless a host is named."""
+    host, _, port_text = text.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text, 10)
+    except ValueError:
+        parser.error(f"--listen {text!r}: expected [HOST:]PORT")
+    if not 0 <= port <= 65535:
+        parser.error(f"--listen {text!r}: the port must be from 0 to 65535")
+    return host, port
+
+
+def _bearer_token(parser: argparse.ArgumentParser, path: str | None) -> str:
+    """The token of ``--token-file`` (its first line), else of the environment; the token
+    itself never appears in a message."""
+    if path is not None:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            parser.error(f"--token-file {path}: cannot read it ({type(exc).__name__})")
+        token = lines[0].strip() if lines else ""
+    else:
+        token = os.environ.get(TOKEN_VARIABLE, "").strip()
+    if not token:
+        parser.error(f"--listen needs a bearer token: --token-file PATH, or ${TOKEN_VARIABLE}")
+    from ..sdk._auth import check_token
+
+    try:
+        check_token(token)
+    except ValueError as exc:
+        parser.error(f"--listen: {exc}")
+    return token
+
+
+async def _serve_listening(
+    serve: Callable[..., Awaitable[None]], path: str | None, options: OwnerOptions
+) -> None:
+    if path is None:
+        await serve(options)
+        return
+    from ..owner._sqlite import SQLiteStore
+
+    async with await SQLiteStore.open(path) as store:
+        await serve(options, store=store, history=store)
 
 
 def _sdk_protocol_versions() -> tuple[int, ...]:

@@ -31,12 +31,14 @@ from acp.http.server import AcpServer, ConnectionRegistry
 
 from ..owner._asyncio import open_asyncio_owner
 from ._adapter import SdkAdapter
+from ._auth import BearerAuth
 from ._run import register_connection
 from ._stdio import SDK_DEFAULT_OPTIONS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    from ..owner._store import LifetimeStore
     from ..sansio._options import OwnerOptions
 
 __all__ = ["MessageTransport", "RemoteConnection", "create_asgi_app"]
@@ -76,9 +78,12 @@ class RemoteConnection:
     """The SDK transport of one HTTP or WebSocket connection: an :class:`SdkAdapter` whose
     owner starts with the connection's first message and stops when the SDK closes it."""
 
-    def __init__(self, inner: Any, options: OwnerOptions | None) -> None:
+    def __init__(
+        self, inner: Any, options: OwnerOptions | None, *, store: LifetimeStore | None = None
+    ) -> None:
         self._inner = inner
         self._options = options
+        self._store = store
         self._adapter: SdkAdapter | None = None
         self._ready = asyncio.Event()
         self._done = asyncio.Event()
@@ -114,7 +119,8 @@ class RemoteConnection:
     async def _run(self) -> None:
         try:
             options = self._options or SDK_DEFAULT_OPTIONS
-            async with open_asyncio_owner(MessageTransport(self._inner), options) as owner:
+            transport = MessageTransport(self._inner)
+            async with open_asyncio_owner(transport, options, store=self._store) as owner:
                 self._adapter = SdkAdapter(owner, _InnerSource(self._inner))
                 self._ready.set()
                 await self._done.wait()
@@ -126,26 +132,37 @@ class RemoteConnection:
 
 
 def create_asgi_app(
-    agent_factory: Callable[[Any], Any], options: OwnerOptions | None = None
-) -> AcpAsgiApp:
+    agent_factory: Callable[[Any], Any],
+    options: OwnerOptions | None = None,
+    *,
+    store: LifetimeStore | None = None,
+    token: str | None = None,
+) -> Any:
     """The SDK's ASGI app for streamable HTTP and WebSocket, with an owner per connection.
 
     ``agent_factory`` is the SDK's: called with each connection's ``AgentSideConnection``,
-    it returns that connection's agent. ``options`` configure every connection's owner (no
-    store: one store belongs to one owner). Serve the app with any ASGI server (uvicorn).
-    Needs the ``sdk`` extra (``agent-client-protocol`` 0.12).
+    it returns that connection's agent (which finds its adapter with
+    :func:`~agent_meta.sdk.adapter_of`). ``options`` configure every connection's owner.
+    ``store`` is shared by all of them (and by every other process on it): a client that
+    reconnects and resumes a session takes its lifetime over, from whichever connection held
+    it (``docs/durability.md``). ``token``: every HTTP request and WebSocket upgrade must carry
+    ``Authorization: Bearer <token>`` (:class:`~agent_meta.sdk._auth.BearerAuth`; refused with
+    ``401`` before any ACP message is read). Serve the app with any ASGI server (uvicorn).
+    Needs the ``sdk-http`` extra (``agent-client-protocol`` 0.12 with its ``http`` extra).
     """
     server = AcpServer(agent_factory)
-    server._registry = _AdaptingRegistry(options)  # no public hook for this
-    return AcpAsgiApp(server)
+    server._registry = _AdaptingRegistry(options, store)  # no public hook for this
+    app = AcpAsgiApp(server)
+    return app if token is None else BearerAuth(app, token)
 
 
 class _AdaptingRegistry(ConnectionRegistry):
     """The SDK's connection registry, building every connection over a :class:`RemoteConnection`."""
 
-    def __init__(self, options: OwnerOptions | None) -> None:
+    def __init__(self, options: OwnerOptions | None, store: LifetimeStore | None) -> None:
         super().__init__()
         self._options = options
+        self._store = store
 
     def create(self, agent_factory: Any) -> Any:
         with self._adapting():
@@ -160,9 +177,10 @@ class _AdaptingRegistry(ConnectionRegistry):
         namespace = vars(sdk_server)  # the name ConnectionState builds its connection with
         original = namespace["AgentSideConnection"]
         options = self._options
+        store = self._store
 
         def connect(to_agent: Callable[[Any], Any], inner: Any, **kwargs: Any) -> Any:
-            remote = RemoteConnection(inner, options)
+            remote = RemoteConnection(inner, options, store=store)
 
             def make_agent(connection: Any) -> Any:
                 register_connection(connection, remote.adapter)

@@ -106,6 +106,7 @@ class SdkReferenceAgent(SdkAgentBase[acp.Client]):
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
         """v1 whatever the client asks: the SDK's v1 API speaks nothing else."""
+        await self._find_adapter()
         # session/close is offered where the SDK routes it (0.9 on).
         close = (
             acp.schema.SessionCloseCapabilities() if self._adapter.release.routes_close else None

@@ -183,6 +183,7 @@ class SdkReferenceAgentV2(SdkAgentBase[Any]):
     # ----------------------------------------------------------------------- setup
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> Any:
+        await self._find_adapter()
         info = schema.Implementation(name=AGENT_NAME, title=AGENT_TITLE, version=__version__)
         capabilities = schema.AgentCapabilities(session=schema.SessionCapabilities())
         return schema.InitializeResponse(

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 import acp
 
 from agent_meta import JsonObject, JsonRpcError
+from agent_meta.sdk import adapter_of
 from agent_meta.wire import REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 
 from .._common._foreground import SessionForeground
@@ -125,9 +126,15 @@ class SdkAgentBase(Generic[ClientT]):
     """The ACP version the agent speaks (its updates' shapes follow it)."""
 
     def __init__(
-        self, adapter: SdkAdapter, history: HistoryStore | None = None, *, list_page_size: int = 50
+        self,
+        adapter: SdkAdapter | None,
+        history: HistoryStore | None = None,
+        *,
+        list_page_size: int = 50,
     ) -> None:
-        self._adapter = adapter
+        # None: a connection of the SDK's HTTP / WebSocket server, whose adapter is looked up
+        # from the connection at initialize (the first request: the adapter refuses others).
+        self._adapter_or_none = adapter
         self._client: ClientT | None = None
         self._sessions: dict[str, SdkSession] = {}
         self._history = history
@@ -145,6 +152,18 @@ class SdkAgentBase(Generic[ClientT]):
         for session in await history.load_sessions(SdkSession):
             agent._sessions[session.session_id] = session
         return agent
+
+    @property
+    def _adapter(self) -> SdkAdapter:
+        adapter = self._adapter_or_none
+        if adapter is None:
+            raise RuntimeError("the agent's adapter is found at initialize")
+        return adapter
+
+    async def _find_adapter(self) -> None:
+        """Look the adapter up from the connection, for an agent made without one."""
+        if self._adapter_or_none is None:
+            self._adapter_or_none = await adapter_of(self.client)
 
     def on_connect(self, conn: ClientT) -> None:
         """The SDK hands over its connection to the client."""
@@ -240,11 +259,15 @@ class SdkAgentBase(Generic[ClientT]):
         return session_id
 
     async def _list_page(self, cwd: str | None, cursor: str | None) -> JsonObject:
-        """One ``session/list`` page, as JSON (each agent validates it with its SDK's model)."""
+        """One ``session/list`` page, as JSON (each agent validates it with its SDK's model).
+        With a store, the sessions other connections and processes stored are listed too."""
         try:
             start = self._pager.start(cursor, cwd)
         except JsonRpcError as exc:
             raise request_error(exc) from None
+        if self._history is not None:
+            for stored in await self._history.load_sessions(SdkSession):
+                self._sessions.setdefault(stored.session_id, stored)
         entries = [
             await self._entry(session)
             for session in list(self._sessions.values())

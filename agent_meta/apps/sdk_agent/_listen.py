@@ -1,0 +1,84 @@
+"""``agent-meta agent --runtime sdk --listen``: the SDK agent served to remote clients.
+
+ACP over WebSocket at ``ws://HOST:PORT/acp`` and streamable HTTP at ``http://HOST:PORT/acp``,
+on one ASGI app (the SDK's, through :func:`agent_meta.sdk.create_asgi_app`) under uvicorn.
+Each connection has its own owner and its own agent; all of them share the store, so a client
+that reconnects, to this process or to another one on the same store (a replica), resumes its
+sessions from where any connection left them. Every connection must present the bearer token;
+SIGTERM and SIGINT stop accepting, close the connections and let each owner write what it
+accepted (uvicorn's graceful shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+from typing import TYPE_CHECKING, Any, cast
+
+from agent_meta.sdk import create_asgi_app
+
+from ._agent import SdkReferenceAgent
+
+if TYPE_CHECKING:
+    from agent_meta import LifetimeStore, OwnerOptions, SQLiteStore
+
+__all__ = ["serve_sdk_listen"]
+
+logger = logging.getLogger("agent_meta.sdk_agent")
+
+
+async def serve_sdk_listen(
+    host: str,
+    port: int,
+    token: str,
+    options: OwnerOptions,
+    *,
+    store: LifetimeStore | None = None,
+    history: SQLiteStore | None = None,
+    announce: bool = True,
+) -> None:
+    """Serve until SIGTERM or SIGINT. ``port`` 0 takes a free one; with ``announce`` the
+    address is printed on stdout as ``listening ws://HOST:PORT/acp`` (never the token).
+    ``store`` and ``history`` are as in :func:`~.serve_sdk_agent`, shared by every
+    connection."""
+    import uvicorn
+
+    from .._common._storage import HistoryStore
+
+    shared_history = None if history is None else HistoryStore(history)
+    if shared_history is not None:
+        await shared_history.load()  # creates (or migrates) the tables once, before any client
+    agents: list[SdkReferenceAgent] = []
+
+    def make_agent(_connection: Any) -> Any:
+        # The adapter is found from the connection at initialize (create_asgi_app makes one).
+        agent = SdkReferenceAgent(None, shared_history)
+        agents.append(agent)
+        return cast("Any", agent)
+
+    app = create_asgi_app(make_agent, options, store=store, token=token)
+    listener = socket.create_server((host, port))
+    bound_host, bound_port = listener.getsockname()[:2]
+    if announce:
+        print(f"listening ws://{bound_host}:{bound_port}/acp", flush=True)
+    address = f"{bound_host}:{bound_port}"
+    logger.info("serving ACP on ws://%s/acp and http://%s/acp", address, address)
+    config = uvicorn.Config(app, log_level="warning", ws="websockets", lifespan="off")
+    server = uvicorn.Server(config)
+
+    def stop(_signum: int, _frame: object) -> None:
+        server.should_exit = True
+
+    # uvicorn stops gracefully on these signals while it serves, then raises the signal again
+    # for the handler that was there before: this one, so that a graceful stop exits 0.
+    previous = {each: signal.signal(each, stop) for each in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        await server.serve(sockets=[listener])
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)
+        listener.close()
+        for agent in agents:
+            await asyncio.shield(agent.aclose())

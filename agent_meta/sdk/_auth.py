@@ -1,0 +1,121 @@
+"""Bearer-token authentication for the HTTP and WebSocket server: :class:`BearerAuth`.
+
+Once any connection can take a session over by resuming it, reaching the server is reaching
+every session whose id is known, so every connection must authenticate. :class:`BearerAuth` is
+ASGI middleware in front of the SDK's app: each HTTP request and each WebSocket upgrade must
+carry ``Authorization: Bearer <token>``; anything else is refused with ``401`` before the app
+(and so any ACP message) sees it. The comparison takes constant time (:func:`hmac.compare_digest`)
+and the token never reaches a log record or an error message.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import TYPE_CHECKING, Any, Final, final
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, MutableMapping
+
+__all__ = ["MIN_TOKEN_BYTES", "BearerAuth", "check_token"]
+
+logger = logging.getLogger("agent_meta.sdk")
+
+MIN_TOKEN_BYTES: Final = 16
+"""The shortest token accepted: anything shorter could be guessed."""
+
+_DENIAL: Final = b"401 Unauthorized: send Authorization: Bearer <token>\n"
+
+
+def check_token(token: str) -> bytes:
+    """``token`` as the bytes compared, or ``ValueError`` (without the token) when it is too
+    short or holds characters an HTTP header cannot carry."""
+    if not token.isascii() or not token.isprintable() or " " in token:
+        raise ValueError("the bearer token must be printable ASCII without spaces")
+    encoded = token.encode("ascii")
+    if len(encoded) < MIN_TOKEN_BYTES:
+        raise ValueError(f"the bearer token must be at least {MIN_TOKEN_BYTES} characters long")
+    return encoded
+
+
+@final
+class BearerAuth:
+    """ASGI middleware: pass a request or a WebSocket upgrade to ``app`` only when it carries
+    ``Authorization: Bearer <token>``; refuse it with ``401`` otherwise. Lifespan events pass
+    through."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self._app = app
+        self._expected = b"Bearer " + check_token(token)
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        kind = scope.get("type")
+        if kind not in ("http", "websocket") or self._authorized(scope):
+            await self._app(scope, receive, send)
+            return
+        client = scope.get("client")
+        logger.info(
+            "refused an unauthenticated %s connection from %s",
+            kind,
+            "?" if not client else client[0],
+        )
+        if kind == "http":
+            await _deny_http(send)
+        else:
+            await _deny_websocket(scope, receive, send)
+
+    def _authorized(self, scope: MutableMapping[str, Any]) -> bool:
+        presented = b""
+        for name, value in scope.get("headers", ()):
+            if name.lower() == b"authorization":
+                presented = value
+                break
+        # Constant time whatever was presented (compare_digest takes equal work for equal
+        # lengths; the length of the expected value is not the secret).
+        return hmac.compare_digest(presented, self._expected)
+
+
+async def _deny_http(send: Callable[[Any], Awaitable[None]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"www-authenticate", b'Bearer realm="acp"'),
+                (b"content-length", str(len(_DENIAL)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": _DENIAL})
+
+
+async def _deny_websocket(
+    scope: MutableMapping[str, Any],
+    receive: Callable[[], Awaitable[Any]],
+    send: Callable[[Any], Awaitable[None]],
+) -> None:
+    """Refuse the upgrade: a ``401`` response where the server offers the WebSocket denial
+    response extension (uvicorn does), else a close before accepting (an HTTP ``403``)."""
+    message = await receive()
+    if message.get("type") != "websocket.connect":
+        return
+    if "websocket.http.response" in scope.get("extensions", {}):
+        await send(
+            {
+                "type": "websocket.http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"www-authenticate", b'Bearer realm="acp"'),
+                ],
+            }
+        )
+        await send({"type": "websocket.http.response.body", "body": _DENIAL})
+        return
+    await send({"type": "websocket.close", "code": 1008})
