@@ -129,12 +129,19 @@ async def start_waiting_prompt(client: RawClient, agent: WaitingAgent) -> str:
     return session_id
 
 
-def test_a_cancel_request_ends_a_running_prompt_as_the_release_can() -> None:
-    agents: list[WaitingAgent] = []
+def collecting(agents: list[WaitingAgent]) -> Callable[[SdkAdapter], WaitingAgent]:
+    """A factory of :class:`WaitingAgent` that keeps each agent it makes in ``agents``."""
 
     def make(adapter: SdkAdapter) -> WaitingAgent:
         agents.append(WaitingAgent(adapter))
         return agents[-1]
+
+    return make
+
+
+def test_a_cancel_request_ends_a_running_prompt_as_the_release_can() -> None:
+    agents: list[WaitingAgent] = []
+    make = collecting(agents)
 
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
         await start_waiting_prompt(client, agents[0])
@@ -155,10 +162,7 @@ def test_a_cancel_request_ends_a_running_prompt_as_the_release_can() -> None:
 
 def test_a_second_request_with_the_id_of_a_running_one_is_refused() -> None:
     agents: list[WaitingAgent] = []
-
-    def make(adapter: SdkAdapter) -> WaitingAgent:
-        agents.append(WaitingAgent(adapter))
-        return agents[-1]
+    make = collecting(agents)
 
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
         await start_waiting_prompt(client, agents[0])

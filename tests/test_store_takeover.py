@@ -7,6 +7,7 @@ processes open them (each owner with its own ``SQLiteStore`` on the same file).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from contextlib import AsyncExitStack
@@ -24,10 +25,12 @@ from agent_meta import (
 from agent_meta.testing import ClientMirror, RecordingTransport
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from pathlib import Path
 
     from drivers import Driver
 
+    from agent_meta import Owner
     from agent_meta.owner._store import LifetimeStore
 
 pytestmark = pytest.mark.parametrize("kind", ["memory", "sqlite"])
@@ -51,6 +54,19 @@ class Stores:
 async def stores(kind: str, tmp_path: Path) -> tuple[Stores, AsyncExitStack]:
     stack = AsyncExitStack()
     return Stores(kind, tmp_path, stack), stack
+
+
+@contextlib.asynccontextmanager
+async def two_owners(
+    driver: Driver, shared: Stores, stack: AsyncExitStack
+) -> AsyncIterator[tuple[Owner, Owner]]:
+    """Two owners on one store (two handles on it), writing nowhere that matters."""
+    async with (
+        stack,
+        driver.open_owner(RecordingTransport(), store=await shared.open()) as a,
+        driver.open_owner(RecordingTransport(), store=await shared.open()) as b,
+    ):
+        yield a, b
 
 
 def meta_of(record: StoredLifetime | None) -> object:
@@ -100,11 +116,7 @@ async def test_a_stale_session_in_a_batch_fences_that_session_only(
     driver: Driver, kind: str, tmp_path: Path
 ) -> None:
     shared, stack = await stores(kind, tmp_path)
-    async with (
-        stack,
-        driver.open_owner(RecordingTransport(), store=await shared.open()) as a,
-        driver.open_owner(RecordingTransport(), store=await shared.open()) as b,
-    ):
+    async with two_owners(driver, shared, stack) as (a, b):
         one = a.open_lifetime("one")
         two = a.open_lifetime("two")
         await a.wait_flushed()
@@ -197,11 +209,7 @@ async def test_the_former_holder_closing_deletes_nothing_of_the_new_one(
     driver: Driver, kind: str, tmp_path: Path
 ) -> None:
     shared, stack = await stores(kind, tmp_path)
-    async with (
-        stack,
-        driver.open_owner(RecordingTransport(), store=await shared.open()) as a,
-        driver.open_owner(RecordingTransport(), store=await shared.open()) as b,
-    ):
+    async with two_owners(driver, shared, stack) as (a, b):
         await a.open_lifetime("s").publish(meta={"a": 1})
         assert await b.claim_lifetime("s") is not None
         a.close_lifetime("s")  # A has not learnt yet: its delete carries epoch 1
