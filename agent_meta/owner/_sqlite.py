@@ -389,4 +389,3 @@ def _create(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.execute(_SCHEMA)
-
