@@ -339,13 +339,17 @@ def _columns(records: list[StoredLifetime], holder: str) -> dict[str, object]:
 
 def redact(url: str) -> tuple[str, tuple[str, ...]]:
     """``url`` without its password (a URL's, or a connection string's ``password=``), and
-    the password's spellings, to scrub from messages."""
-    if "://" in url:
-        return redact_url(url)
+    the password's spellings, to scrub from messages. A connection string that cannot be read
+    is refused without showing any of it (it may hold a password)."""
     try:
+        if "://" in url:
+            return redact_url(url)
         params = conninfo_to_dict(url)
-    except psycopg.Error:
-        return "(an unreadable PostgreSQL connection string)", (url,)
+    except (psycopg.Error, ValueError):
+        raise StoreError(
+            "(unreadable PostgreSQL URL)",
+            "cannot read the URL or connection string (not shown: it may hold a password)",
+        ) from None
     password = params.pop("password", None)
     return make_conninfo("", **params), () if password is None else (str(password),)
 

@@ -9,9 +9,9 @@ URL's ``options`` or the role's settings say otherwise):
 - ``agent_meta_schema``: one row, the schema version (:data:`SCHEMA_VERSION`). A newer version
   is refused; this code has no older one to migrate yet.
 
-Creating (or, later, migrating) them happens in one transaction that holds a transaction-level
-advisory lock (:data:`SCHEMA_LOCK`), so that stores opened at once on an empty database wait for
-each other instead of racing; a database whose version is already current is only read, so a
+Creating (or, later, migrating) them happens in one transaction, begun once this connection
+holds an advisory lock (:data:`SCHEMA_LOCK`), so that stores opened at once on an empty database
+wait for each other instead of racing; a database whose version is already current is only read, so a
 role with no right to create tables can use tables that a DBA created (``docs/durability.md``).
 """
 
@@ -119,18 +119,25 @@ RETURNING session_id
 def migrate(conn: psycopg.Connection[tuple[object, ...]], location: str) -> None:
     """Create the tables, or check their version, on an autocommit connection.
 
-    A current schema is only read. Otherwise the work is one transaction under the advisory
-    lock, the version read again inside it (another store may have created it meanwhile).
+    A current schema is only read. Otherwise the advisory lock is taken first, and the version
+    read again and the tables created in a transaction begun after it: a transaction begun
+    before the lock was granted could still see, in its catalog cache, the tables as missing
+    that the store which held the lock has just created.
     """
     if _version(conn, location) == SCHEMA_VERSION:
         return
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-        version = _version(conn, location)
-        if version is None:
-            for statement in _CREATE:
-                conn.execute(statement)
-            conn.execute("INSERT INTO agent_meta_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+    conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+    try:
+        with conn.transaction():
+            if _version(conn, location) is None:
+                for statement in _CREATE:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO agent_meta_schema (version) VALUES (%s)", (SCHEMA_VERSION,)
+                )
+    finally:
+        if not conn.closed:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
 
 
 def _version(conn: psycopg.Connection[tuple[object, ...]], location: str) -> int | None:
