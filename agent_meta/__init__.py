@@ -13,9 +13,9 @@ official SDK keeps its schema in ``acp.schema``); the official-SDK adapter is
 :mod:`agent_meta.sdk`, the test kit :mod:`agent_meta.testing`. Everything else is private.
 
 Only the core is imported with the package: ``import agent_meta`` for the patch rule loads no
-runtime (trio, asyncio), no pydantic, no sqlite3 and no psycopg. Every other name is imported on first use
-(PEP 562), from the module named in ``_LAZY``. Names renamed or moved in 0.2 still resolve, with
-a ``DeprecationWarning``, for one release (``_DEPRECATED``; see ``CHANGELOG.md``).
+runtime (trio, asyncio), no pydantic, no sqlite3 and no psycopg. Every other name is imported on
+first use (PEP 562), from the module named in ``_LAZY``. Names renamed or moved in 0.2 still
+resolve, with a ``DeprecationWarning``, for one release (``_DEPRECATED``; see ``CHANGELOG.md``).
 """
 
 import typing as _typing

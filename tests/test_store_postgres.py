@@ -276,7 +276,13 @@ async def test_each_call_is_one_round_trip(postgres_url: str) -> None:
     assert len(waits) >= 5, waits  # the trace was cut: run's own commit and begin, the calls
     batch = [wait for wait in waits if "agent_meta_lifetimes AS l" in wait]
     assert len(batch) == 1, waits
-    for part in ('"BEGIN"', "DELETE FROM", "UPDATE agent_meta_lifetimes", "INSERT INTO", '"COMMIT"'):
+    for part in (
+        '"BEGIN"',
+        "DELETE FROM",
+        "UPDATE agent_meta_lifetimes",
+        "INSERT INTO",
+        '"COMMIT"',
+    ):
         assert part in batch[0], part
     assert len([wait for wait in waits if "CASE WHEN holder" in wait]) == 1
     assert len([wait for wait in waits if "SELECT session_id" in wait]) == 1

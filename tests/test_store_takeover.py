@@ -116,7 +116,8 @@ async def test_a_stale_session_in_a_batch_fences_that_session_only(
 ) -> None:
     shared, stack = await stores(kind, place)
     async with (
-        stack, driver.open_owner(RecordingTransport(), store=await shared.open()) as a,
+        stack,
+        driver.open_owner(RecordingTransport(), store=await shared.open()) as a,
         driver.open_owner(RecordingTransport(), store=await shared.open()) as b,
     ):
         one = a.open_lifetime("one")
@@ -212,7 +213,8 @@ async def test_the_former_holder_closing_deletes_nothing_of_the_new_one(
 ) -> None:
     shared, stack = await stores(kind, place)
     async with (
-        stack, driver.open_owner(RecordingTransport(), store=await shared.open()) as a,
+        stack,
+        driver.open_owner(RecordingTransport(), store=await shared.open()) as a,
         driver.open_owner(RecordingTransport(), store=await shared.open()) as b,
     ):
         await a.open_lifetime("s").publish(meta={"a": 1})

@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import urllib.parse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core._errors import StoreError
@@ -91,7 +92,7 @@ def absolute_store_url(url: str) -> str:
     kind, target = store_kind(url)
     if kind != "sqlite" or target.startswith("file:"):
         return url
-    return os.path.abspath(target)
+    return str(Path(target).resolve())
 
 
 def redact_url(url: str) -> tuple[str, tuple[str, ...]]:

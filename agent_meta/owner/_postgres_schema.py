@@ -10,9 +10,10 @@ URL's ``options`` or the role's settings say otherwise):
   is refused; this code has no older one to migrate yet.
 
 Creating (or, later, migrating) them happens in one transaction, begun once this connection
-holds an advisory lock (:data:`SCHEMA_LOCK`), so that stores opened at once on an empty database
-wait for each other instead of racing; a database whose version is already current is only read, so a
-role with no right to create tables can use tables that a DBA created (``docs/durability.md``).
+holds an advisory lock (:data:`SCHEMA_LOCK`), so that stores opened at once on an empty
+database wait for each other instead of racing; a database whose version is already current is
+only read, so a role with no right to create tables can use tables that a DBA created
+(``docs/durability.md``).
 """
 
 from __future__ import annotations
