@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from integration.postgres_server import REQUIRED_VARIABLE, PostgresServer, Unavailable, required
+from integration.postgres_server import REQUIRED_VARIABLE, PostgresServer, ServerUnavailableError, required
 from integration.postgres_server import start as start_server
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     """A PostgreSQL server for the whole run, with a role that logs in with a password."""
     try:
         server = start_server()
-    except Unavailable as exc:
+    except ServerUnavailableError as exc:
         if required():
             pytest.fail(f"{REQUIRED_VARIABLE}=1, but no PostgreSQL server: {exc}")
         pytest.skip(f"no PostgreSQL server: {exc}")

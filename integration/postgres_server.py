@@ -38,7 +38,7 @@ DATABASE = "agent_meta_test"
 SYSTEM_USER = "postgres"
 
 
-class Unavailable(Exception):
+class ServerUnavailableError(Exception):
     """No PostgreSQL server can be had here; the message says why."""
 
 
@@ -96,7 +96,7 @@ def start(*, fsync: bool = False) -> PostgresServer:
     try:
         import psycopg  # noqa: F401
     except ImportError as exc:
-        raise Unavailable(
+        raise ServerUnavailableError(
             f"psycopg is not installed ({exc}): pip install 'agent-meta[postgres]'"
         ) from None
     given = os.environ.get(URL_VARIABLE)
@@ -127,7 +127,7 @@ def _binaries() -> Path:
     for candidate in candidates:
         if all((Path(candidate) / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres")):
             return Path(candidate)
-    raise Unavailable(
+    raise ServerUnavailableError(
         "no PostgreSQL server binaries (initdb, pg_ctl, postgres) in `pg_config --bindir`, "
         "/usr/lib/postgresql/*/bin or PATH: apt-get install postgresql, or set "
         f"{URL_VARIABLE}"
@@ -149,12 +149,12 @@ def _system_user() -> str | None:
     try:
         pwd.getpwnam(SYSTEM_USER)
     except KeyError:
-        raise Unavailable(
+        raise ServerUnavailableError(
             f"running as root and there is no {SYSTEM_USER!r} system user to run initdb as "
             "(initdb refuses root): apt-get install postgresql creates it"
         ) from None
     if shutil.which("runuser") is None:
-        raise Unavailable("running as root without runuser (util-linux) to start PostgreSQL")
+        raise ServerUnavailableError("running as root without runuser (util-linux) to start PostgreSQL")
     return SYSTEM_USER
 
 
@@ -201,7 +201,7 @@ def _cluster(bindir: Path, run_as: str | None, directory: Path, fsync: bool) -> 
             break
     else:
         log = (directory / "log").read_text(errors="replace")[-2000:]
-        raise Unavailable(f"PostgreSQL did not start: {started.stderr.strip()}\n{log}")
+        raise ServerUnavailableError(f"PostgreSQL did not start: {started.stderr.strip()}\n{log}")
     password = f"pw-{secrets.token_hex(12)}"
     server = PostgresServer(
         f"postgresql://{ROLE}:{password}@127.0.0.1:{port}/{DATABASE}", password, directory, pg_ctl
@@ -226,7 +226,7 @@ def _create_role(socket_dir: Path, port: int, password: str) -> None:
 def _run(command: list[str], what: str) -> None:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise Unavailable(f"{what} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+        raise ServerUnavailableError(f"{what} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
 
 
 def _free_port() -> int:
