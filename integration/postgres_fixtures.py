@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from integration.postgres_server import REQUIRED_VARIABLE, PostgresServer, ServerUnavailableError, required
+from integration.postgres_server import (
+    REQUIRED_VARIABLE,
+    PostgresServer,
+    ServerUnavailableError,
+    required,
+)
 from integration.postgres_server import start as start_server
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ Unix socket in the same directory) and creates a role with a password and a data
 points at an existing server instead (its role must be allowed to create schemas in its
 database). Each test gets a schema of its own (:meth:`PostgresServer.fresh_url`).
 
-When there is no server to start, :func:`start` raises :class:`Unavailable` with the reason;
+When there is no server to start, :func:`start` raises :class:`ServerUnavailableError` with the reason;
 the fixtures skip with it, or fail when ``AGENT_META_POSTGRES_REQUIRED=1`` (as CI sets it).
 """
 
@@ -154,7 +154,9 @@ def _system_user() -> str | None:
             "(initdb refuses root): apt-get install postgresql creates it"
         ) from None
     if shutil.which("runuser") is None:
-        raise ServerUnavailableError("running as root without runuser (util-linux) to start PostgreSQL")
+        raise ServerUnavailableError(
+            "running as root without runuser (util-linux) to start PostgreSQL"
+        )
     return SYSTEM_USER
 
 
@@ -226,7 +228,8 @@ def _create_role(socket_dir: Path, port: int, password: str) -> None:
 def _run(command: list[str], what: str) -> None:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise ServerUnavailableError(f"{what} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+        why = done.stderr.strip()[-2000:]
+        raise ServerUnavailableError(f"{what} failed ({done.returncode}): {why}")
 
 
 def _free_port() -> int:
