@@ -8,8 +8,9 @@ Unix socket in the same directory) and creates a role with a password and a data
 points at an existing server instead (its role must be allowed to create schemas in its
 database). Each test gets a schema of its own (:meth:`PostgresServer.fresh_url`).
 
-When there is no server to start, :func:`start` raises :class:`ServerUnavailableError` with the reason;
-the fixtures skip with it, or fail when ``AGENT_META_POSTGRES_REQUIRED=1`` (as CI sets it).
+When there is no server to start, :func:`start` raises :class:`ServerUnavailableError` with the
+reason; the fixtures skip with it, or fail when ``AGENT_META_POSTGRES_REQUIRED=1`` (as CI sets
+it).
 """
 
 from __future__ import annotations
