@@ -9,6 +9,7 @@ when ``AGENT_META_POSTGRES_REQUIRED=1``.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import TYPE_CHECKING
 
 import pytest
@@ -24,7 +25,17 @@ from integration.postgres_server import start as start_server
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["postgres_server", "postgres_url"]
+__all__ = ["postgres_server", "postgres_url", "skip_module_without_psycopg"]
+
+
+def skip_module_without_psycopg() -> None:
+    """Skip the calling test module when psycopg is not installed (the ``postgres`` extra),
+    unless a server is required: then its import fails the run."""
+    if importlib.util.find_spec("psycopg") is None and not required():
+        pytest.skip(
+            "psycopg is not installed: pip install 'agent-meta[postgres]'",
+            allow_module_level=True,
+        )
 
 
 @pytest.fixture(scope="session")

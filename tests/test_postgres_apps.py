@@ -1,3 +1,4 @@
+# ruff: noqa: E402  (the psycopg imports follow the skip without it)
 """What uses a store URL, on a real PostgreSQL server (``integration/postgres_fixtures.py``):
 :func:`agent_meta.open_store`, the reference agents' history (:class:`HistoryStore`, the same
 behaviour on SQLite and PostgreSQL), ``agent-meta agent --store`` and ``agent-meta run --store``.
@@ -14,8 +15,13 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-import psycopg
 import pytest
+
+from integration.postgres_fixtures import skip_module_without_psycopg
+
+skip_module_without_psycopg()  # before psycopg is imported (agent_meta.PostgresStore too)
+
+import psycopg
 import trio
 from test_run import PLAIN_AGENT, ROOT, info_updates, start, stderr_of, supervised
 

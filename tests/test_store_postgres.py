@@ -1,3 +1,4 @@
+# ruff: noqa: E402  (the psycopg imports follow the skip without it)
 """The PostgreSQL store on a real server (``integration/postgres_fixtures.py``): its schema,
 its timeouts, its round trips, its errors, and the password that never shows.
 
@@ -14,8 +15,13 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING, Any
 
-import psycopg
 import pytest
+
+from integration.postgres_fixtures import skip_module_without_psycopg
+
+skip_module_without_psycopg()  # before psycopg is imported (agent_meta.PostgresStore too)
+
+import psycopg
 import trio
 
 from agent_meta import (

@@ -19,7 +19,6 @@ import pytest
 from agent_meta import (
     LifetimeTakenOverError,
     MemoryStore,
-    PostgresStore,
     SQLiteStore,
     StoredLifetime,
     UnknownSessionError,
@@ -59,6 +58,8 @@ class Stores:
         if self.kind == "memory":
             return self.memory
         if self.kind == "postgres":
+            from agent_meta import PostgresStore  # psycopg: only where PostgreSQL is tested
+
             return await self.stack.enter_async_context(await PostgresStore.open(self.place))
         return await self.stack.enter_async_context(await SQLiteStore.open(self.place))
 
