@@ -312,3 +312,18 @@ async def test_a_write_held_up_past_lock_timeout_stops_the_owner_before_the_fram
         record = await store.read("s")
         assert record is not None
         assert record.meta == '{"a":1}'
+
+
+async def test_a_pooled_connection_the_server_closed_is_replaced_before_use(
+    postgres_url: str,
+) -> None:
+    """A restart or an administrator ends the pool's idle connection: the next call notices
+    it (the socket is readable while idle) and takes a fresh connection instead of failing."""
+    async with await PostgresStore.open(postgres_url, min_size=1, max_size=1) as store:
+        await store.write([StoredLifetime("s")], [], holder="h")
+        pid = await store.run(lambda conn: conn.info.backend_pid)
+        ended = sql(postgres_url, "SELECT pg_terminate_backend(%s, 10000)", (pid,))
+        assert ended == [(True,)]  # returned once the backend had exited
+        record = await store.read("s")
+        assert record is not None
+        assert await store.run(lambda conn: conn.info.backend_pid) != pid
