@@ -106,7 +106,7 @@ def start(*, fsync: bool = False) -> PostgresServer:
         return PostgresServer(given, password)
     bindir = _binaries()
     run_as = _system_user()
-    directory = Path(tempfile.mkdtemp(prefix="agent-meta-pg-"))
+    directory = Path(tempfile.mkdtemp(prefix="agent-meta-pg-", dir=_parent(run_as)))
     try:
         return _cluster(bindir, run_as, directory, fsync)
     except BaseException:
@@ -159,6 +159,14 @@ def _system_user() -> str | None:
             "running as root without runuser (util-linux) to start PostgreSQL"
         )
     return SYSTEM_USER
+
+
+def _parent(run_as: str | None) -> str | None:
+    """Where to make the cluster's directory: the temp directory, unless the server's user
+    could not reach it (a private ``TMPDIR`` of root's), then ``/tmp``."""
+    if run_as is None or os.stat(tempfile.gettempdir()).st_mode & 0o001:
+        return None
+    return "/tmp"  # world-traversable; the directory made in it is private
 
 
 def _cluster(bindir: Path, run_as: str | None, directory: Path, fsync: bool) -> PostgresServer:
