@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import select
-from typing import TYPE_CHECKING, Any, Self, TypeGuard, TypeVar, final
+from typing import TYPE_CHECKING, Any, Self, TypeVar, final
 
 try:
     import psycopg
@@ -42,15 +42,16 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     ) from exc
 
 from ..core._errors import StoreCorruptError, StoreError, StoreLockedError, StoreSchemaError
-from ..sansio._records import StoredLifetime
-from ..sansio._state import FailureIncident
 from . import _postgres_schema as sql
 from ._open import redact_url
+from ._store import record_from_row
 from ._workers import WorkerThreads
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from types import TracebackType
+
+    from ..sansio._records import StoredLifetime
 
 __all__ = ["PostgresStore", "redact"]
 
@@ -191,14 +192,14 @@ class PostgresStore:
             return conn.execute(sql.CLAIM, params).fetchone()
 
         row = await self._call(claim, what="claiming a lifetime")
-        return None if row is None else self._record(row)
+        return None if row is None else record_from_row(self._location, row)
 
     async def read(self, session_id: str) -> StoredLifetime | None:
         def read(conn: Connection) -> tuple[Any, ...] | None:
             return conn.execute(sql.READ, (session_id,)).fetchone()
 
         row = await self._call(read, what="reading a lifetime")
-        return None if row is None else self._record(row)
+        return None if row is None else record_from_row(self._location, row)
 
     async def write(
         self,
@@ -268,28 +269,6 @@ class PostgresStore:
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             raise _error(self._location, step, exc, self._secrets) from _cause(exc, self._secrets)
         return pool
-
-    def _record(self, row: tuple[Any, ...]) -> StoredLifetime:
-        session_id, title, updated_at, meta, failure_id, revision, repair, epoch = row
-        if (
-            not isinstance(session_id, str)
-            or not _optional_str(title)
-            or not _optional_str(updated_at)
-            or not _optional_str(meta)
-            or not _optional_str(failure_id)
-            or not isinstance(epoch, int)
-        ):
-            raise StoreCorruptError(self._location, f"lifetime row {session_id!r} is damaged")
-        failure = None
-        if failure_id is not None:
-            if not isinstance(revision, int):
-                raise StoreCorruptError(
-                    self._location, f"lifetime {session_id!r}: failure revision is damaged"
-                )
-            failure = FailureIncident(failure_id, revision)
-        return StoredLifetime(
-            session_id, title, updated_at, meta, failure, bool(repair), epoch=epoch
-        )
 
 
 def _write_batch(
@@ -423,7 +402,3 @@ def _reset(conn: Connection) -> None:
     """What :meth:`PostgresStore.run` may have changed, put back when a connection returns."""
     conn.read_only = None
     conn.autocommit = True
-
-
-def _optional_str(value: object) -> TypeGuard[str | None]:
-    return value is None or isinstance(value, str)

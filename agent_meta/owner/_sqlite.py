@@ -28,11 +28,10 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from typing import TYPE_CHECKING, Literal, Self, TypeGuard, TypeVar, final
+from typing import TYPE_CHECKING, Literal, Self, TypeVar, final
 
 from ..core._errors import StoreCorruptError, StoreError, StoreLockedError, StoreSchemaError
-from ..sansio._records import StoredLifetime
-from ..sansio._state import FailureIncident
+from ._store import record_from_row
 from ._workers import WorkerThreads, trio_module
 
 if TYPE_CHECKING:
@@ -40,6 +39,8 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     import trio
+
+    from ..sansio._records import StoredLifetime
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
@@ -228,7 +229,7 @@ class SQLiteStore:
             return (*row[:-2], epoch + 1)
 
         row = await self.run(claim, what="claiming a lifetime")
-        return None if row is None else self._record(row)
+        return None if row is None else record_from_row(self._path, row)
 
     async def read(self, session_id: str) -> StoredLifetime | None:
         def read(conn: sqlite3.Connection) -> tuple[object, ...] | None:
@@ -239,29 +240,7 @@ class SQLiteStore:
             return row
 
         row = await self.run(read, what="reading a lifetime", write=False)
-        return None if row is None else self._record(row)
-
-    def _record(self, row: tuple[object, ...]) -> StoredLifetime:
-        session_id, title, updated_at, meta, failure_id, revision, repair, epoch = row
-        if (
-            not isinstance(session_id, str)
-            or not _optional_str(title)
-            or not _optional_str(updated_at)
-            or not _optional_str(meta)
-            or not _optional_str(failure_id)
-            or not isinstance(epoch, int)
-        ):
-            raise StoreCorruptError(self._path, f"lifetime row {session_id!r} is damaged")
-        failure = None
-        if failure_id is not None:
-            if not isinstance(revision, int):
-                raise StoreCorruptError(
-                    self._path, f"lifetime {session_id!r}: failure revision is damaged"
-                )
-            failure = FailureIncident(failure_id, revision)
-        return StoredLifetime(
-            session_id, title, updated_at, meta, failure, bool(repair), epoch=epoch
-        )
+        return None if row is None else record_from_row(self._path, row)
 
     async def write(
         self,
@@ -310,10 +289,6 @@ def _save(conn: sqlite3.Connection, record: StoredLifetime, holder: str) -> bool
             (*fields, record.session_id, record.epoch),
         )
     return cursor.rowcount == 1
-
-
-def _optional_str(value: object) -> TypeGuard[str | None]:
-    return value is None or isinstance(value, str)
 
 
 def _connect(location: str, lock_timeout: float, synchronous: str) -> sqlite3.Connection:
