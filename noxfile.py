@@ -26,8 +26,11 @@ THIRDPARTY_VENVS = "AGENT_META_THIRDPARTY_BUILDS"
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit, property and actor tests with branch coverage; extra arguments go to pytest."""
-    session.install("-e", ".[test,timeline,sdk]")
+    """Unit, property and actor tests with branch coverage; extra arguments go to pytest.
+
+    The PostgreSQL store's tests start a throwaway server (``integration/postgres_server.py``).
+    """
+    session.install("-e", ".[test,timeline,sdk,postgres]")
     session.run("coverage", "erase")
     session.run("coverage", "run", "-m", "pytest", "tests", *session.posargs)
     session.run("coverage", "report")
@@ -36,7 +39,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (lint, format), mypy --strict, the import-layer contracts, the complexity limits."""
-    session.install("-e", ".[lint,test,demo,sdk-http]")
+    session.install("-e", ".[lint,test,demo,sdk-http,postgres]")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
@@ -63,7 +66,7 @@ def docs(session: nox.Session) -> None:
 def integration(session: nox.Session) -> None:
     """Real clients (Python SDK, TypeScript SDK under Node) against the reference agent, and
     the SDK adapter over stdio, WebSocket and streamable HTTP."""
-    session.install("-e", ".[test,demo,sdk-http]")
+    session.install("-e", ".[test,demo,sdk-http,postgres]")
     if (NODE_CLIENT / "package-lock.json").exists():
         with session.chdir(NODE_CLIENT):
             session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
@@ -178,7 +181,7 @@ def bench(session: nox.Session) -> None:
 
     Speed is measured here, never asserted. Extra arguments go to the suite (``--only slow``).
     """
-    session.install("-e", ".[test,demo,bench]")
+    session.install("-e", ".[test,demo,bench,postgres]")
     session.run("python", "-m", "integration.bench", *session.posargs)
 
 
@@ -193,5 +196,5 @@ def bench_sdk(session: nox.Session, release: str) -> None:
 @nox.session(python=PYTHON)
 def bench_smoke(session: nox.Session) -> None:
     """The performance suite with tiny counts (a few seconds), so that it keeps working."""
-    session.install("-e", ".[test,demo]")
+    session.install("-e", ".[test,demo,postgres]")
     session.run("python", "-m", "integration.bench", "--smoke", *session.posargs)

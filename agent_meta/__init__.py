@@ -13,9 +13,9 @@ official SDK keeps its schema in ``acp.schema``); the official-SDK adapter is
 :mod:`agent_meta.sdk`, the test kit :mod:`agent_meta.testing`. Everything else is private.
 
 Only the core is imported with the package: ``import agent_meta`` for the patch rule loads no
-runtime (trio, asyncio), no pydantic and no sqlite3. Every other name is imported on first use
-(PEP 562), from the module named in ``_LAZY``. Names renamed or moved in 0.2 still resolve, with
-a ``DeprecationWarning``, for one release (``_DEPRECATED``; see ``CHANGELOG.md``).
+runtime (trio, asyncio), no pydantic, no sqlite3 and no psycopg. Every other name is imported on
+first use (PEP 562), from the module named in ``_LAZY``. Names renamed or moved in 0.2 still
+resolve, with a ``DeprecationWarning``, for one release (``_DEPRECATED``; see ``CHANGELOG.md``).
 """
 
 import typing as _typing
@@ -71,6 +71,8 @@ if _typing.TYPE_CHECKING:
     from .owner._asyncio_stream import AsyncioStreamTransport as AsyncioStreamTransport
     from .owner._lifetime import DomainHandle as DomainHandle
     from .owner._lifetime import SessionLifetime as SessionLifetime
+    from .owner._open import open_store as open_store
+    from .owner._postgres import PostgresStore as PostgresStore
     from .owner._protocol import Owner as Owner
     from .owner._sqlite import SQLiteStore as SQLiteStore
     from .owner._statistics import OwnerStatistics as OwnerStatistics
@@ -103,6 +105,8 @@ _LAZY: dict[str, str] = {
     "OwnerStatistics": ".owner._statistics",
     "DomainHandle": ".owner._lifetime",
     "SessionLifetime": ".owner._lifetime",
+    "open_store": ".owner._open",
+    "PostgresStore": ".owner._postgres",
     "Owner": ".owner._protocol",
     "SQLiteStore": ".owner._sqlite",
     "LifetimeStore": ".owner._store",
@@ -201,6 +205,7 @@ __all__ = [
     "OwnerClosedError",
     "OwnerOptions",
     "OwnerStatistics",
+    "PostgresStore",
     "RequestContext",
     "RetryPolicy",
     "SQLiteStore",
@@ -230,6 +235,7 @@ __all__ = [
     "merge_agui_metadata",
     "open_asyncio_owner",
     "open_owner",
+    "open_store",
     "run_stdio_agent",
     "serve_agent",
     "serve_stdio",

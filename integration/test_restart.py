@@ -1,4 +1,5 @@
-"""Restart tests: kill ``agent-meta agent --store FILE`` (SIGKILL) and resume from a new process.
+"""Restart tests: kill ``agent-meta agent --store FILE`` (SIGKILL) and resume from a new process;
+two agent processes on one store (a SQLite file, or a PostgreSQL database) take sessions over.
 
 The official Python SDK client (v1) drives real agent subprocesses, on both runtimes (trio, and
 ``--runtime sdk``, which keeps the same ``--store`` file). After each kill the test reads the
@@ -50,7 +51,7 @@ CWD = str(REPO)
 
 @contextlib.asynccontextmanager
 async def agent(
-    store: Path, *, crash_after: int | None = None
+    store: Path | str, *, crash_after: int | None = None
 ) -> AsyncIterator[tuple[Any, Transcript, asyncio.subprocess.Process]]:
     record = Transcript()
     env = agent_env()
@@ -79,15 +80,25 @@ async def agent(
             await process.wait()
 
 
-def stored_state(store: Path, session_id: str) -> dict[str, Any]:
-    """The session's stored lifetime, read from the file the way a new process reads it."""
-    conn = sqlite3.connect(store)
-    try:
-        row = conn.execute(
-            "SELECT title, meta FROM agent_meta_lifetimes WHERE session_id = ?", (session_id,)
-        ).fetchone()
-    finally:
-        conn.close()
+def stored_state(store: Path | str, session_id: str) -> dict[str, Any]:
+    """The session's stored lifetime, read from the file (or database) the way a new process
+    reads it."""
+    if isinstance(store, str):  # a PostgreSQL URL
+        import psycopg
+
+        with psycopg.connect(store) as pg:
+            row = pg.execute(
+                "SELECT title, meta FROM agent_meta_lifetimes WHERE session_id = %s",
+                (session_id,),
+            ).fetchone()
+    else:
+        conn = sqlite3.connect(store)
+        try:
+            row = conn.execute(
+                "SELECT title, meta FROM agent_meta_lifetimes WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        finally:
+            conn.close()
     if row is None:
         return {"title": None, "meta": None}
     title, meta = row
@@ -115,7 +126,7 @@ async def prompt_quietly(conn: Any, session_id: str, line: str) -> None:
         await asyncio.wait_for(conn.prompt(session_id=session_id, prompt=text(line)), 5)
 
 
-def resume(store: Path, session_id: str, *, replay: bool) -> tuple[Transcript, list[Any]]:
+def resume(store: Path | str, session_id: str, *, replay: bool) -> tuple[Transcript, list[Any]]:
     """A new agent process on ``store``: resume (or load, with replay) and return the record."""
 
     async def scenario() -> tuple[Transcript, list[Any]]:
@@ -133,7 +144,9 @@ def resume(store: Path, session_id: str, *, replay: bool) -> tuple[Transcript, l
     return cast("tuple[Transcript, list[Any]]", run_async(scenario()))
 
 
-def check_resumed(store: Path, session_id: str, before: dict[str, Any], *, replay: bool) -> None:
+def check_resumed(
+    store: Path | str, session_id: str, before: dict[str, Any], *, replay: bool
+) -> None:
     stored = stored_state(store, session_id)
     # Nothing the client saw is missing from the store (every key it holds is stored as seen
     # or newer: these scenarios only add keys or raise counters).
@@ -157,6 +170,16 @@ def check_resumed(store: Path, session_id: str, before: dict[str, Any], *, repla
 
 async def new_session(conn: Any) -> str:
     return cast("str", (await conn.new_session(cwd=CWD, mcp_servers=[])).session_id)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """A store two agent processes share: a SQLite file, or a PostgreSQL database (a real
+    server, ``integration/postgres_fixtures.py``), as replicas share one."""
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
+    return tmp_path / "agent.sqlite"
 
 
 def test_kill_after_publish_restores_state_and_failure(tmp_path: Path) -> None:
@@ -196,8 +219,8 @@ def test_kill_after_publish_restores_state_and_failure(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("seen", [1, 5, 20])
-def test_kill_during_a_burst(tmp_path: Path, seen: int) -> None:
-    store = tmp_path / "agent.sqlite"
+def test_kill_during_a_burst(shared_store: Path | str, seen: int) -> None:
+    store = shared_store
 
     async def first() -> tuple[str, dict[str, Any]]:
         async with agent(store) as (conn, wire, process):
@@ -284,11 +307,12 @@ def test_closed_session_is_gone_after_restart(tmp_path: Path) -> None:
     assert info_updates(segment)[-1]["_meta"] == {}
 
 
-def test_a_second_agent_on_the_same_file_takes_a_session_over(tmp_path: Path) -> None:
-    """Two agent processes on one file (two editor windows): the second resumes a session of
-    the first, restores what the first stored and resyncs its client; from then on the first
-    one's publications for that session reach neither the file nor its own client."""
-    store = tmp_path / "agent.sqlite"
+def test_a_second_agent_on_the_same_file_takes_a_session_over(shared_store: Path | str) -> None:
+    """Two agent processes on one store (two editor windows, or two replicas on one
+    database): the second resumes a session of the first, restores what the first stored and
+    its history and resyncs its client; from then on the first one's publications for that
+    session reach neither the store nor its own client."""
+    store = shared_store
 
     async def scenario() -> tuple[str, dict[str, Any], dict[str, Any]]:
         async with (

@@ -19,6 +19,8 @@ import pytest
 from drivers import NAMES, Driver, VirtualTime, get
 from hypothesis import settings
 
+from integration.postgres_fixtures import postgres_server, postgres_url  # noqa: F401 (fixtures)
+
 settings.register_profile("default", deadline=None)
 settings.register_profile("thorough", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

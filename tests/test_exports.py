@@ -72,6 +72,8 @@ PUBLIC_NAMES = [
     "RetryPolicy",
     "SessionLifetime",
     "SQLiteStore",
+    "PostgresStore",
+    "open_store",
     "StoredLifetime",
     "StreamTransport",
     "ThreadsafeOwner",
@@ -306,11 +308,11 @@ def test_every_public_class_and_function_has_a_docstring(module_name: str) -> No
     assert missing == []
 
 
-def test_importing_the_core_loads_no_runtime_no_pydantic_and_no_sqlite() -> None:
+def test_importing_the_core_loads_no_runtime_no_pydantic_no_sqlite_and_no_psycopg() -> None:
     code = (
         "import sys, agent_meta; agent_meta.apply_meta_patch({}, {'a': 1}); "
-        "print(sorted(m for m in ('trio', 'asyncio', 'pydantic', 'sqlite3', 'tenacity') "
-        "if m in sys.modules))"
+        "print(sorted(m for m in ('trio', 'asyncio', 'pydantic', 'sqlite3', 'tenacity', "
+        "'psycopg', 'psycopg_pool') if m in sys.modules))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT

@@ -1,8 +1,10 @@
 """Shared lifetimes: owners on one store take sessions over from each other, fenced by epochs.
 
-Each test runs on both drivers (``tests/drivers.py``) and on both local stores: the
-:class:`~agent_meta.MemoryStore` of one process, and SQLite files opened twice, as two
-processes open them (each owner with its own ``SQLiteStore`` on the same file).
+Each test runs on both drivers (``tests/drivers.py``) and on every store: the
+:class:`~agent_meta.MemoryStore` of one process, SQLite files opened twice, as two processes
+open them (each owner with its own ``SQLiteStore`` on the same file), and a PostgreSQL database
+opened twice, as two machines open it (each owner with its own ``PostgresStore`` and pool, on a
+real server: ``integration/postgres_fixtures.py``).
 """
 
 from __future__ import annotations
@@ -33,27 +35,41 @@ if TYPE_CHECKING:
     from agent_meta import Owner
     from agent_meta.owner._store import LifetimeStore
 
-pytestmark = pytest.mark.parametrize("kind", ["memory", "sqlite"])
+pytestmark = pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+
+
+@pytest.fixture
+def place(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """Where the shared store is: a SQLite file, or a PostgreSQL URL (an empty schema)."""
+    if kind == "postgres":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
+    return str(tmp_path / "shared.sqlite")
 
 
 class Stores:
-    """Two handles on one store: the same object (memory) or the same file opened twice."""
+    """Two handles on one store: the same object (memory), or the same file or database opened
+    twice."""
 
-    def __init__(self, kind: str, tmp_path: Path, stack: AsyncExitStack) -> None:
+    def __init__(self, kind: str, place: str, stack: AsyncExitStack) -> None:
         self.kind = kind
-        self.path = tmp_path / "shared.sqlite"
+        self.place = place
         self.stack = stack
         self.memory = MemoryStore()
 
     async def open(self) -> LifetimeStore:
         if self.kind == "memory":
             return self.memory
-        return await self.stack.enter_async_context(await SQLiteStore.open(self.path))
+        if self.kind == "postgres":
+            from agent_meta import PostgresStore  # psycopg: only where PostgreSQL is tested
+
+            return await self.stack.enter_async_context(await PostgresStore.open(self.place))
+        return await self.stack.enter_async_context(await SQLiteStore.open(self.place))
 
 
-async def stores(kind: str, tmp_path: Path) -> tuple[Stores, AsyncExitStack]:
+async def stores(kind: str, place: str) -> tuple[Stores, AsyncExitStack]:
     stack = AsyncExitStack()
-    return Stores(kind, tmp_path, stack), stack
+    return Stores(kind, place, stack), stack
 
 
 @contextlib.asynccontextmanager
@@ -75,9 +91,9 @@ def meta_of(record: StoredLifetime | None) -> object:
 
 
 async def test_a_claim_takes_the_lifetime_over_and_fences_the_former_holder(
-    driver: Driver, kind: str, tmp_path: Path
+    driver: Driver, kind: str, place: str
 ) -> None:
-    shared, stack = await stores(kind, tmp_path)
+    shared, stack = await stores(kind, place)
     async with stack:
         a_client = RecordingTransport(mirror=ClientMirror())
         b_client = RecordingTransport(mirror=ClientMirror())
@@ -113,9 +129,9 @@ async def test_a_claim_takes_the_lifetime_over_and_fences_the_former_holder(
 
 
 async def test_a_stale_session_in_a_batch_fences_that_session_only(
-    driver: Driver, kind: str, tmp_path: Path
+    driver: Driver, kind: str, place: str
 ) -> None:
-    shared, stack = await stores(kind, tmp_path)
+    shared, stack = await stores(kind, place)
     async with two_owners(driver, shared, stack) as (a, b):
         one = a.open_lifetime("one")
         two = a.open_lifetime("two")
@@ -135,9 +151,9 @@ async def test_a_stale_session_in_a_batch_fences_that_session_only(
 
 
 async def test_claiming_twice_on_one_owner_takes_nothing_more(
-    driver: Driver, kind: str, tmp_path: Path
+    driver: Driver, kind: str, place: str
 ) -> None:
-    shared, stack = await stores(kind, tmp_path)
+    shared, stack = await stores(kind, place)
     async with stack:
         store = await shared.open()
         await store.write([StoredLifetime("s", meta='{"k":1}')], [], holder="old")
@@ -154,9 +170,9 @@ async def test_claiming_twice_on_one_owner_takes_nothing_more(
 
 
 async def test_a_claim_of_an_unknown_session_takes_nothing_and_creates_nothing(
-    driver: Driver, kind: str, tmp_path: Path
+    driver: Driver, kind: str, place: str
 ) -> None:
-    shared, stack = await stores(kind, tmp_path)
+    shared, stack = await stores(kind, place)
     async with stack:
         store = await shared.open()
         async with driver.open_owner(RecordingTransport(), store=store) as owner:
@@ -167,11 +183,11 @@ async def test_a_claim_of_an_unknown_session_takes_nothing_and_creates_nothing(
 
 
 async def test_a_new_lifetime_is_stored_before_the_next_frame(
-    driver: Driver, kind: str, tmp_path: Path
+    driver: Driver, kind: str, place: str
 ) -> None:
     """The response that names a new session is written after its record exists: another
     holder asked for it at once finds it."""
-    shared, stack = await stores(kind, tmp_path)
+    shared, stack = await stores(kind, place)
     async with stack:
         store = await shared.open()
         seen: list[StoredLifetime | None] = []
@@ -191,9 +207,9 @@ async def test_a_new_lifetime_is_stored_before_the_next_frame(
 
 
 async def test_a_new_lifetime_whose_id_another_holder_stored_is_fenced(
-    driver: Driver, kind: str, tmp_path: Path
+    driver: Driver, kind: str, place: str
 ) -> None:
-    shared, stack = await stores(kind, tmp_path)
+    shared, stack = await stores(kind, place)
     async with stack:
         store = await shared.open()
         await store.write([StoredLifetime("s", meta='{"theirs":1}')], [], holder="them")
@@ -206,9 +222,9 @@ async def test_a_new_lifetime_whose_id_another_holder_stored_is_fenced(
 
 
 async def test_the_former_holder_closing_deletes_nothing_of_the_new_one(
-    driver: Driver, kind: str, tmp_path: Path
+    driver: Driver, kind: str, place: str
 ) -> None:
-    shared, stack = await stores(kind, tmp_path)
+    shared, stack = await stores(kind, place)
     async with two_owners(driver, shared, stack) as (a, b):
         await a.open_lifetime("s").publish(meta={"a": 1})
         assert await b.claim_lifetime("s") is not None
@@ -221,8 +237,8 @@ async def test_the_former_holder_closing_deletes_nothing_of_the_new_one(
 async def test_a_version_1_file_is_migrated_and_its_lifetimes_claimed(
     driver: Driver, kind: str, tmp_path: Path
 ) -> None:
-    if kind == "memory":
-        pytest.skip("a file format")
+    if kind != "sqlite":
+        pytest.skip("a SQLite file format")
     path = tmp_path / "shared.sqlite"
     conn = sqlite3.connect(path)
     conn.executescript(

@@ -104,10 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument(
         "--store",
-        metavar="PATH",
+        metavar="URL",
         help=(
-            "keep session lifetimes and conversation history in this SQLite file, so a "
-            "restarted agent restores them on session/resume (one agent process per file)"
+            "keep session lifetimes and conversation history in this store, so a restarted "
+            "agent (or another one on the same store) restores them on session/resume: a "
+            "SQLite file (a path or sqlite:///PATH) or a PostgreSQL database "
+            "(postgresql://USER:PASSWORD@HOST/DB, needs the 'postgres' extra)"
         ),
     )
     agent.add_argument(
@@ -332,14 +334,14 @@ def _bearer_token(parser: argparse.ArgumentParser, path: str | None) -> str:
 
 
 async def _serve_listening(
-    serve: Callable[..., Awaitable[None]], path: str | None, options: OwnerOptions
+    serve: Callable[..., Awaitable[None]], url: str | None, options: OwnerOptions
 ) -> None:
-    if path is None:
+    if url is None:
         await serve(options)
         return
-    from ..owner._sqlite import SQLiteStore
+    from ..owner._open import open_store
 
-    async with await SQLiteStore.open(path) as store:
+    async with open_store(url) as store:
         await serve(options, store=store, history=store)
 
 
@@ -363,14 +365,14 @@ def _not_a_pipe() -> str | None:
 
 
 async def _serve_sdk(
-    serve: Callable[..., Awaitable[None]], path: str | None, max_line: int, options: OwnerOptions
+    serve: Callable[..., Awaitable[None]], url: str | None, max_line: int, options: OwnerOptions
 ) -> None:
-    if path is None:
+    if url is None:
         await serve(options, max_line_bytes=max_line, handle_signals=True)
         return
-    from ..owner._sqlite import SQLiteStore
+    from ..owner._open import open_store
 
-    async with await SQLiteStore.open(path) as store:
+    async with open_store(url) as store:
         await serve(
             options,
             store=_crash_hook(store),
@@ -392,13 +394,13 @@ write protects is written. Only for crash tests."""
 
 
 async def _serve_with_store(
-    path: str, versions: tuple[int, ...], max_line: int, options: OwnerOptions
+    url: str, versions: tuple[int, ...], max_line: int, options: OwnerOptions
 ) -> None:
     from ..acp._stdio import serve_stdio
-    from ..owner._sqlite import SQLiteStore
+    from ..owner._open import open_store
     from .reference_agent import ReferenceAgent
 
-    async with await SQLiteStore.open(path) as store:
+    async with open_store(url) as store:
         agent = await ReferenceAgent.with_store(store)
         await serve_stdio(
             agent,

@@ -78,8 +78,12 @@ def _description() -> str:
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
-        metavar="PATH",
-        help="keep session lifetimes in this SQLite file across restarts of the agent",
+        metavar="URL",
+        help=(
+            "keep session lifetimes across restarts of the agent (and share them with other "
+            "agents on the same store): a SQLite file (a path or sqlite:///PATH) or a "
+            "PostgreSQL database (postgresql://..., needs the 'postgres' extra)"
+        ),
     )
     parser.add_argument(
         "--v1-meta-mode",
@@ -120,11 +124,23 @@ def main(argv: Sequence[str]) -> int:
         "coalesce": not args.no_coalesce,
         "drain_timeout": 10.0,  # as agent-meta agent: a stalled client cannot hold the exit
     }
-    store = None if args.store is None else str(Path(args.store).resolve())
+    store = None if args.store is None else _absolute_store_url(parser, args.store)
     supervisor = Supervisor(
         args.agent, store=store, options=options, max_line=args.max_line, imports=args.imports
     )
     return supervisor.run()
+
+
+def _absolute_store_url(parser: argparse.ArgumentParser, url: str) -> str:
+    """``--store URL`` as the agent process needs it (a relative path made absolute); a URL
+    that names no store is a usage error, said without its password."""
+    from ..core._errors import StoreError
+    from ..owner._open import absolute_store_url
+
+    try:
+        return absolute_store_url(url)
+    except StoreError as exc:
+        parser.error(f"--store: {exc}")
 
 
 @dataclasses.dataclass

@@ -91,7 +91,8 @@ class StoreError(AgentMetaError, OSError):
 
 
 class StoreLockedError(StoreError):
-    """Another process (or connection) holds the store: one agent process per file."""
+    """Another process (or connection) held the store's write lock, or a row this owner needs,
+    past the store's lock timeout."""
 
 
 class StoreSchemaError(StoreError):

@@ -26,23 +26,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import sqlite3
-import sys
-from typing import TYPE_CHECKING, Literal, Self, TypeGuard, TypeVar, final
-
-import sniffio  # a dependency of trio
+from typing import TYPE_CHECKING, Literal, Self, TypeVar, final
 
 from ..core._errors import StoreCorruptError, StoreError, StoreLockedError, StoreSchemaError
-from ..sansio._records import StoredLifetime
-from ..sansio._state import FailureIncident
+from ._store import record_from_row
+from ._workers import WorkerThreads, trio_module
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
-    from types import ModuleType, TracebackType
+    from collections.abc import Callable, Sequence
+    from types import TracebackType
 
     import trio
+
+    from ..sansio._records import StoredLifetime
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
@@ -110,7 +108,7 @@ class SQLiteStore:
 
     _conn: sqlite3.Connection | None
     _path: str
-    _library: str  # "trio" or "asyncio": the runtime it was opened on
+    _threads: WorkerThreads  # on the runtime it was opened on
     _lock: trio.Lock | asyncio.Lock
 
     @classmethod
@@ -132,9 +130,9 @@ class SQLiteStore:
         location = os.fspath(path)
         self = object.__new__(cls)
         self._path = location
-        self._library = sniffio.current_async_library()
-        self._lock = _trio().Lock() if self._library == "trio" else asyncio.Lock()
-        self._conn = await self._in_thread(_connect, location, lock_timeout, synchronous)
+        self._threads = WorkerThreads("SQLiteStore")
+        self._lock = trio_module().Lock() if self._threads.library == "trio" else asyncio.Lock()
+        self._conn = await self._threads.run(_connect, location, lock_timeout, synchronous)
         return self
 
     @property
@@ -162,33 +160,13 @@ class SQLiteStore:
         Shielded from cancellation: a call still running in its worker thread is waited for,
         so that no transaction is left open on the file.
         """
-        if self._runtime() != "trio":
-            await _uncancellable(self._close())
-            return
-        with _trio().CancelScope(shield=True):
-            await self._close()
+        await self._threads.shielded(self._close)
 
     async def _close(self) -> None:
         async with self._lock:
             conn, self._conn = self._conn, None
             if conn is not None:
-                await self._in_thread(conn.close)
-
-    def _runtime(self) -> str:
-        library = sniffio.current_async_library()
-        if library != self._library:
-            raise RuntimeError(
-                f"this SQLiteStore was opened under {self._library}; use it there, not under "
-                f"{library}"
-            )
-        return library
-
-    async def _in_thread(self, function: Callable[..., T], *args: object) -> T:
-        """Run ``function(*args)`` in a worker thread of the store's runtime."""
-        if self._runtime() == "trio":
-            result: T = await _trio().to_thread.run_sync(functools.partial(function, *args))
-            return result
-        return await _uncancellable(asyncio.to_thread(function, *args))
+                await self._threads.run(conn.close)
 
     async def run(
         self,
@@ -208,7 +186,7 @@ class SQLiteStore:
             conn = self._conn
             if conn is None:
                 raise StoreError(self._path, f"{what} failed: the store is closed")
-            return await self._in_thread(self._transaction, conn, action, what, write)
+            return await self._threads.run(self._transaction, conn, action, what, write)
 
     def _transaction(
         self,
@@ -251,7 +229,7 @@ class SQLiteStore:
             return (*row[:-2], epoch + 1)
 
         row = await self.run(claim, what="claiming a lifetime")
-        return None if row is None else self._record(row)
+        return None if row is None else record_from_row(self._path, row)
 
     async def read(self, session_id: str) -> StoredLifetime | None:
         def read(conn: sqlite3.Connection) -> tuple[object, ...] | None:
@@ -262,29 +240,7 @@ class SQLiteStore:
             return row
 
         row = await self.run(read, what="reading a lifetime", write=False)
-        return None if row is None else self._record(row)
-
-    def _record(self, row: tuple[object, ...]) -> StoredLifetime:
-        session_id, title, updated_at, meta, failure_id, revision, repair, epoch = row
-        if (
-            not isinstance(session_id, str)
-            or not _optional_str(title)
-            or not _optional_str(updated_at)
-            or not _optional_str(meta)
-            or not _optional_str(failure_id)
-            or not isinstance(epoch, int)
-        ):
-            raise StoreCorruptError(self._path, f"lifetime row {session_id!r} is damaged")
-        failure = None
-        if failure_id is not None:
-            if not isinstance(revision, int):
-                raise StoreCorruptError(
-                    self._path, f"lifetime {session_id!r}: failure revision is damaged"
-                )
-            failure = FailureIncident(failure_id, revision)
-        return StoredLifetime(
-            session_id, title, updated_at, meta, failure, bool(repair), epoch=epoch
-        )
+        return None if row is None else record_from_row(self._path, row)
 
     async def write(
         self,
@@ -333,26 +289,6 @@ def _save(conn: sqlite3.Connection, record: StoredLifetime, holder: str) -> bool
             (*fields, record.session_id, record.epoch),
         )
     return cursor.rowcount == 1
-
-
-async def _uncancellable(work: Awaitable[T]) -> T:
-    """Await ``work`` to its end even if the calling asyncio task is cancelled meanwhile, then
-    let the (first) cancellation through: a worker thread cannot be stopped, and the store must
-    not start its next call while the last one still runs (trio's ``to_thread`` does the same)."""
-    task = asyncio.ensure_future(work)
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait([task])
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-    if cancelled is not None:
-        raise cancelled
-    return task.result()
-
-
-def _optional_str(value: object) -> TypeGuard[str | None]:
-    return value is None or isinstance(value, str)
 
 
 def _connect(location: str, lock_timeout: float, synchronous: str) -> sqlite3.Connection:
@@ -428,9 +364,3 @@ def _create(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.execute(_SCHEMA)
-
-
-def _trio() -> ModuleType:
-    """trio, which is imported wherever it runs: the store does not import it itself, so that
-    it loads no trio under asyncio (the official-SDK adapter's runtime)."""
-    return sys.modules["trio"]

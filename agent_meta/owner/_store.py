@@ -22,16 +22,17 @@ See ``docs/durability.md`` for the protocol and who wins which race.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Protocol, final, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeGuard, final, runtime_checkable
 
+from ..core._errors import StoreCorruptError
 from ..sansio._durability import FIRST_EPOCH
+from ..sansio._records import StoredLifetime
+from ..sansio._state import FailureIncident
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..sansio._records import StoredLifetime
-
-__all__ = ["LifetimeStore", "MemoryStore"]
+__all__ = ["LifetimeStore", "MemoryStore", "record_from_row"]
 
 
 @runtime_checkable
@@ -145,3 +146,31 @@ class MemoryStore:
                 held.record = record
         self.writes += 1
         return frozenset(stale)
+
+
+def record_from_row(location: str, row: tuple[object, ...]) -> StoredLifetime:
+    """A stored lifetime from a database row (session id, title, updatedAt, meta, failure id
+    and revision, repair flag, epoch); :class:`StoreCorruptError` naming ``location`` when a
+    field has the wrong type."""
+    session_id, title, updated_at, meta, failure_id, revision, repair, epoch = row
+    if (
+        not isinstance(session_id, str)
+        or not _optional_str(title)
+        or not _optional_str(updated_at)
+        or not _optional_str(meta)
+        or not _optional_str(failure_id)
+        or not isinstance(epoch, int)
+    ):
+        raise StoreCorruptError(location, f"lifetime row {session_id!r} is damaged")
+    failure = None
+    if failure_id is not None:
+        if not isinstance(revision, int):
+            raise StoreCorruptError(
+                location, f"lifetime {session_id!r}: failure revision is damaged"
+            )
+        failure = FailureIncident(failure_id, revision)
+    return StoredLifetime(session_id, title, updated_at, meta, failure, bool(repair), epoch=epoch)
+
+
+def _optional_str(value: object) -> TypeGuard[str | None]:
+    return value is None or isinstance(value, str)

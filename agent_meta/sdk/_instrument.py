@@ -66,7 +66,8 @@ class RunConfig:
     """``PYTHONPATH`` as it was before ``agent-meta run`` put its ``sitecustomize`` first
     (restored at once, so that the agent's own Python subprocesses are left alone)."""
     store: str | None = None
-    """A SQLite file keeping lifetimes across restarts (``--store``)."""
+    """The store keeping lifetimes across restarts (``--store``: a SQLite path, ``sqlite:///``
+    or ``postgresql://`` URL)."""
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     """``OwnerOptions`` fields (``failure_path``, ``v1_meta_mode``, ``coalesce``,
     ``drain_timeout``)."""
@@ -246,9 +247,9 @@ async def _serve(run: Any, agent: Any, kwargs: dict[str, Any]) -> None:
             report("owned")
             await run(agent, options=options, stdout=config.stdout_fd, **kwargs)
             return
-        from ..owner._sqlite import SQLiteStore
+        from ..owner._open import open_store
 
-        async with await SQLiteStore.open(config.store) as store:
+        async with open_store(config.store) as store:
             report("owned")
             await run(agent, options=options, store=store, stdout=config.stdout_fd, **kwargs)
     except TransportBrokenError as exc:

@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from . import callgrind, patch_cost, proxy, scale, slow_client, startup, throughput
+from . import callgrind, patch_cost, proxy, scale, slow_client, startup, stores, throughput
 from ._common import Row, machine, render_table
 
 FULL = {
@@ -24,6 +24,10 @@ FULL = {
     "starts": 15,
     "instructions_small": 2_000,
     "instructions_large": 6_000,
+    "store_sessions": 100,
+    "store_per_session": 20,
+    "store_publications": 3_000,
+    "store_lifetimes": 2_000,
 }
 SMOKE = {
     "updates": 500,
@@ -36,6 +40,10 @@ SMOKE = {
     "starts": 1,
     "instructions_small": 100,
     "instructions_large": 300,
+    "store_sessions": 10,
+    "store_per_session": 3,
+    "store_publications": 100,
+    "store_lifetimes": 50,
 }
 
 
@@ -53,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             "proxy",
             "startup",
             "instructions",
+            "stores",
         ),
         action="append",
         help="sections (default: all but sdk, whose figures throughput has too; nox -s "
@@ -60,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     size = SMOKE if args.smoke else FULL
-    every = ("throughput", "patch", "slow", "scale", "proxy", "startup", "instructions")
+    every = ("throughput", "patch", "slow", "scale", "proxy", "startup", "instructions", "stores")
     only = set(args.only or every)
     started = time.monotonic()
     rows: list[Row] = []
@@ -80,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         rows += startup.rows(size["starts"])
     if "instructions" in only:
         rows += callgrind.rows(size["instructions_small"], size["instructions_large"])
+    if "stores" in only:
+        rows += stores.rows(
+            size["store_sessions"],
+            size["store_per_session"],
+            size["store_publications"],
+            size["store_lifetimes"],
+        )
     print(render_table(rows))
     print()
     print(f"machine: {machine()}")

@@ -1,16 +1,19 @@
-"""The reference agent's sessions and conversation history, in the lifetime store's SQLite file.
+"""The reference agent's sessions and conversation history, in the lifetime store's database:
+the SQLite file, or the PostgreSQL database (the same tables, in each one's SQL:
+:mod:`agent_meta.apps._common._history_sql`).
 
 Session-info state is the owner's business (its lifetimes table); this keeps only what the agent
-itself needs to resume a session in a fresh process, or in another process on the same file: the
-session (id, cwd, last ``updatedAt``, last known info for ``session/list``, whether it was
+itself needs to resume a session in a fresh process, or in another process on the same store:
+the session (id, cwd, last ``updatedAt``, last known info for ``session/list``, whether it was
 closed, the last message number handed out) and its messages, for replay. A process that takes a
 session over reads it afresh (:meth:`HistoryStore.refresh`), so message ids never collide.
 
 These tables are the reference agent's, outside the lifetime store's schema (whose version,
-``PRAGMA user_version``, covers only the ``agent_meta_`` tables). Their versions: 1, the first;
-2 adds ``reference_sessions.closed`` (a session closed before a restart reopens with
-``title: null``, as in one process). A version-1 file is migrated when loaded (the column is
-added, ``0`` for every session: closed sessions of that version are not known as closed).
+``PRAGMA user_version`` or ``agent_meta_schema``, covers only the ``agent_meta_`` tables). Their
+versions: 1, the first; 2 adds ``reference_sessions.closed`` (a session closed before a restart
+reopens with ``title: null``, as in one process). A version-1 SQLite file is migrated when loaded
+(the column is added, ``0`` for every session: closed sessions of that version are not known as
+closed); on PostgreSQL they start at version 2.
 """
 
 from __future__ import annotations
@@ -19,15 +22,19 @@ import dataclasses
 import datetime
 import json
 import secrets
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from agent_meta import SQLiteStore
+
+from ._history_sql import HISTORY_LOCK, POSTGRES, SQLITE
 from ._replay import Message
 
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Callable
 
-    from agent_meta import JsonObject, SQLiteStore
+    from agent_meta import JsonObject, PostgresStore
+
+    from ._history_sql import Connection, Dialect
 
 __all__ = [
     "HistoryStore",
@@ -72,25 +79,7 @@ class SessionRecord:
 
 
 _Record = TypeVar("_Record", bound=SessionRecord)
-
-_TABLES = """
-CREATE TABLE IF NOT EXISTS reference_sessions (
-    session_id TEXT PRIMARY KEY NOT NULL,
-    cwd TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    last_info TEXT NOT NULL,
-    counter INTEGER NOT NULL,
-    closed INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS reference_messages (
-    session_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    role TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    text TEXT NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
-"""
+_T = TypeVar("_T")
 
 StoredMessage = tuple[str, str, str]  # role, message id, text
 StoredSession = tuple[str, str, str, "JsonObject", int, bool, list[StoredMessage]]
@@ -98,10 +87,20 @@ StoredSession = tuple[str, str, str, "JsonObject", int, bool, list[StoredMessage
 
 
 class HistoryStore:
-    """Reads and writes the reference agent's tables through :meth:`SQLiteStore.run`."""
+    """Reads and writes the reference agent's tables through the store's ``run``
+    (:meth:`SQLiteStore.run` or :meth:`PostgresStore.run`)."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SQLiteStore | PostgresStore) -> None:
         self._store = store
+        self._sql: Dialect = SQLITE if isinstance(store, SQLiteStore) else POSTGRES
+
+    async def _run(
+        self, action: Callable[[Connection], _T], what: str, *, write: bool = True
+    ) -> _T:
+        store = self._store
+        if isinstance(store, SQLiteStore):
+            return await store.run(action, what=what, write=write)
+        return await store.run(action, what=what, write=write)
 
     async def load_sessions(self, make: Callable[[str, str, str], _Record]) -> list[_Record]:
         """Every stored session, made with ``make(session_id, cwd, updated_at)`` and filled in
@@ -145,51 +144,23 @@ class HistoryStore:
 
     async def load(self) -> list[StoredSession]:
         """Every session with its messages (creating the tables on first use)."""
+        sql = self._sql
 
-        def load(conn: sqlite3.Connection) -> list[StoredSession]:
-            for statement in _TABLES.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            _migrate(conn)
-            sessions: list[StoredSession] = []
-            rows = conn.execute(
-                "SELECT session_id, cwd, updated_at, last_info, counter, closed"
-                " FROM reference_sessions ORDER BY rowid"
-            ).fetchall()
-            for session_id, cwd, updated_at, last_info, counter, closed in rows:
-                messages = conn.execute(
-                    "SELECT role, message_id, text FROM reference_messages"
-                    " WHERE session_id = ? ORDER BY seq",
-                    (session_id,),
-                ).fetchall()
-                info = json.loads(last_info)
-                sessions.append(
-                    (session_id, cwd, updated_at, info, counter, bool(closed), messages)
-                )
-            return sessions
+        def load(conn: Connection) -> list[StoredSession]:
+            sql.prepare(conn)
+            return [_session(conn, sql, row) for row in conn.execute(sql.sessions).fetchall()]
 
-        return await self._store.run(load, what="loading the reference agent's sessions")
+        return await self._run(load, "loading the reference agent's sessions")
 
     async def load_one(self, session_id: str) -> StoredSession | None:
         """One session with its messages, or ``None`` (the tables exist: :meth:`load` ran)."""
+        sql = self._sql
 
-        def load(conn: sqlite3.Connection) -> StoredSession | None:
-            row = conn.execute(
-                "SELECT session_id, cwd, updated_at, last_info, counter, closed"
-                " FROM reference_sessions WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
-            if row is None:
-                return None
-            messages = conn.execute(
-                "SELECT role, message_id, text FROM reference_messages"
-                " WHERE session_id = ? ORDER BY seq",
-                (session_id,),
-            ).fetchall()
-            found, cwd, updated_at, last_info, counter, closed = row
-            return (found, cwd, updated_at, json.loads(last_info), counter, bool(closed), messages)
+        def load(conn: Connection) -> StoredSession | None:
+            row = conn.execute(sql.session, (session_id,)).fetchone()
+            return None if row is None else _session(conn, sql, row)
 
-        return await self._store.run(load, what="loading a session", write=False)
+        return await self._run(load, "loading a session", write=False)
 
     async def save_session(
         self,
@@ -201,33 +172,29 @@ class HistoryStore:
         closed: bool,
     ) -> None:
         row = (session_id, cwd, updated_at, json.dumps(last_info), counter, int(closed))
+        sql = self._sql
 
-        def save(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT OR REPLACE INTO reference_sessions"
-                " (session_id, cwd, updated_at, last_info, counter, closed)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                row,
-            )
+        def save(conn: Connection) -> None:
+            conn.execute(sql.save, row)
 
-        await self._store.run(save, what="saving a session")
+        await self._run(save, "saving a session")
 
     async def add_message(self, session_id: str, role: str, message_id: str, text: str) -> None:
         """Append a message to the session's stored history (after its last one)."""
-        row = (session_id, session_id, role, message_id, text)
+        fields = {"id": session_id, "role": role, "message_id": message_id, "text": text}
+        sql = self._sql
 
-        def add(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO reference_messages VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1"
-                " FROM reference_messages WHERE session_id = ?), ?, ?, ?)",
-                row,
-            )
+        def add(conn: Connection) -> None:
+            if sql.before_add is not None:
+                conn.execute(sql.before_add, (HISTORY_LOCK, session_id))
+            conn.execute(sql.add, fields)
 
-        await self._store.run(add, what="saving a message")
+        await self._run(add, "saving a message")
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Bring version-1 tables to version 2 (see the module docstring)."""
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(reference_sessions)")}
-    if "closed" not in columns:
-        conn.execute("ALTER TABLE reference_sessions ADD COLUMN closed INTEGER NOT NULL DEFAULT 0")
+def _session(conn: Connection, sql: Dialect, row: Any) -> StoredSession:
+    """A session row with its messages."""
+    session_id, cwd, updated_at, last_info, counter, closed = row
+    messages = [tuple(m) for m in conn.execute(sql.messages, (session_id,)).fetchall()]
+    info = json.loads(last_info)
+    return (session_id, cwd, updated_at, info, counter, bool(closed), messages)

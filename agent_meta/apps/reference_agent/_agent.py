@@ -44,7 +44,7 @@ from .._common._storage import HistoryStore, SessionRecord, new_session_id, utc_
 from ._lines import run_line
 
 if TYPE_CHECKING:
-    from agent_meta import AgentConnection, JsonObject, SessionLifetime, SQLiteStore
+    from agent_meta import AgentConnection, JsonObject, PostgresStore, SessionLifetime, SQLiteStore
 
 __all__ = ["AGENT_NAME", "MAX_CWD", "ReferenceAgent"]
 
@@ -99,8 +99,11 @@ class ReferenceAgent(BaseAgent):
         self._pager = Pager(list_page_size)
 
     @classmethod
-    async def with_store(cls, store: SQLiteStore, *, list_page_size: int = 50) -> ReferenceAgent:
-        """An agent that keeps sessions and history in ``store``'s file (``--store``).
+    async def with_store(
+        cls, store: SQLiteStore | PostgresStore, *, list_page_size: int = 50
+    ) -> ReferenceAgent:
+        """An agent that keeps sessions and history in ``store``'s file or database
+        (``--store``).
 
         Pass the same store to the owner (``open_owner(..., store=store)``) so that a fresh
         process resumes both the conversation and the session-info lifetimes.

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Sequence
     from typing import Self
 
-    from agent_meta import SessionLifetime, SQLiteStore
+    from agent_meta import PostgresStore, SessionLifetime, SQLiteStore
     from agent_meta.sdk import SdkAdapter
 
 __all__ = [
@@ -143,9 +143,10 @@ class SdkAgentBase(Generic[ClientT]):
 
     @classmethod
     async def with_store(
-        cls, adapter: SdkAdapter, store: SQLiteStore, *, list_page_size: int = 50
+        cls, adapter: SdkAdapter, store: SQLiteStore | PostgresStore, *, list_page_size: int = 50
     ) -> Self:
-        """An agent whose sessions and history live in ``store``'s file (``--store``); open
+        """An agent whose sessions and history live in ``store``'s file or database
+        (``--store``); open
         the adapter on the same store so that a fresh process also gets its lifetimes back."""
         history = HistoryStore(store)
         agent = cls(adapter, history, list_page_size=list_page_size)

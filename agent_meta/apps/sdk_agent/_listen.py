@@ -22,7 +22,7 @@ from agent_meta.sdk import create_asgi_app
 from ._agent import SdkReferenceAgent
 
 if TYPE_CHECKING:
-    from agent_meta import LifetimeStore, OwnerOptions, SQLiteStore
+    from agent_meta import LifetimeStore, OwnerOptions, PostgresStore, SQLiteStore
 
 __all__ = ["serve_sdk_listen"]
 
@@ -36,7 +36,7 @@ async def serve_sdk_listen(
     options: OwnerOptions,
     *,
     store: LifetimeStore | None = None,
-    history: SQLiteStore | None = None,
+    history: SQLiteStore | PostgresStore | None = None,
     announce: bool = True,
 ) -> None:
     """Serve until SIGTERM or SIGINT. ``port`` 0 takes a free one; with ``announce`` the

@@ -23,8 +23,8 @@ and for either, chosen by the version the client's ``initialize`` asks for
 
 The adapter follows the version the ``initialize`` response names; given the versions served,
 it answers an ``initialize`` below them ``-32022`` (and a batch entry by entry) itself. Add
-what a command-line agent needs: history in the same SQLite file, and SIGTERM / SIGINT ending
-the connection so that the owner still writes what it accepted.
+what a command-line agent needs: history in the same store (a SQLite file or PostgreSQL), and
+SIGTERM / SIGINT ending the connection so that the owner still writes what it accepted.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from ._agent import SdkReferenceAgent
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterator
 
-    from agent_meta import LifetimeStore, SQLiteStore
+    from agent_meta import LifetimeStore, PostgresStore, SQLiteStore
     from agent_meta.sdk import SdkAdapter
 
     from ._base import SdkAgentBase
@@ -71,7 +71,7 @@ async def serve_sdk_agent(
     *,
     protocols: tuple[int, ...] = (1,),
     store: LifetimeStore | None = None,
-    history: SQLiteStore | None = None,
+    history: SQLiteStore | PostgresStore | None = None,
     max_line_bytes: int | None = None,
     handle_signals: bool = False,
 ) -> None:
@@ -82,7 +82,8 @@ async def serve_sdk_agent(
     :func:`sdk_protocol_versions`). ``options`` are the owner's (by default protocol v1, or 2
     when only v2 is served; the owner follows what ``initialize`` answers); ``store`` keeps the
     lifetimes and ``history`` the sessions and conversation (usually the same
-    :class:`~agent_meta.SQLiteStore`, as with ``--store``). ``max_line_bytes`` bounds inbound
+    :class:`~agent_meta.SQLiteStore` or :class:`~agent_meta.PostgresStore`, as with
+    ``--store``). ``max_line_bytes`` bounds inbound
     lines. With ``handle_signals``, SIGTERM and SIGINT stop reading, end the connection and
     let the owner drain; a second one acts as usual.
     """
@@ -108,7 +109,7 @@ async def serve_sdk_agent(
 async def _serving(
     adapter: SdkAdapter,
     protocols: tuple[int, ...],
-    history: SQLiteStore | None,
+    history: SQLiteStore | PostgresStore | None,
     agents: list[SdkAgentBase[Any]],
 ) -> None:
     """Build the agent(s) (``agents`` gets them, to close) and run the SDK's connection."""
@@ -150,7 +151,7 @@ def _connection(
 
 
 async def _build(
-    kind: type[SdkAgentBase[Any]], adapter: SdkAdapter, history: SQLiteStore | None
+    kind: type[SdkAgentBase[Any]], adapter: SdkAdapter, history: SQLiteStore | PostgresStore | None
 ) -> Any:
     if history is None:
         return kind(adapter)

@@ -1,0 +1,114 @@
+"""One store URL picks the store: a path or ``sqlite:///PATH`` is a :class:`SQLiteStore`
+file, ``postgresql://`` (or ``postgres://``) a :class:`PostgresStore` database.
+
+This is what ``agent-meta agent --store URL`` and ``agent-meta run --store URL`` take. The
+stores' modules are imported only when a URL names them: opening a SQLite file loads no
+psycopg, and naming a database without the ``postgres`` extra installed is a
+:class:`StoreError` that says how to install it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import urllib.parse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..core._errors import StoreError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from ._postgres import PostgresStore
+    from ._sqlite import SQLiteStore
+
+__all__ = ["absolute_store_url", "open_store", "redact_url", "store_kind"]
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_POSTGRES = ("postgresql", "postgres")
+_SQLITE_PREFIX = "sqlite:///"
+
+
+def store_kind(url: str | os.PathLike[str]) -> tuple[str, str]:
+    """``("sqlite", path)`` or ``("postgres", url)`` for a store URL; :class:`StoreError` for
+    any other scheme. ``sqlite:///PATH`` is SQLAlchemy's spelling: ``sqlite:///agent.sqlite``
+    is relative, ``sqlite:////var/lib/agent.sqlite`` absolute."""
+    text = os.fspath(url)
+    found = _SCHEME.match(text)
+    if found is None:
+        return "sqlite", text
+    scheme = found.group(1).lower()
+    if scheme in _POSTGRES:
+        return "postgres", text
+    if scheme == "sqlite" and text.startswith(_SQLITE_PREFIX) and text != _SQLITE_PREFIX:
+        return "sqlite", text[len(_SQLITE_PREFIX) :]
+    raise StoreError(
+        redact_url(text)[0],
+        f"not a store URL (scheme {scheme!r}): give a file path, sqlite:///PATH, or "
+        "postgresql://USER:PASSWORD@HOST:PORT/DATABASE",
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_store(url: str | os.PathLike[str]) -> AsyncIterator[SQLiteStore | PostgresStore]:
+    """Open the store that ``url`` names and close it at the end of the block::
+
+        async with agent_meta.open_store("postgresql://agent@db/agents") as store:
+            async with agent_meta.open_owner(output, store=store) as owner: ...
+
+    A file path or ``sqlite:///PATH``: :meth:`SQLiteStore.open`; ``postgresql://...`` or
+    ``postgres://...``: :meth:`PostgresStore.open` (needs the ``postgres`` extra), each with
+    its default options. Anything else raises :class:`StoreError` (naming the URL without its
+    password), as does every failure to open.
+    """
+    kind, target = store_kind(url)
+    store: SQLiteStore | PostgresStore
+    if kind == "sqlite":
+        from ._sqlite import SQLiteStore
+
+        store = await SQLiteStore.open(target)
+    else:
+        store = await _postgres_store().open(target)
+    async with store:
+        yield store
+
+
+def _postgres_store() -> type[PostgresStore]:
+    try:
+        from ._postgres import PostgresStore
+    except ImportError as exc:
+        raise StoreError(
+            "postgresql",
+            f"{exc} (install the 'postgres' extra: pip install 'agent-meta[postgres]')",
+        ) from None
+    return PostgresStore
+
+
+def absolute_store_url(url: str) -> str:
+    """``url`` for a process that may run elsewhere in the file system: a relative SQLite path
+    made absolute; a database URL as it is."""
+    kind, target = store_kind(url)
+    if kind != "sqlite" or target.startswith("file:"):
+        return url
+    return str(Path(target).resolve())
+
+
+def redact_url(url: str) -> tuple[str, tuple[str, ...]]:
+    """``url`` without its password (``user:password@`` or ``?password=``), and the password's
+    spellings (as written and decoded), to scrub from messages."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    spellings = {password, urllib.parse.unquote(password)} if colon else set()
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    spellings |= {value for key, value in query if key == "password"}
+    kept = [(key, value) for key, value in query if key != "password"]
+    location = urllib.parse.urlunsplit(
+        parts._replace(
+            netloc=f"{user}{at}{hosts}",
+            query=urllib.parse.urlencode(kept, quote_via=urllib.parse.quote),
+        )
+    )
+    return location, tuple(sorted(s for s in spellings if s))
