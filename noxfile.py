@@ -130,6 +130,7 @@ def sdk_v2(session: nox.Session) -> None:
         "pytest",
         "integration/test_typescript_v2.py",
         "integration/test_typescript_v1.py",
+        "integration/test_runtimes_agree.py",
         *session.posargs,
     )
     # The demo's v2 story, on the SDK runtime, under the TypeScript SDK's v2 client.
