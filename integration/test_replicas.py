@@ -395,3 +395,47 @@ def test_two_clients_racing_to_resume_leave_one_holder(
 
     winners = run(scenario())
     print(f"winners: {winners}")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="library bug: a resume on a connection whose open lifetime was taken over elsewhere "
+    "(it has not written since) claims nothing and resyncs its stale state",
+)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_former_holder_resuming_again_takes_the_session_back(
+    store: StoreUnderTest, transport: str
+) -> None:
+    """X held a session; Y took it over and published; X's connection has written nothing of
+    it since, so it does not know. When X's client resumes it again, that resume takes it
+    over like any other: the stored state comes back (not what X last knew), the epoch moves
+    on, X's publications are accepted again and Y is fenced."""
+
+    async def scenario() -> None:
+        async with fleet(store) as running:
+            a, b = await asyncio.gather(
+                running.start(transport, "A"), running.start(transport, "B")
+            )
+            x, y = await running.connect(a, "X"), await running.connect(b, "Y")
+            sid = await x.new_session()
+            await x.prompt(sid, "/meta set c 1")
+            await y.resume(sid, replay=False)
+            await y.prompt(sid, "/meta set c 2")
+            taken = store.row(sid)
+            segment = await x.resume(sid, replay=False)
+            back = store.row(sid)
+            assert taken is not None
+            assert back is not None
+            assert resync_of(segment, sid)["_meta"] == {"c": 2}, "X resynced what it knew"
+            assert (back.epoch, back.holder != taken.holder) == (taken.epoch + 1, True)
+            assert x.state(sid) == back.state
+            mine = await x.prompt(sid, "/meta set c 3")
+            assert mine.says("ok: _meta.c set"), mine
+            theirs = await y.prompt(sid, "/meta set c 4")
+            assert not theirs.says("ok:"), theirs
+            final = store.row(sid)
+            assert final is not None
+            assert final.meta == {"c": 3}
+
+    run(scenario())
