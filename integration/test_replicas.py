@@ -397,12 +397,6 @@ def test_two_clients_racing_to_resume_leave_one_holder(
     print(f"winners: {winners}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="library bug: a resume on a connection whose open lifetime was taken over elsewhere "
-    "(it has not written since) claims nothing and resyncs its stale state",
-)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_former_holder_resuming_again_takes_the_session_back(
     store: StoreUnderTest, transport: str
