@@ -200,20 +200,36 @@ class Client:
         (a dead connection raises ``ConnectionError``)."""
         start = self.wire.mark()
         request = self.conn.prompt(session_id=session_id, prompt=[acp.text_block(line)])
+        error = None
         try:
             await self.bounded(request, f"prompt {line!r}")
         except acp.RequestError as exc:
-            return Answer(self._replies(session_id, start), exc.code)
-        return Answer(self._replies(session_id, start))
-
-    def _replies(self, session_id: str, start: int) -> list[str]:
-        return [
+            error = exc.code
+        replies = [
             m["params"]["update"]["content"]["text"]
-            for m in self.wire.incoming(start)
-            if m.get("method") == "session/update"
-            and m["params"].get("sessionId") == session_id
-            and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+            for m in session_messages(
+                self._until_answered(start, "session/prompt", session_id), session_id
+            )
+            if m["params"].get("update", {}).get("sessionUpdate") == "agent_message_chunk"
         ]
+        return Answer(replies, error)
+
+    def _until_answered(self, start: int, method: str, session_id: str) -> list[dict[str, Any]]:
+        """The messages received from mark ``start`` up to the answer to the first ``method``
+        request for ``session_id`` sent since (other requests may be in flight meanwhile)."""
+        events = self.wire.events[start:]
+        request_id = next(
+            e.message["id"]
+            for e in events
+            if not e.incoming
+            and e.message.get("method") == method
+            and e.message["params"].get("sessionId") == session_id
+        )
+        received = [e.message for e in events if e.incoming]
+        end = next(
+            i for i, m in enumerate(received) if "method" not in m and m.get("id") == request_id
+        )
+        return received[:end]
 
     async def resume(self, session_id: str, *, replay: bool) -> list[dict[str, Any]]:
         """``session/load`` (``replay``) or ``session/resume``; the messages received from the
@@ -227,7 +243,7 @@ class Client:
             call = self.conn.resume_session(session_id=session_id, cwd=CWD)
             method = "session/resume"
         await self.bounded(call, method)
-        return self.wire.incoming(start)[: self.wire.response_position(method, start)]
+        return self._until_answered(start, method, session_id)
 
     def adopt(self, other: Client, session_id: str) -> None:
         """Start from what ``other`` holds for ``session_id``: the same client, reconnected

@@ -19,8 +19,12 @@ state that ends it, under a generous bound (``HANG``).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import dataclasses
 import itertools
+import os
+import random
 from typing import TYPE_CHECKING, Any
 
 import acp
@@ -30,6 +34,7 @@ from integration.harness import REPO, info_updates, session_updates
 from integration.replicas import (
     HANG,
     TRANSPORTS,
+    Answer,
     Client,
     Fleet,
     Replica,
@@ -42,7 +47,7 @@ from integration.replicas import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
+    from collections.abc import Coroutine, Iterator
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK's unstable routes
 
@@ -433,3 +438,330 @@ def test_a_former_holder_resuming_again_takes_the_session_back(
             assert final.meta == {"c": 3}
 
     run(scenario())
+
+
+# --- 5. a randomized soak -------------------------------------------------------------------
+
+SOAK_SECONDS = float(os.environ.get("AGENT_META_REPLICA_SOAK_SECONDS") or 12)
+"""How long the soak publishes (keep it well under 60 s in CI; longer locally)."""
+SOAK_REPLICAS = tuple(
+    (os.environ.get("AGENT_META_REPLICA_SOAK_REPLICAS") or "ws,stdio-trio,stdio-sdk").split(",")
+)
+"""The replicas' kinds (a ``ws`` replica serves ``WS_CONNECTIONS`` clients)."""
+SOAK_SESSIONS = int(os.environ.get("AGENT_META_REPLICA_SOAK_SESSIONS") or 4)
+SOAK_SEED = int(os.environ.get("AGENT_META_REPLICA_SOAK_SEED") or random.randrange(2**32))
+WS_CONNECTIONS = 2
+PACE = 6
+"""Publications between two moves of the chaos (takeover, race, kill)."""
+
+
+@dataclasses.dataclass(eq=False)
+class Tracked:
+    """One soak session as the test knows it: who holds it, and every value of its counter
+    ``c`` by outcome. Values only go up; each is published once."""
+
+    sid: str
+    holder: Client | None
+    epoch: int
+    values: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
+    accepted: list[int] = dataclasses.field(default_factory=list)
+    """Answered ``ok``: stored, so never lost."""
+    unknown: set[int] = dataclasses.field(default_factory=set)
+    """Raced a takeover or a kill: stored or not."""
+    probes: set[int] = dataclasses.field(default_factory=set)
+    """Sent to a connection known to have lost the session: never stored, never seen."""
+    publishing: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    claiming: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    """Claims of one session go one at a time (but for the deliberate races), so the test
+    knows its holder; publications race them."""
+    history: collections.deque[str] = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=30)
+    )
+    """The session's last moves, for a failure's report."""
+
+    @property
+    def floor(self) -> int:
+        return max(self.accepted, default=0)
+
+    def log(self, *what: object) -> None:
+        self.history.append(" ".join(map(str, what)))
+
+
+@dataclasses.dataclass(eq=False)
+class Slot:
+    """A replica's place in the soak: killed and restarted, it keeps its kind and name."""
+
+    kind: str
+    name: str
+    replica: Replica | None = None
+    clients: list[Client] = dataclasses.field(default_factory=list)
+    incarnation: int = 0
+
+
+@dataclasses.dataclass
+class Figures:
+    publications: int = 0
+    accepted: int = 0
+    fenced: int = 0
+    takeovers: int = 0
+    races: int = 0
+    kills: int = 0
+    frames: int = 0
+
+    def summary(self, seed: int, seconds: float, replicas: int, sessions: int) -> str:
+        return (
+            f"replica soak (seed {seed}, {seconds:.0f} s, {replicas} replicas, {sessions} "
+            f"sessions): {self.publications} publications ({self.accepted} accepted), "
+            f"{self.takeovers} takeovers, {self.races} racing resumes, {self.kills} kills with "
+            f"restarts, {self.fenced} publications by former holders fenced, {self.frames} "
+            "client frames checked"
+        )
+
+
+class Soak:
+    def __init__(self, running: Fleet, rng: random.Random) -> None:
+        self.fleet = running
+        self.store = running.store
+        self.rng = rng
+        self.slots = [Slot(kind, f"R{n}") for n, kind in enumerate(SOAK_REPLICAS)]
+        self.sessions: list[Tracked] = []
+        self.figures = Figures()
+        self.stopping = False
+        self.ticked = asyncio.Event()
+        self.restarts: list[asyncio.Task[None]] = []
+
+    def live(self, but: Client | None = None) -> list[Client]:
+        return [
+            client
+            for slot in self.slots
+            if slot.replica is not None and slot.replica.alive
+            for client in slot.clients
+            if client is not but
+        ]
+
+    def alive(self, client: Client) -> bool:
+        return client in self.live()
+
+    async def start(self, slot: Slot) -> None:
+        slot.incarnation += 1
+        name = f"{slot.name}.{slot.incarnation}"
+        replica = await self.fleet.start(slot.kind, name)
+        count = WS_CONNECTIONS if slot.kind == "ws" else 1
+        slot.clients = [await self.fleet.connect(replica, f"{name}/{n}") for n in range(count)]
+        slot.replica = replica
+
+    async def run(self) -> Figures:
+        await asyncio.gather(*(self.start(slot) for slot in self.slots))
+        for _ in range(SOAK_SESSIONS):
+            creator = self.rng.choice(self.live())
+            sid = await creator.new_session()
+            row = self.store.row(sid)
+            assert row is not None
+            self.sessions.append(Tracked(sid, creator, row.epoch))
+        deadline = asyncio.get_running_loop().time() + SOAK_SECONDS
+        workers = [asyncio.create_task(self.publisher(s)) for s in self.sessions]
+        chaos = asyncio.create_task(self.chaos())
+        await asyncio.sleep(max(0.0, deadline - asyncio.get_running_loop().time()))  # the run
+        self.stopping = True
+        self.ticked.set()
+        await asyncio.gather(*workers, chaos)
+        await asyncio.gather(*self.restarts)
+        for s in self.sessions:
+            await self.final_check(s)
+        self.check_frames()
+        return self.figures
+
+    # -- the moves ---------------------------------------------------------------------------
+
+    async def publisher(self, s: Tracked) -> None:
+        """Publish the session's counter on its holder, one value at a time; take it over
+        somewhere when its holder is gone."""
+        while not self.stopping:
+            holder = s.holder
+            if holder is None or not self.alive(holder):
+                async with s.claiming:  # the chaos keeps a connection other than it alive
+                    if s.holder is holder:
+                        await self.take_over(s, self.rng.choice(self.live(but=holder)))
+                continue
+            async with s.publishing:
+                value = next(s.values)
+                try:
+                    answer: Answer | None = await holder.prompt(s.sid, f"/meta set c {value}")
+                except ConnectionError:  # killed under it
+                    answer = None
+            self.figures.publications += 1
+            s.log("publish", value, "on", holder, "->", answer)
+            if answer is not None and answer.says("ok: _meta.c set"):
+                s.accepted.append(value)
+                self.figures.accepted += 1
+            else:
+                s.unknown.add(value)
+                if s.claiming.locked():  # lost to a takeover under way: wait for its end
+                    async with s.claiming:
+                        pass
+                elif s.holder is holder:
+                    s.holder = None  # it lost the session in a way the test did not follow
+            self.ticked.set()
+
+    async def chaos(self) -> None:
+        while True:
+            await self.pace()
+            if self.stopping:
+                return
+            roll = self.rng.random()
+            alive = [slot for slot in self.slots if slot.replica and slot.replica.alive]
+            restarting = any(not restart.done() for restart in self.restarts)
+            if roll < 0.1 and len(alive) > 1 and not restarting:  # one replica down at most
+                await self.kill(self.rng.choice(alive))
+            elif roll < 0.25:
+                await self.race(self.rng.choice(self.sessions))
+            else:
+                await self.move(self.rng.choice(self.sessions))
+
+    async def pace(self) -> None:
+        """Wait until ``PACE`` more publications were made (or the soak stops)."""
+        target = self.figures.publications + PACE
+        while self.figures.publications < target and not self.stopping:
+            self.ticked.clear()
+            await asyncio.wait_for(self.ticked.wait(), HANG)
+
+    async def take_over(self, s: Tracked, client: Client, *, replay: bool = False) -> bool:
+        """Resume ``s`` on ``client`` (``s.claiming`` held): it resyncs to exactly what is
+        stored, which holds every accepted value, and it holds the session from then on."""
+        floor, before, known = s.floor, s.epoch, s.holder is not None
+        s.log("resume on", client, "replay" if replay else "", "floor", floor)
+        try:
+            segment = await client.resume(s.sid, replay=replay)
+        except (ConnectionError, acp.RequestError) as exc:  # killed meanwhile: holder unknown
+            s.log("resume on", client, "failed:", repr(exc))
+            s.holder = None
+            return False
+        row = self.store.row(s.sid)
+        assert row is not None
+        resynced = resync_of(segment, s.sid)["_meta"].get("c", 0)
+        s.log("resumed on", client, "c", resynced, "stored", row)
+        assert resynced >= floor, f"{client} resumed {s.sid} at c={resynced}; {floor} accepted"
+        assert (row.meta or {}).get("c", 0) == resynced, (row, resynced)
+        # A claim moves the epoch on, unless this connection held it already (which only
+        # happens when the holder is unknown: after a race, or a claim cut by a kill).
+        assert row.epoch > before or (not known and row.epoch == before), (row, before)
+        assert client.state(s.sid)["meta"] == row.meta
+        s.holder, s.epoch = client, row.epoch
+        self.figures.takeovers += 1
+        return True
+
+    async def move(self, s: Tracked) -> None:
+        """Take ``s`` over on another connection while its publisher publishes; then, now and
+        then, have the former holder publish: that must change nothing anywhere."""
+        async with s.claiming:
+            former, candidates = s.holder, self.live(but=s.holder)
+            if not candidates:
+                return
+            target = self.rng.choice(candidates)
+            if not await self.take_over(s, target, replay=self.rng.random() < 0.25):
+                return
+            if former is None or not self.alive(former) or self.rng.random() < 0.5:
+                return
+            async with s.publishing:  # the publisher's last value on the former holder is done
+                value = next(s.values)
+                s.probes.add(value)
+                try:
+                    answer = await former.prompt(s.sid, f"/meta set c {value}")
+                except ConnectionError:
+                    return
+            s.log("probe", value, "on", former, "->", answer)
+            assert not answer.says("ok:"), f"{former} accepted {value} after losing {s.sid}"
+            self.figures.fenced += 1
+
+    async def race(self, s: Tracked) -> None:
+        """Two connections resume ``s`` at the same moment; the publisher then finds the
+        winner by taking it over once more."""
+        async with s.claiming:
+            candidates = self.live(but=s.holder)
+            if len(candidates) < 2:
+                return
+            floor, gate, known = s.floor, asyncio.Event(), s.holder is not None
+            pair = self.rng.sample(candidates, 2)
+            tasks = [asyncio.create_task(gated_resume(c, s.sid, gate)) for c in pair]
+            gate.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            row = self.store.row(s.sid)
+            s.log("race of", *pair, "floor", floor, "stored", row)
+            assert row is not None
+            assert row.epoch > s.epoch or (not known and row.epoch == s.epoch), (row, s.epoch)
+            for client in pair:
+                assert (client.value(s.sid, "c") or 0) >= floor or not self.alive(client)
+            s.holder, s.epoch = None, row.epoch
+            self.figures.races += 1
+
+    async def kill(self, slot: Slot) -> None:
+        assert slot.replica is not None
+        await slot.replica.kill()
+        for s in self.sessions:
+            s.log("killed", slot.replica.name)
+        self.figures.kills += 1
+        self.restarts.append(asyncio.create_task(self.start(slot)))
+
+    # -- the end -----------------------------------------------------------------------------
+
+    async def final_check(self, s: Tracked) -> None:
+        """One last takeover, with replay: the store holds every accepted value, no probe, and
+        the client folds exactly the stored state."""
+        async with s.claiming:
+            assert await self.take_over(s, self.rng.choice(self.live(but=s.holder)), replay=True)
+        row = self.store.row(s.sid)
+        assert row is not None
+        assert row.meta is not None
+        assert row.meta["c"] not in s.probes
+        assert row.meta["c"] in s.unknown or row.meta["c"] in s.accepted
+
+    def check_frames(self) -> None:
+        """Every frame any client got: a value some holder published (never a probe), and,
+        within one holding of a connection (from its resume on), never a lower one."""
+        tracked = {s.sid: s for s in self.sessions}
+        for client in self.fleet.clients:
+            last: dict[str, int] = {}
+            for event in client.wire.events:
+                message = event.message
+                sid = (message.get("params") or {}).get("sessionId")
+                if sid not in tracked:
+                    continue
+                s = tracked[sid]
+                if not event.incoming:
+                    if message.get("method") in ("session/load", "session/resume"):
+                        last.pop(sid, None)  # a new holding on this connection
+                    continue
+                update = message["params"].get("update", {})
+                if update.get("sessionUpdate") != "session_info_update":
+                    continue
+                value = (update.get("_meta") or {}).get("c")
+                if value is None:
+                    continue
+                self.figures.frames += 1
+                assert value not in s.probes, f"{client} got fenced value {value} of {sid}"
+                assert value in s.accepted or value in s.unknown, (client, sid, value)
+                assert value >= last.get(sid, 0), f"{client}: {sid} went back to c={value}"
+                last[sid] = value
+
+
+@pytest.mark.slow
+def test_a_randomized_soak_of_takeovers_and_kills(store: StoreUnderTest) -> None:
+    """Replicas of every kind, sessions publishing counters, random takeovers (some racing,
+    some followed by the former holder publishing) and random ``kill -9`` with restarts: no
+    accepted publication is lost, no fenced one is seen, no client goes back."""
+
+    async def scenario() -> Figures:
+        async with fleet(store) as running:
+            soak = Soak(running, random.Random(SOAK_SEED))
+            try:
+                return await soak.run()
+            except AssertionError as exc:
+                for s in soak.sessions:
+                    exc.add_note(f"--- {s.sid}: last moves\n" + "\n".join(s.history))
+                exc.add_note(f"AGENT_META_REPLICA_SOAK_SEED={SOAK_SEED} reruns this soak")
+                raise
+
+    figures = run(scenario(), bound=SOAK_SECONDS + 120)
+    print(figures.summary(SOAK_SEED, SOAK_SECONDS, len(SOAK_REPLICAS), SOAK_SESSIONS))
+    assert figures.takeovers
+    assert figures.accepted

@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from . import callgrind, patch_cost, proxy, scale, slow_client, startup, throughput
+from . import callgrind, patch_cost, proxy, scale, slow_client, startup, takeover, throughput
 from ._common import Row, machine, render_table
 
 FULL = {
@@ -24,6 +24,7 @@ FULL = {
     "starts": 15,
     "instructions_small": 2_000,
     "instructions_large": 6_000,
+    "takeovers": 15,
 }
 SMOKE = {
     "updates": 500,
@@ -36,6 +37,7 @@ SMOKE = {
     "starts": 1,
     "instructions_small": 100,
     "instructions_large": 300,
+    "takeovers": 1,
 }
 
 
@@ -53,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             "proxy",
             "startup",
             "instructions",
+            "takeover",
         ),
         action="append",
         help="sections (default: all but sdk, whose figures throughput has too; nox -s "
@@ -60,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     size = SMOKE if args.smoke else FULL
-    every = ("throughput", "patch", "slow", "scale", "proxy", "startup", "instructions")
+    every = ("throughput", "patch", "slow", "scale", "proxy", "startup", "instructions", "takeover")
     only = set(args.only or every)
     started = time.monotonic()
     rows: list[Row] = []
@@ -80,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += startup.rows(size["starts"])
     if "instructions" in only:
         rows += callgrind.rows(size["instructions_small"], size["instructions_large"])
+    if "takeover" in only:
+        rows += takeover.rows(size["takeovers"])
     print(render_table(rows))
     print()
     print(f"machine: {machine()}")

@@ -72,7 +72,14 @@ def test_smoke_run_prints_every_section() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    sections = ("1 throughput", "2 patch cost", "3 slow client", "4 scale", "5 proxy overhead")
+    sections = (
+        "1 throughput",
+        "2 patch cost",
+        "3 slow client",
+        "4 scale",
+        "5 proxy overhead",
+        "8 takeover",
+    )
     for section in (*sections, "machine:"):
         assert section in result.stdout
     assert "NO" not in result.stdout.split()  # every client state exact
