@@ -9,11 +9,14 @@ with that reason.
 A module that uses the ``agent_runtime`` fixture runs each test against both runtimes of
 ``agent-meta agent``: trio and the official Python SDK (``--runtime sdk``). Tests marked
 ``acp_v2`` skip on the SDK runtime where the installed SDK has no ACP v2 side (before 1.0).
+
+A test that takes the ``store`` fixture runs once per kind of lifetime store in
+:data:`STORE_KINDS`, each given fresh to the test.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
@@ -25,9 +28,17 @@ from integration.harness import (
     use_runtime,
 )
 from integration.postgres_fixtures import postgres_server, postgres_url  # noqa: F401 (fixtures)
+from integration.replicas import PostgresDatabase, SQLiteFile, StoreUnderTest
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
+
+STORE_KINDS = ("sqlite_store", "postgres_store")
+"""The lifetime stores the replica tests run on: each names a fixture that gives a fresh
+:class:`~integration.replicas.StoreUnderTest` (what ``--store`` takes, and how to read a stored
+row): a SQLite file, and an empty schema on the run's PostgreSQL server (skipped without one,
+unless ``AGENT_META_POSTGRES_REQUIRED=1``)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -54,3 +65,21 @@ def agent_runtime(request: pytest.FixtureRequest) -> Iterator[str]:
         pytest.skip(SDK_V1_ONLY)
     with use_runtime(runtime):
         yield runtime
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> SQLiteFile:
+    """A fresh SQLite file (``--store /path/file.sqlite``)."""
+    return SQLiteFile(tmp_path / "lifetimes.sqlite")
+
+
+@pytest.fixture
+def postgres_store(postgres_url: str) -> PostgresDatabase:
+    """An empty schema of this test's own on the run's server (``--store postgresql://...``)."""
+    return PostgresDatabase(postgres_url)
+
+
+@pytest.fixture(params=STORE_KINDS, ids=lambda kind: str(kind).removesuffix("_store"))
+def store(request: pytest.FixtureRequest) -> StoreUnderTest:
+    """A fresh lifetime store of each kind in :data:`STORE_KINDS`."""
+    return cast("StoreUnderTest", request.getfixturevalue(request.param))

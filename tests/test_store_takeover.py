@@ -169,6 +169,59 @@ async def test_claiming_twice_on_one_owner_takes_nothing_more(
             assert meta_of(await store.read("s")) == {"k": 2}
 
 
+async def test_a_former_holder_claiming_again_takes_the_lifetime_back(
+    driver: Driver, kind: str, tmp_path: Path
+) -> None:
+    """A's lifetime is open, B took it over, and A has not written it since (so A does not
+    know): A's claim must not return its stale lifetime as still held. It ends as taken over,
+    and the stored lifetime, B's, is claimed in its place."""
+    shared, stack = await stores(kind, tmp_path)
+    async with stack:
+        a_client = RecordingTransport(mirror=ClientMirror())
+        async with (
+            driver.open_owner(a_client, store=await shared.open()) as a,
+            driver.open_owner(RecordingTransport(), store=await shared.open()) as b,
+        ):
+            stale = a.open_lifetime("s")
+            await stale.publish(meta={"a": 1})
+            taken = await b.claim_lifetime("s")
+            assert taken is not None
+            await taken.publish(meta={"b": 2})
+            back = await a.claim_lifetime("s")
+            assert back is not None
+            assert back is not stale
+            assert back.snapshot().meta == {"a": 1, "b": 2}  # the stored state, not A's own
+            assert a.statistics().taken_over == 1
+            with pytest.raises(LifetimeTakenOverError):
+                await stale.publish(meta={"old": True})
+            back.resync()
+            await back.publish(meta={"a": 3})  # A holds it again
+            with pytest.raises(LifetimeTakenOverError):
+                await taken.publish(meta={"b": 4})  # and B is fenced
+            record = await (await shared.open()).read("s")
+            assert meta_of(record) == {"a": 3, "b": 2}
+            assert record is not None
+            assert record.epoch == 3
+        assert a_client.mirror is not None
+        assert a_client.mirror.meta("s") == {"a": 3, "b": 2}
+
+
+async def test_claiming_a_new_lifetime_before_its_first_record_keeps_it(
+    driver: Driver, kind: str, tmp_path: Path
+) -> None:
+    """A lifetime opened here whose first record is not stored yet is this owner's: a claim
+    keeps it (the store holds nothing, or its first record, stored as the claim read it)."""
+    shared, stack = await stores(kind, tmp_path)
+    async with stack, driver.open_owner(RecordingTransport(), store=await shared.open()) as a:
+        fresh = a.open_lifetime("s")
+        fresh.publish_nowait(meta={"a": 1})
+        assert await a.claim_lifetime("s") is fresh
+        await a.wait_flushed()
+        assert await a.claim_lifetime("s") is fresh
+        assert a.statistics().taken_over == 0
+        assert meta_of(await (await shared.open()).read("s")) == {"a": 1}
+
+
 async def test_a_claim_of_an_unknown_session_takes_nothing_and_creates_nothing(
     driver: Driver, kind: str, place: str
 ) -> None:

@@ -24,6 +24,7 @@ from ..core._errors import (
     TransportBrokenError,
     UnknownSessionError,
 )
+from ..sansio._durability import FIRST_EPOCH
 from ..sansio._edits import Edit, Outcome
 from ..sansio._frames import (
     build_notification,
@@ -135,26 +136,32 @@ class OwnerBase(WriterLoop):
         incident and repair flag come back (``seed`` is applied on top). ``None`` when the
         store holds nothing for it (or there is no store): nothing is opened then.
 
-        An open lifetime is returned as it is (R5). Otherwise the store's epoch for the
-        session goes up, so whichever owner held it before (another connection, process or
-        machine) is fenced from its next store write on: its writes change nothing, its
-        client hears nothing more of the session, and its publishers get
-        :class:`~agent_meta.LifetimeTakenOverError` (see ``docs/durability.md``). A store
-        round trip; cancelled, it may still have taken the lifetime over in the store (a
-        later claim by this owner takes nothing more).
+        An open lifetime this owner still holds is returned as it is (R5); one that another
+        holder took over since (unknown here: nothing of it was written since) ends as taken
+        over. Otherwise the store's epoch for the session goes up, so whichever owner held it
+        before (another connection, process or machine) is fenced from its next store write
+        on: its writes change nothing, its client hears nothing more of the session, and its
+        publishers get :class:`~agent_meta.LifetimeTakenOverError` (see
+        ``docs/durability.md``). A store round trip; cancelled, it may still have taken the
+        lifetime over in the store (a later claim by this owner takes nothing more).
         """
         self._check_running()
         _check_session_id(session_id)
         encoded = self._seed(seed)
-        if session_id in self._lifetimes or self._store is None:
-            return self._lifetimes.get(session_id)
+        held = self._lifetimes.get(session_id)
+        if self._store is None:
+            return held
         try:
             record = await self._store.claim(session_id, self.holder)
         except Exception as exc:
             raise self._store_failed(exc) from exc
         self._check_running()
-        if session_id in self._lifetimes:  # another task of this owner claimed it meanwhile
-            return self._lifetimes[session_id]
+        current = self._lifetimes.get(session_id)
+        if current is not None and (current is not held or _still_held(current, record)):
+            return current  # this owner's (or claimed by another task of it meanwhile)
+        if current is not None:  # another holder's since: it ends here, the claim opens anew
+            self._queue.take_over(current._state)
+            self._taken_over([current._state])
         if record is None:
             return None
         return self._open(session_id, encoded, record)
@@ -468,3 +475,12 @@ def _check_session_id(session_id: object) -> None:
     """A session id is a str (R12: a typed error, not a ``TypeError`` from a dict lookup)."""
     if not isinstance(session_id, str):
         raise MetaValueError(f"must be a str, not a {type(session_id).__name__}", path="session_id")
+
+
+def _still_held(lifetime: SessionLifetime, record: StoredLifetime | None) -> bool:
+    """Whether ``lifetime``, open here, is still this owner's, given the record this owner's
+    claim read (a claim by the holder moves nothing)."""
+    epoch = lifetime._state.epoch
+    if epoch == 0:  # its first record is not stored yet, or was stored as the claim read it
+        return record is None or record.epoch == FIRST_EPOCH
+    return record is not None and record.epoch == epoch

@@ -10,7 +10,17 @@ import argparse
 import sys
 import time
 
-from . import callgrind, patch_cost, proxy, scale, slow_client, startup, stores, throughput
+from . import (
+    callgrind,
+    patch_cost,
+    proxy,
+    scale,
+    slow_client,
+    startup,
+    stores,
+    takeover,
+    throughput,
+)
 from ._common import Row, machine, render_table
 
 FULL = {
@@ -28,6 +38,7 @@ FULL = {
     "store_per_session": 20,
     "store_publications": 3_000,
     "store_lifetimes": 2_000,
+    "takeovers": 15,
 }
 SMOKE = {
     "updates": 500,
@@ -44,6 +55,7 @@ SMOKE = {
     "store_per_session": 3,
     "store_publications": 100,
     "store_lifetimes": 50,
+    "takeovers": 1,
 }
 
 
@@ -62,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             "startup",
             "instructions",
             "stores",
+            "takeover",
         ),
         action="append",
         help="sections (default: all but sdk, whose figures throughput has too; nox -s "
@@ -69,7 +82,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     size = SMOKE if args.smoke else FULL
-    every = ("throughput", "patch", "slow", "scale", "proxy", "startup", "instructions", "stores")
+    every = (
+        "throughput",
+        "patch",
+        "slow",
+        "scale",
+        "proxy",
+        "startup",
+        "instructions",
+        "stores",
+        "takeover",
+    )
     only = set(args.only or every)
     started = time.monotonic()
     rows: list[Row] = []
@@ -96,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             size["store_publications"],
             size["store_lifetimes"],
         )
+    if "takeover" in only:
+        rows += takeover.rows(size["takeovers"])
     print(render_table(rows))
     print()
     print(f"machine: {machine()}")

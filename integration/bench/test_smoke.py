@@ -79,6 +79,7 @@ def test_smoke_run_prints_every_section() -> None:
         "4 scale",
         "5 proxy overhead",
         "8 stores",
+        "9 takeover",
     )
     for section in (*sections, "machine:"):
         assert section in result.stdout
