@@ -74,7 +74,7 @@ def sqlite_store(tmp_path: Path) -> SQLiteFile:
 
 
 @pytest.fixture
-def postgres_store(postgres_url: str) -> PostgresDatabase:
+def postgres_store(postgres_url: str) -> PostgresDatabase:  # noqa: F811 (the fixture)
     """An empty schema of this test's own on the run's server (``--store postgresql://...``)."""
     return PostgresDatabase(postgres_url)
 

@@ -163,8 +163,7 @@ class PostgresDatabase:
 
         with psycopg.connect(self.url, autocommit=True) as conn:
             found = conn.execute(
-                "SELECT title, meta, epoch, holder FROM agent_meta_lifetimes"
-                " WHERE session_id = %s",
+                "SELECT title, meta, epoch, holder FROM agent_meta_lifetimes WHERE session_id = %s",
                 (session_id,),
             ).fetchone()
         if found is None:
@@ -222,11 +221,24 @@ class Client:
         return f"<client {self.name}>"
 
     async def bounded(self, call: Any, what: str) -> Any:
-        """Await ``call``; a hang fails with what hung, on which client."""
-        try:
-            return await asyncio.wait_for(call, HANG)
-        except TimeoutError:
-            raise AssertionError(f"{self.name}: {what} hung for {HANG} s") from None
+        """Await ``call``; a hang fails with what hung, on which client.
+
+        Once the connection's receive loop has ended (the agent closed its output: it died),
+        a call still running can never be answered: it raises ``ConnectionError``. The SDK
+        (0.12) fails such a call itself, except one whose request was queued for sending when
+        its send loop failed on the broken pipe: that one would wait forever."""
+        task = asyncio.ensure_future(call)
+        receiving = self.conn._conn._recv_task  # the SDK's receive loop (no public handle)
+        waits = {task} if receiving is None else {task, receiving}
+        done, _ = await asyncio.wait(waits, timeout=HANG, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        if not done:
+            raise AssertionError(f"{self.name}: {what} hung for {HANG} s")
+        raise ConnectionError(f"{self.name}: the agent closed the connection during {what}")
 
     async def initialize(self) -> None:
         await self.bounded(
@@ -263,20 +275,22 @@ class Client:
 
     def _until_answered(self, start: int, method: str, session_id: str) -> list[dict[str, Any]]:
         """The messages received from mark ``start`` up to the answer to the first ``method``
-        request for ``session_id`` sent since (other requests may be in flight meanwhile)."""
+        request for ``session_id`` sent since (other requests may be in flight meanwhile).
+        ``ConnectionError`` if the agent never answered it (the SDK fails a request pending
+        when its connection ends)."""
         events = self.wire.events[start:]
-        request_id = next(
+        request_ids = [
             e.message["id"]
             for e in events
             if not e.incoming
             and e.message.get("method") == method
             and e.message["params"].get("sessionId") == session_id
-        )
+        ]
         received = [e.message for e in events if e.incoming]
-        end = next(
-            i for i, m in enumerate(received) if "method" not in m and m.get("id") == request_id
-        )
-        return received[:end]
+        for end, message in enumerate(received):
+            if request_ids and "method" not in message and message.get("id") == request_ids[0]:
+                return received[:end]
+        raise ConnectionError(f"{self.name}: {method} on {session_id} was never answered")
 
     async def resume(self, session_id: str, *, replay: bool) -> list[dict[str, Any]]:
         """``session/load`` (``replay``) or ``session/resume``; the messages received from the
