@@ -170,12 +170,12 @@ async def test_claiming_twice_on_one_owner_takes_nothing_more(
 
 
 async def test_a_former_holder_claiming_again_takes_the_lifetime_back(
-    driver: Driver, kind: str, tmp_path: Path
+    driver: Driver, kind: str, place: str
 ) -> None:
     """A's lifetime is open, B took it over, and A has not written it since (so A does not
     know): A's claim must not return its stale lifetime as still held. It ends as taken over,
     and the stored lifetime, B's, is claimed in its place."""
-    shared, stack = await stores(kind, tmp_path)
+    shared, stack = await stores(kind, place)
     async with stack:
         a_client = RecordingTransport(mirror=ClientMirror())
         async with (
@@ -207,11 +207,11 @@ async def test_a_former_holder_claiming_again_takes_the_lifetime_back(
 
 
 async def test_claiming_a_new_lifetime_before_its_first_record_keeps_it(
-    driver: Driver, kind: str, tmp_path: Path
+    driver: Driver, kind: str, place: str
 ) -> None:
     """A lifetime opened here whose first record is not stored yet is this owner's: a claim
     keeps it (the store holds nothing, or its first record, stored as the claim read it)."""
-    shared, stack = await stores(kind, tmp_path)
+    shared, stack = await stores(kind, place)
     async with stack, driver.open_owner(RecordingTransport(), store=await shared.open()) as a:
         fresh = a.open_lifetime("s")
         fresh.publish_nowait(meta={"a": 1})
