@@ -64,6 +64,16 @@ class Row:
     epoch: int
     holder: str
 
+    @classmethod
+    def decode(cls, title: str | None, meta: str | None, epoch: int, holder: str) -> Row:
+        """A row from the stored columns (``title`` and ``meta`` are JSON texts)."""
+        return cls(
+            title=None if title is None else json.loads(title),
+            meta=None if meta is None else json.loads(meta),
+            epoch=epoch,
+            holder=holder,
+        )
+
     @property
     def state(self) -> dict[str, Any]:
         """``title`` and ``meta`` as a client folds them (no metadata is ``None``)."""
@@ -116,15 +126,7 @@ class SQLiteFile:
                 "SELECT title, meta, epoch, holder FROM agent_meta_lifetimes WHERE session_id = ?",
                 (session_id,),
             ).fetchone()
-        if found is None:
-            return None
-        title, meta, epoch, holder = found
-        return Row(
-            title=None if title is None else json.loads(title),
-            meta=None if meta is None else json.loads(meta),
-            epoch=epoch,
-            holder=holder,
-        )
+        return None if found is None else Row.decode(*found)
 
     def claim_would_wait(self, session_id: str) -> bool:
         # One write lock for the whole file: a claim of any session needs it.
@@ -166,15 +168,7 @@ class PostgresDatabase:
                 "SELECT title, meta, epoch, holder FROM agent_meta_lifetimes WHERE session_id = %s",
                 (session_id,),
             ).fetchone()
-        if found is None:
-            return None
-        title, meta, epoch, holder = found
-        return Row(
-            title=None if title is None else json.loads(title),
-            meta=None if meta is None else json.loads(meta),
-            epoch=epoch,
-            holder=holder,
-        )
+        return None if found is None else Row.decode(*found)
 
     def claim_would_wait(self, session_id: str) -> bool:
         # A claim is an UPDATE of the session's row: it waits only for that row's lock.

@@ -58,42 +58,33 @@ SMOKE = {
     "takeovers": 1,
 }
 
+EVERY = (
+    "throughput",
+    "patch",
+    "slow",
+    "scale",
+    "proxy",
+    "startup",
+    "instructions",
+    "stores",
+    "takeover",
+)
+"""The sections a run without ``--only`` runs (``sdk`` repeats what ``throughput`` has)."""
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m integration.bench", description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny counts: checks the suite runs")
     parser.add_argument(
         "--only",
-        choices=(
-            "throughput",
-            "sdk",
-            "patch",
-            "slow",
-            "scale",
-            "proxy",
-            "startup",
-            "instructions",
-            "stores",
-            "takeover",
-        ),
+        choices=("sdk", *EVERY),
         action="append",
         help="sections (default: all but sdk, whose figures throughput has too; nox -s "
         "bench_sdk runs sdk on several SDK releases)",
     )
     args = parser.parse_args(argv)
     size = SMOKE if args.smoke else FULL
-    every = (
-        "throughput",
-        "patch",
-        "slow",
-        "scale",
-        "proxy",
-        "startup",
-        "instructions",
-        "stores",
-        "takeover",
-    )
-    only = set(args.only or every)
+    only = set(args.only or EVERY)
     started = time.monotonic()
     rows: list[Row] = []
     if "throughput" in only:
