@@ -286,12 +286,6 @@ def test_a_holder_frozen_inside_a_sqlite_write_holds_every_takeover_back(
     run(scenario())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="library bug: a --listen connection whose owner stopped (a store write failed) "
-    "is never closed, and its requests are never answered (agent_meta/sdk/_remote.py)",
-)
 def test_a_listen_connection_whose_owner_stopped_ends(sqlite_store: SQLiteFile) -> None:
     """A store write that fails stops the connection's owner (``docs/durability.md``); over
     stdio the agent then exits 1. Over ``--listen`` that connection should end too, so its
