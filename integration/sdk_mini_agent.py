@@ -23,12 +23,16 @@ import asyncio
 import json
 import socket
 import sys
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import acp
 from acp import schema
 
-from agent_meta.sdk import SdkAdapter, adapter_of, open_stdio_adapter
+if TYPE_CHECKING:
+    from agent_meta.sdk import SdkAdapter
+
+# agent_meta is imported where it is used: ``plain`` stands for an agent without it, so the
+# start-up bench (``integration/bench/startup.py``) must not pay for its import there.
 
 __all__ = ["MiniAgent", "info", "text_chunk"]
 
@@ -58,6 +62,8 @@ class MiniAgent:
 
     async def adapter(self) -> SdkAdapter:
         if self._adapter is None:
+            from agent_meta.sdk import adapter_of
+
             self._adapter = await adapter_of(self.conn)
         return self._adapter
 
@@ -118,6 +124,8 @@ class MiniAgent:
 
 
 async def _serve_stdio() -> None:
+    from agent_meta.sdk import open_stdio_adapter
+
     async with open_stdio_adapter() as adapter:
         agent = cast("acp.Agent", MiniAgent(adapter))  # duck-typed, as the SDK allows
         await acp.run_agent(agent, **adapter.connection_kwargs(), use_unstable_protocol=True)

@@ -556,3 +556,28 @@ def test_the_seam_of_every_release_is_used_without_a_warning(
 
     go(scenario)
     assert [r.getMessage() for r in caplog.records if r.name == "agent_meta.sdk"] == []
+
+
+def test_finding_the_release_does_not_import_the_v2_side() -> None:
+    """``installed_release()`` tells whether the SDK has its v2 side without importing it: the
+    SDK 1.0's ``acp.experimental`` imports the whole v2 schema (about half a second of every
+    start-up under ``agent-meta run``). Run in a fresh interpreter, whose ``sys.modules`` this
+    suite has not filled."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import importlib.util, sys\n"
+        "from agent_meta.sdk._release import installed_release\n"
+        "found = installed_release().v2\n"
+        "imported = 'acp.experimental' in sys.modules\n"
+        "real = importlib.util.find_spec('acp.experimental') is not None\n"
+        "real = real and importlib.util.find_spec('acp.experimental.negotiation') is not None\n"
+        "print(found, imported, real)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    found, imported, real = result.stdout.split()
+    assert imported == "False", "finding the release imported acp.experimental"
+    assert found == real  # and it still tells the v2 side apart

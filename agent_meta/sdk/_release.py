@@ -31,6 +31,7 @@ import functools
 import importlib.metadata
 import importlib.util
 import inspect
+import pathlib
 import re
 from typing import Final, final
 
@@ -121,6 +122,19 @@ def installed_release() -> SdkRelease:
         dispatcher="dispatcher_factory" in inspect.signature(Connection.__init__).parameters,
         routes_close="session_close" in getattr(meta, "AGENT_METHODS", {}),
         cancels_requests="cancel_request" in getattr(meta, "PROTOCOL_METHODS", {}),
-        v2=importlib.util.find_spec("acp.experimental") is not None
-        and importlib.util.find_spec("acp.experimental.negotiation") is not None,
+        v2=_has_module("acp.experimental", "negotiation"),
     )
+
+
+def _has_module(package: str, name: str) -> bool:
+    """Whether ``package.name`` is installed, without importing ``package``: finding a
+    submodule's spec imports its package, and the SDK 1.0's ``acp.experimental`` imports the
+    whole v2 schema (about half a second) that a v1 agent never needs."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.submodule_search_locations is None:
+        return False
+    for location in spec.submodule_search_locations:
+        folder = pathlib.Path(location)
+        if (folder / f"{name}.py").is_file() or (folder / name / "__init__.py").is_file():
+            return True
+    return False
