@@ -251,6 +251,39 @@ async def test_sigterm_is_passed_on_to_the_agent() -> None:
     assert status == 128 + signal.SIGTERM  # Python's default: the agent died of it
 
 
+PID_THEN_PLAIN_AGENT = [
+    sys.executable,
+    "-c",
+    "import os, runpy, sys\n"
+    "sys.stderr.write(f'agent pid {os.getpid()}\\n'); sys.stderr.flush()\n"
+    "sys.argv[1:] = ['plain']\n"
+    "runpy.run_module('integration.sdk_mini_agent', run_name='__main__')\n",
+]
+"""The plain agent, saying its process id on stderr first."""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a parent-death signal: Linux")
+async def test_an_agent_does_not_outlive_a_killed_supervisor() -> None:
+    """A client that gives up kills the process it started with SIGKILL, which cannot be
+    passed on. The agent must not live on holding the client's stdout (the client would wait
+    for its EOF forever): it dies with the supervisor."""
+    async with supervised(*PID_THEN_PLAIN_AGENT) as agent:
+        await start(agent)  # owned and serving
+        assert agent.process.stderr is not None
+        said = b""
+        while b"\n" not in said.partition(b"agent pid ")[2]:
+            chunk = await agent.process.stderr.receive_some()
+            assert chunk, said
+            said += chunk
+        pid = int(said.partition(b"agent pid ")[2].split(b"\n")[0])
+        pidfd = os.pidfd_open(pid)
+        try:
+            agent.process.kill()  # SIGKILL, to the supervisor only
+            await trio.lowlevel.wait_readable(pidfd)  # readable once the agent has exited
+        finally:
+            os.close(pidfd)
+
+
 async def test_an_extension_imported_into_the_agent_publishes_on_its_sessions() -> None:
     # The agent finds the extension on its PYTHONPATH (kept behind agent_meta's own entry).
     env = {**os.environ, "PYTHONPATH": str(TESTS)}

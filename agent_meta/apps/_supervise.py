@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ._args import add_agent_command, exit_status
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ["BOOT_DIRECTORY", "add_parser", "main"]
 
@@ -187,6 +187,7 @@ class Supervisor:
                 stdout=guard_write,
                 pass_fds=(client_stdout, status_write),
                 env=environment,
+                preexec_fn=_dying_with(os.getpid()),  # safe: no thread runs yet
             )
         except OSError as exc:
             _say(f"cannot start {self._command[0]!r}: {exc.strerror or exc}")
@@ -414,3 +415,25 @@ def _passing_signals(process: subprocess.Popen[bytes], *, interactive: bool) -> 
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+_PR_SET_PDEATHSIG: Final = 1
+
+
+def _dying_with(supervisor: int) -> Callable[[], None] | None:
+    """What the agent's process runs before ``exec`` (Linux): the kernel sends it SIGKILL when
+    this process dies. A client that gives up kills only the process it started, this one,
+    with SIGKILL, which cannot be passed on; the agent would live on holding the client's
+    stdout, and the client would wait for its EOF forever. Elsewhere ``None``: nothing."""
+    if sys.platform != "linux":
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+
+    def die_with_supervisor() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != supervisor:  # it died before the signal was set
+            os._exit(1)
+
+    return die_with_supervisor
