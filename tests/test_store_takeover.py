@@ -318,3 +318,42 @@ async def test_a_version_1_file_is_migrated_and_its_lifetimes_claimed(
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
     conn.close()
+
+
+async def test_a_session_closed_and_opened_again_does_not_readmit_its_former_holder(
+    driver: Driver, kind: str, place: str
+) -> None:
+    """A held a session; B took it over and closed it (its record deleted), then opened it
+    again: its record starts over at epoch 1, the epoch A still holds. A never learned of the
+    takeover; its writes must still change nothing (they are conditional on the holder too),
+    and its close must not delete B's record."""
+    shared, stack = await stores(kind, place)
+    async with two_owners(driver, shared, stack) as (a, b):
+        stale = a.open_lifetime("s")
+        await stale.publish(meta={"a": 1})
+        assert await b.claim_lifetime("s") is not None
+        b.close_lifetime("s")
+        await b.wait_flushed()
+        assert await (await shared.open()).read("s") is None
+        again = b.open_lifetime("s")
+        await again.publish(meta={"b": 1})
+        reopened = await (await shared.open()).read("s")
+        assert reopened is not None
+        assert reopened.epoch == 1  # the number A holds
+
+        with pytest.raises(LifetimeTakenOverError):
+            await stale.publish(meta={"stale": True})
+        assert meta_of(await (await shared.open()).read("s")) == {"b": 1}
+
+        stale_too = a.open_lifetime("t")  # the same again, ending with a close by A
+        await stale_too.publish(meta={"a": 1})
+        assert await b.claim_lifetime("t") is not None
+        b.close_lifetime("t")
+        await b.wait_flushed()
+        mine = b.open_lifetime("t")
+        await mine.publish(meta={"b": 1})
+        a.close_lifetime("t")  # A's stale close
+        await a.wait_flushed()
+        assert meta_of(await (await shared.open()).read("t")) == {"b": 1}  # B's record stays
+        await mine.publish(meta={"b": 2})
+        assert meta_of(await (await shared.open()).read("t")) == {"b": 2}  # and B still holds it

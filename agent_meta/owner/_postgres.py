@@ -286,7 +286,9 @@ def _write_batch(
             conn.execute("BEGIN")
             if deletes:
                 ids, epochs = zip(*deletes, strict=True)
-                conn.execute(sql.DELETE, (list(ids), list(epochs)))
+                conn.execute(
+                    sql.DELETE, {"session_id": list(ids), "epoch": list(epochs), "holder": holder}
+                )
             if updated:
                 results.append(conn.execute(sql.UPDATE, _columns(updated, holder)))
             if created:

@@ -88,20 +88,21 @@ _FIELDS = """
 
 DELETE = """
 DELETE FROM agent_meta_lifetimes AS l
-USING unnest(%s::text[], %s::bigint[]) AS d (session_id, epoch)
-WHERE l.session_id = d.session_id AND l.epoch = d.epoch
+USING unnest(%(session_id)s::text[], %(epoch)s::bigint[]) AS d (session_id, epoch)
+WHERE l.session_id = d.session_id AND l.epoch = d.epoch AND l.holder = %(holder)s
 """
-"""Delete each ``(session_id, epoch)`` whose stored epoch is still that one."""
+"""Delete each ``(session_id, epoch)`` that the writer still holds (epoch and holder)."""
 
 UPDATE = f"""
 UPDATE agent_meta_lifetimes AS l
 SET title = s.title, updated_at = s.updated_at, meta = s.meta, failure_id = s.failure_id,
     failure_revision = s.failure_revision, needs_repair = s.needs_repair
 FROM {_FIELDS}
-WHERE l.session_id = s.session_id AND l.epoch = s.epoch
+WHERE l.session_id = s.session_id AND l.epoch = s.epoch AND l.holder = %(holder)s
 RETURNING l.session_id
 """
-"""Store each record whose stored epoch is still the one it carries; returns the stored ids."""
+"""Store each record the writer still holds (the stored epoch is the one it carries, and the
+holder is the writer); returns the stored ids."""
 
 INSERT = f"""
 INSERT INTO agent_meta_lifetimes (

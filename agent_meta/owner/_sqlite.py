@@ -253,8 +253,9 @@ class SQLiteStore:
             stale: set[str] = set()
             for session_id, epoch in deletes:
                 conn.execute(
-                    "DELETE FROM agent_meta_lifetimes WHERE session_id = ? AND epoch = ?",
-                    (session_id, epoch),
+                    "DELETE FROM agent_meta_lifetimes"
+                    " WHERE session_id = ? AND epoch = ? AND holder = ?",
+                    (session_id, epoch, holder),
                 )
             for record in saves:
                 if not _save(conn, record, holder):
@@ -265,7 +266,8 @@ class SQLiteStore:
 
 
 def _save(conn: sqlite3.Connection, record: StoredLifetime, holder: str) -> bool:
-    """Store one record under its epoch; ``False`` (nothing changed) when it is stale."""
+    """Store one record under its epoch and holder; ``False`` (nothing changed) when it is
+    stale."""
     failure = record.failure
     fields = (
         record.title,
@@ -285,8 +287,8 @@ def _save(conn: sqlite3.Connection, record: StoredLifetime, holder: str) -> bool
         cursor = conn.execute(
             "UPDATE agent_meta_lifetimes SET title = ?, updated_at = ?, meta = ?, "
             "failure_id = ?, failure_revision = ?, needs_repair = ? "
-            "WHERE session_id = ? AND epoch = ?",
-            (*fields, record.session_id, record.epoch),
+            "WHERE session_id = ? AND epoch = ? AND holder = ?",
+            (*fields, record.session_id, record.epoch, holder),
         )
     return cursor.rowcount == 1
 

@@ -67,10 +67,15 @@ class LifetimeStore(Protocol):
         holder: str,
     ) -> frozenset[str]:
         """Atomically delete ``deletes`` (``(session_id, epoch)``), then store ``saves``, each
-        only where the stored epoch is the one it carries (a save with epoch 0 only where no
-        record exists; it is then stored with epoch 1, held by ``holder``). Returns the
-        session ids where it was not (stale: another holder's now); everything else is
-        stored.
+        only where ``holder`` still holds it: the stored epoch is the one it carries and the
+        stored holder is ``holder`` (a save with epoch 0 only where no record exists; it is
+        then stored with epoch 1, held by ``holder``). Returns the session ids where it was
+        not (stale: another holder's now); everything else is stored.
+
+        The holder is part of the condition because a record can be deleted (a close) and
+        created again: its epoch starts over at 1, and a former holder that never learned
+        of the takeover may hold that same epoch number. The pair (epoch, holder) is never
+        reused: holders are unique per owner.
 
         Must not return before the batch is durable as far as the store promises; must raise
         (preferably :class:`~agent_meta.StoreError`) if it is not stored.
@@ -130,7 +135,7 @@ class MemoryStore:
         stale: set[str] = set()
         for session_id, epoch in deletes:
             held = self._held.get(session_id)
-            if held is not None and held.record.epoch == epoch:
+            if held is not None and (held.record.epoch, held.holder) == (epoch, holder):
                 del self._held[session_id]
         for record in saves:
             held = self._held.get(record.session_id)
@@ -140,7 +145,7 @@ class MemoryStore:
                     continue
                 stored = dataclasses.replace(record, epoch=FIRST_EPOCH)
                 self._held[record.session_id] = _Held(stored, holder)
-            elif held is None or held.record.epoch != record.epoch:
+            elif held is None or (held.record.epoch, held.holder) != (record.epoch, holder):
                 stale.add(record.session_id)
             else:
                 held.record = record
