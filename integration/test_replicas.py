@@ -760,3 +760,43 @@ def test_a_randomized_soak_of_takeovers_and_kills(store: StoreUnderTest) -> None
     print(figures.summary(SOAK_SEED, SOAK_SECONDS, len(SOAK_REPLICAS), SOAK_SESSIONS))
     assert figures.takeovers
     assert figures.accepted
+
+
+# --- 6. the conversation history follows the holder ------------------------------------------
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_former_holder_adds_nothing_to_the_history(store: StoreUnderTest, transport: str) -> None:
+    """The reference agents keep each session's conversation in the same store. After a
+    takeover, the former holder's prompts are refused before anything is stored (a prompt
+    writes no lifetime, so only the history can tell it), and its close does not mark the
+    session closed: a later load replays exactly the holders' turns, with distinct message ids,
+    and keeps the title."""
+
+    async def scenario() -> None:
+        async with fleet(store) as running:
+            a, b = await asyncio.gather(
+                running.start(transport, "A"), running.start(transport, "B")
+            )
+            x, y = await running.connect(a, "X"), await running.connect(b, "Y")
+            sid = await x.new_session()
+            assert (await x.prompt(sid, "from X")).says("from X")
+            await y.resume(sid, replay=False)
+            assert (await y.prompt(sid, "/title Live")).says("title")
+            assert (await y.prompt(sid, "from Y")).says("from Y")
+
+            stale = await x.prompt(sid, "stale from X")
+            assert stale.error == -32002, stale  # RESOURCE_NOT_FOUND: taken over, resume it
+            assert stale.replies == []
+            await x.bounded(x.conn.close_session(session_id=sid), "session/close")
+
+            z = await running.connect(b, "Z")
+            segment = await z.resume(sid, replay=True)
+            users = session_updates(session_messages(segment, sid), "user_message_chunk")
+            assert [u["content"]["text"] for u in users] == ["from X", "/title Live", "from Y"]
+            assert resync_of(segment, sid).get("title") == "Live"
+            row = store.row(sid)
+            assert row is not None
+            assert row.title == "Live"
+
+    run(scenario())

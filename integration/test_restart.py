@@ -333,8 +333,11 @@ def test_a_second_agent_on_the_same_file_takes_a_session_over(shared_store: Path
             assert replayed, "the history the first process stored was not replayed"
             assert info_updates(segment)[-1]["_meta"] == {"a": 1}  # the resync
             await second.prompt(session_id=session, prompt=text("/meta set b 2"))
-            # The first process does not hold the session any more.
-            await first.prompt(session_id=session, prompt=text("/meta set c 3"))
+            # The first process does not hold the session any more: its prompt is refused
+            # before anything is stored (RESOURCE_NOT_FOUND: resume it to continue there).
+            with pytest.raises(acp.RequestError) as refused:
+                await first.prompt(session_id=session, prompt=text("/meta set c 3"))
+            assert refused.value.code == -32002
             return (
                 session,
                 client_state(first_wire.mirror, session),

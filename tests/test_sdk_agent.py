@@ -206,10 +206,12 @@ class _GatedHistory(HistoryStore):
         self.gate = asyncio.Event()
         self.stored: list[str] = []
 
-    async def save_session(self, *args: Any) -> None:
+    async def save_session(self, *args: Any, holder: str | None = None) -> None:
         return None
 
-    async def add_message(self, session_id: str, role: str, message_id: str, text: str) -> None:
+    async def add_message(
+        self, session_id: str, role: str, message_id: str, text: str, *, holder: str | None = None
+    ) -> None:
         self.writing.set()
         await self.gate.wait()
         self.stored.append(message_id)
@@ -275,10 +277,12 @@ class _YieldingHistory(HistoryStore):
     def __init__(self) -> None:
         self.messages: list[tuple[str, str]] = []
 
-    async def save_session(self, *args: Any) -> None:
+    async def save_session(self, *args: Any, holder: str | None = None) -> None:
         await asyncio.sleep(0)
 
-    async def add_message(self, session_id: str, role: str, message_id: str, text: str) -> None:
+    async def add_message(
+        self, session_id: str, role: str, message_id: str, text: str, *, holder: str | None = None
+    ) -> None:
         await asyncio.sleep(0)
         self.messages.append((role, text))
 

@@ -319,10 +319,12 @@ class _GatedHistory(HistoryStore):
             self.waiting.set()
             await self.gate.wait()
 
-    async def save_session(self, *args: Any) -> None:
+    async def save_session(self, *args: Any, holder: str | None = None) -> None:
         await self._hold("session")
 
-    async def add_message(self, session_id: str, role: str, message_id: str, text: str) -> None:
+    async def add_message(
+        self, session_id: str, role: str, message_id: str, text: str, *, holder: str | None = None
+    ) -> None:
         await self._hold("message")
         self.stored.append(message_id)
 

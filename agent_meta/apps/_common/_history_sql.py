@@ -4,7 +4,9 @@ The tables and what each statement does are the same on both (see
 :mod:`agent_meta.apps._common._storage`); only the spelling differs, and how concurrent writers
 are kept apart: SQLite's transactions take the file's write lock at once, while on PostgreSQL
 creating the tables and numbering a session's next message each hold an advisory lock for their
-transaction (two processes may append to one session: a former holder still echoes prompts).
+transaction. A write on behalf of a session's holder first checks that it still holds the
+session's lifetime record (``holder``; see :func:`~agent_meta.apps._common._storage.holds`): a
+former holder's writes change nothing.
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ class Dialect:
     """Insert or replace a session row (id, cwd, updatedAt, last info, counter, closed)."""
     add: str
     """Append a message (named: id, role, message_id, text) after the session's last."""
+    holder: str
+    """The holder of the session's lifetime record (by session id), if there is one; on
+    PostgreSQL it locks that record until the transaction ends, so a claim waits for the
+    write that checked it."""
+    closed: str
+    """The session's ``closed`` flag (by session id), if it has a row."""
     before_add: str | None = None
     """Run first, with ``(HISTORY_LOCK, session id)``, in the same transaction (PostgreSQL:
     the lock that numbers one session's messages one writer at a time)."""
@@ -101,6 +109,8 @@ SQLITE = Dialect(
         "INSERT INTO reference_messages VALUES (:id, (SELECT COALESCE(MAX(seq), 0) + 1"
         " FROM reference_messages WHERE session_id = :id), :role, :message_id, :text)"
     ),
+    holder="SELECT holder FROM agent_meta_lifetimes WHERE session_id = ?",
+    closed="SELECT closed FROM reference_sessions WHERE session_id = ?",
 )
 
 HISTORY_LOCK = 0x41474D55  # "AGMU": the advisory locks' first key, the reference agent's
@@ -158,4 +168,6 @@ POSTGRES = Dialect(
         " FROM reference_messages WHERE session_id = %(id)s), %(role)s, %(message_id)s, %(text)s)"
     ),
     before_add="SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+    holder="SELECT holder FROM agent_meta_lifetimes WHERE session_id = %s FOR SHARE",
+    closed="SELECT closed FROM reference_sessions WHERE session_id = %s",
 )

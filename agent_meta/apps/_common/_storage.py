@@ -24,7 +24,7 @@ import json
 import secrets
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent_meta import SQLiteStore
+from agent_meta import LifetimeTakenOverError, SQLiteStore
 
 from ._history_sql import HISTORY_LOCK, POSTGRES, SQLITE
 from ._replay import Message
@@ -131,8 +131,10 @@ class HistoryStore:
         session.history = [Message(role, mid, text) for role, mid, text in messages]  # type: ignore[arg-type]
         return True
 
-    async def save(self, session: SessionRecord) -> None:
-        """Store the session's row (not its messages: :meth:`add_message` appends those)."""
+    async def save(self, session: SessionRecord, *, holder: str | None = None) -> None:
+        """Store the session's row (not its messages: :meth:`add_message` appends those).
+        With ``holder``: only while ``holder`` may write the session (:func:`holds`), else
+        :class:`~agent_meta.LifetimeTakenOverError` and nothing is stored."""
         await self.save_session(
             session.session_id,
             session.cwd,
@@ -140,6 +142,7 @@ class HistoryStore:
             session.last_info,
             session.counter,
             session.closed,
+            holder=holder,
         )
 
     async def load(self) -> list[StoredSession]:
@@ -170,26 +173,64 @@ class HistoryStore:
         last_info: JsonObject,
         counter: int,
         closed: bool,
+        *,
+        holder: str | None = None,
     ) -> None:
         row = (session_id, cwd, updated_at, json.dumps(last_info), counter, int(closed))
         sql = self._sql
 
-        def save(conn: Connection) -> None:
+        def save(conn: Connection) -> bool:
+            if holder is not None and not holds(conn, sql, session_id, holder):
+                return False
             conn.execute(sql.save, row)
+            return True
 
-        await self._run(save, "saving a session")
+        if not await self._run(save, "saving a session"):
+            raise _not_held(session_id)
 
-    async def add_message(self, session_id: str, role: str, message_id: str, text: str) -> None:
-        """Append a message to the session's stored history (after its last one)."""
+    async def add_message(
+        self, session_id: str, role: str, message_id: str, text: str, *, holder: str | None = None
+    ) -> None:
+        """Append a message to the session's stored history (after its last one). With
+        ``holder``: only while ``holder`` may write the session (:func:`holds`), else
+        :class:`~agent_meta.LifetimeTakenOverError` and nothing is stored."""
         fields = {"id": session_id, "role": role, "message_id": message_id, "text": text}
         sql = self._sql
 
-        def add(conn: Connection) -> None:
+        def add(conn: Connection) -> bool:
+            if holder is not None and not holds(conn, sql, session_id, holder):
+                return False
             if sql.before_add is not None:
                 conn.execute(sql.before_add, (HISTORY_LOCK, session_id))
             conn.execute(sql.add, fields)
+            return True
 
-        await self._run(add, "saving a message")
+        if not await self._run(add, "saving a message"):
+            raise _not_held(session_id)
+
+
+def holds(conn: Connection, sql: Dialect, session_id: str, holder: str) -> bool:
+    """Whether ``holder`` may write the history of ``session_id``: it holds the session's
+    lifetime record; or there is none (not stored yet, or lifetimes kept elsewhere) and the
+    session was not closed (a close deletes the record: a former holder must not write into
+    a session another holder closed)."""
+    row = conn.execute(sql.holder, (session_id,)).fetchone()
+    if row is not None:
+        return bool(row[0] == holder)
+    closed = conn.execute(sql.closed, (session_id,)).fetchone()
+    return closed is None or not closed[0]
+
+
+def taken_over_text(session_id: str) -> str:
+    """What a prompt on a session another connection took over is answered."""
+    return (
+        f"session {session_id!r} was taken over by another connection (a load or resume "
+        "elsewhere): resume it to continue here"
+    )
+
+
+def _not_held(session_id: str) -> LifetimeTakenOverError:
+    return LifetimeTakenOverError(taken_over_text(session_id))
 
 
 def _session(conn: Connection, sql: Dialect, row: Any) -> StoredSession:

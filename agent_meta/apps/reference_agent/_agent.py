@@ -13,12 +13,13 @@ with what the agent knows of it (no title), and keeps its history.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import TYPE_CHECKING
 
 import trio
 
-from agent_meta import BaseAgent, JsonRpcError, RequestContext, __version__
+from agent_meta import BaseAgent, JsonRpcError, LifetimeTakenOverError, RequestContext, __version__
 from agent_meta.wire import (
     METHOD_NOT_FOUND,
     REQUEST_CANCELLED,
@@ -40,7 +41,13 @@ from .._common._replay import (
     reply_text,
     user_update,
 )
-from .._common._storage import HistoryStore, SessionRecord, new_session_id, utc_now
+from .._common._storage import (
+    HistoryStore,
+    SessionRecord,
+    new_session_id,
+    taken_over_text,
+    utc_now,
+)
 from ._lines import run_line
 
 if TYPE_CHECKING:
@@ -114,12 +121,17 @@ class ReferenceAgent(BaseAgent):
             agent._sessions[session.session_id] = session
         return agent
 
-    async def _save_session(self, session: _Session) -> None:
+    async def _save_session(self, session: _Session, *, holder: str | None = None) -> None:
+        """Store the session's row; with ``holder`` (the connection's owner's), only while it
+        holds the session's lifetime (:class:`~agent_meta.LifetimeTakenOverError` otherwise,
+        nothing stored)."""
         if self._history is not None:
-            await self._history.save(session)
+            await self._history.save(session, holder=holder)
 
-    async def _add_message(self, session: _Session, message: Message) -> None:
-        """Insert ``message`` into the history as one step: stored first, then kept in memory.
+    async def _add_message(self, session: _Session, message: Message, holder: str) -> None:
+        """Insert ``message`` into the history as one step: stored first, then kept in memory,
+        only while ``holder`` holds the session's lifetime (a former holder's messages must
+        not reach the history the new holder replays).
 
         A cancellation before it starts inserts nothing. Once the store write has begun it is
         shielded from cancellation, so the message ends up in both places, or (the write
@@ -130,7 +142,11 @@ class ReferenceAgent(BaseAgent):
         if self._history is not None:
             with trio.CancelScope(shield=True):
                 await self._history.add_message(
-                    session.session_id, message.role, message.message_id, message.text
+                    session.session_id,
+                    message.role,
+                    message.message_id,
+                    message.text,
+                    holder=holder,
                 )
         session.history.append(message)
 
@@ -236,7 +252,10 @@ class ReferenceAgent(BaseAgent):
             return {}
         session.last_info = await listed_info(ctx.owner, session.session_id, session.last_info)
         session.closed = True  # kept in the store too: a restarted agent reopens it alike
-        await self._save_session(session)
+        try:
+            await self._save_session(session, holder=ctx.owner.holder)
+        except LifetimeTakenOverError:  # another connection's now: its record is not ours
+            session.closed = False
         return {}
 
     async def cancel(self, connection: AgentConnection, params: JsonObject) -> None:
@@ -305,7 +324,9 @@ class ReferenceAgent(BaseAgent):
         stop_reason = "cancelled" if turn.scope.cancelled_caught else "end_turn"
         if turn.replies:  # as the client saw it live: its message id, and its chunks' text
             reply = Message("agent", reply_id(turn.message), reply_text(turn.replies))
-            await self._add_message(session, reply)
+            # Taken over during the turn: the new holder's client never saw it, so it is not kept.
+            with contextlib.suppress(LifetimeTakenOverError):
+                await self._add_message(session, reply, ctx.owner.holder)
         await turn.foreground.report("idle", stop_reason)
         if ctx.protocol_version >= 2:
             return {"messageId": turn.message.message_id}
@@ -328,8 +349,13 @@ class ReferenceAgent(BaseAgent):
             session.updated_at = utc_now()
             # The id counter is stored before the message: a cancellation between the two
             # leaves a gap in the ids, never an id a restarted agent would hand out again.
-            await self._save_session(session)
-            await self._add_message(session, message)
+            try:
+                await self._save_session(session, holder=ctx.owner.holder)
+                await self._add_message(session, message, ctx.owner.holder)
+            except LifetimeTakenOverError:
+                raise JsonRpcError(
+                    RESOURCE_NOT_FOUND, taken_over_text(sid), {"sessionId": sid}
+                ) from None
             turn.message = message
             await self._acknowledge(ctx, session, turn)
             await foreground.report("running")

@@ -12,20 +12,27 @@ differs is the models each SDK API takes and how a turn is answered; that is in 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import acp
 
-from agent_meta import JsonObject, JsonRpcError
+from agent_meta import JsonObject, JsonRpcError, LifetimeTakenOverError
 from agent_meta.sdk import adapter_of
 from agent_meta.wire import REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 
 from .._common._foreground import SessionForeground
 from .._common._listing import Pager, check_cwd, list_entry, listed_info
 from .._common._replay import Message, check_replayable, replay_updates, reply_id, reply_text
-from .._common._storage import HistoryStore, SessionRecord, new_session_id, utc_now
+from .._common._storage import (
+    HistoryStore,
+    SessionRecord,
+    new_session_id,
+    taken_over_text,
+    utc_now,
+)
 from ._lines import LineContext
 
 if TYPE_CHECKING:
@@ -208,39 +215,60 @@ class SdkAgentBase(Generic[ClientT]):
 
     # -- storage -----------------------------------------------------------------------------
 
-    async def _save_session(self, session: SdkSession) -> None:
+    async def _save_session(self, session: SdkSession, *, held: bool = False) -> None:
+        """Store the session's row; ``held``: only while this connection holds the session's
+        lifetime (:class:`~agent_meta.LifetimeTakenOverError` otherwise, nothing stored)."""
         if self._history is not None:
-            await self._history.save(session)
+            await self._history.save(session, holder=self._holder(held))
+
+    def _holder(self, held: bool) -> str | None:
+        return self._adapter.owner.holder if held else None
 
     async def _add_message(self, session: SdkSession, message: Message) -> None:
-        """Insert ``message`` into the history as one step: stored first, then kept in memory.
+        """Insert ``message`` into the history as one step: stored first, then kept in memory,
+        only while this connection holds the session's lifetime (a former holder's messages
+        must not reach the history the new holder replays).
 
         Once the store write has begun a cancellation waits for it, so the message ends up in
         both places or (the write failed, and that raises) in neither, as in the trio agent.
         """
         if self._history is not None:
             write = self._history.add_message(
-                session.session_id, message.role, message.message_id, message.text
+                session.session_id,
+                message.role,
+                message.message_id,
+                message.text,
+                holder=self._holder(True),
             )
             await to_the_end(write)
         session.history.append(message)
 
     async def _insert_user_message(self, session: SdkSession, text: str) -> str:
-        """Store the user message of a turn; return its id."""
+        """Store the user message of a turn; return its id. Refused (``RESOURCE_NOT_FOUND``,
+        nothing stored) when another connection has taken the session over."""
         message_id = session.next_id("user")
         session.updated_at = utc_now()
         # The id counter is stored before the message (a cancellation between them leaves a
         # gap in the ids, never an id a restarted agent would hand out again).
-        await self._save_session(session)
-        await self._add_message(session, Message("user", message_id, text))
+        try:
+            await self._save_session(session, held=True)
+            await self._add_message(session, Message("user", message_id, text))
+        except LifetimeTakenOverError:
+            sid = session.session_id
+            raise acp.RequestError(
+                RESOURCE_NOT_FOUND, taken_over_text(sid), {"sessionId": sid}
+            ) from None
         return message_id
 
     async def _store_reply(self, session: SdkSession, user_id: str, replies: list[str]) -> None:
         """Keep the agent's reply to a turn as the client saw it live (its message id, and
-        one chunk per line)."""
+        one chunk per line); not when the session was taken over during the turn (the new
+        holder's client never saw it)."""
         if replies:
             user = Message("user", user_id, "")
-            await self._add_message(session, Message("agent", reply_id(user), reply_text(replies)))
+            reply = Message("agent", reply_id(user), reply_text(replies))
+            with contextlib.suppress(LifetimeTakenOverError):
+                await self._add_message(session, reply)
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -402,7 +430,10 @@ class SdkAgentBase(Generic[ClientT]):
             return
         session.last_info = await self._info(session)
         session.closed = True  # kept in the store too: a restarted agent reopens it alike
-        await self._save_session(session)
+        try:
+            await self._save_session(session, held=True)
+        except LifetimeTakenOverError:  # another connection's now: its record is not ours
+            session.closed = False
 
     async def _stop_work(self, session: SdkSession) -> None:
         """Cancel the session's turns, loads, resumes and bursts; wait until each of them has
