@@ -251,6 +251,56 @@ async def test_sigterm_is_passed_on_to_the_agent() -> None:
     assert status == 128 + signal.SIGTERM  # Python's default: the agent died of it
 
 
+HANGING = textwrap.dedent(
+    """
+    import asyncio, atexit, pathlib, sys
+    sys.path.insert(0, ".")
+    import acp
+    from integration.sdk_mini_agent import MiniAgent, text_chunk
+    atexit.register(pathlib.Path(sys.argv[1]).write_text, "saved")
+    class Hanging(MiniAgent):
+        async def prompt(self, prompt, session_id, **kwargs):
+            if prompt[0].text != "hang":
+                return await super().prompt(prompt, session_id, **kwargs)
+            await self.conn.session_update(session_id, text_chunk("hanging"))
+            await asyncio.Event().wait()  # a turn that outlives the client
+    asyncio.run(acp.run_agent(Hanging(None)))
+    """
+)
+"""The plain agent, with a prompt that never ends and an ``atexit`` handler writing argv[1]."""
+
+
+async def test_drain_timeout_bounds_the_wait_for_running_requests_at_the_end_of_input(
+    tmp_path: Path,
+) -> None:
+    """The client closes its output while a prompt runs (the official SDK client then gives
+    the agent 2 s before SIGTERM). The adapter answers running requests before the SDK sees
+    the end of the input, for at most --drain-timeout (10 s by default); then the SDK cancels
+    them as it would alone, and the agent exits by itself: status 0, its atexit handlers run."""
+    saved = tmp_path / "saved"
+    options = ("--drain-timeout", "0.5")
+    async with supervised(sys.executable, "-c", HANGING, str(saved), options=options) as agent:
+        sid = await start(agent)
+        await agent.send(request(agent.next_id(), "session/prompt", prompt_params(sid, "hang")))
+        while (message := await agent.receive()) is not None and "method" not in message:
+            pass  # until the turn has started: its chunk
+        assert message is not None
+        assert agent.replies(sid, 0) == ["hanging"]
+        assert await agent.finish() == 0
+        errors = await stderr_of(agent)
+    assert "still unanswered after the drain timeout of 0.5 s, and are cancelled" in errors
+    assert saved.read_text() == "saved"
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "soon"])
+async def test_a_drain_timeout_that_is_no_number_of_seconds_is_a_usage_error(value: str) -> None:
+    async with supervised(*PLAIN_AGENT, options=("--drain-timeout", value)) as agent:
+        status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status == 2
+    assert f"--drain-timeout: not a number of seconds >= 0: {value!r}" in errors
+
+
 PID_THEN_PLAIN_AGENT = [
     sys.executable,
     "-c",

@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import selectors
 import signal
@@ -48,6 +49,10 @@ BOOT_DIRECTORY: Final = Path(__file__).resolve().parent.parent / "sdk" / "_boot"
 
 ENVIRONMENT: Final = "AGENT_META_RUN"  # agent_meta.sdk._instrument.ENVIRONMENT (not imported:
 # this process stays light, its start-up is the agent's)
+
+DRAIN_TIMEOUT: Final = 10.0
+"""``--drain-timeout``'s default, as ``agent-meta agent``'s: a stalled client cannot hold the
+exit, and a running request gets 10 s to be answered after the client's input ends."""
 
 STOP_GRACE: Final = 5.0
 """Seconds a refused agent gets to end after SIGTERM before it is killed."""
@@ -106,6 +111,16 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "repeatable",
     )
     parser.add_argument(
+        "--drain-timeout",
+        type=_seconds,
+        default=DRAIN_TIMEOUT,
+        metavar="SECONDS",
+        help="when the client's input ends, how long the agent's running requests may take to "
+        "be answered before the SDK cancels them, and at exit how long queued frames may take "
+        f"to be written (default: {DRAIN_TIMEOUT:g}); below a client's grace before SIGTERM "
+        "(the official SDK client's is 2 s), the agent exits by itself",
+    )
+    parser.add_argument(
         "--max-line",
         type=int,
         metavar="BYTES",
@@ -122,13 +137,24 @@ def main(argv: Sequence[str]) -> int:
     options: dict[str, Any] = {
         "v1_meta_mode": args.v1_meta_mode,
         "coalesce": not args.no_coalesce,
-        "drain_timeout": 10.0,  # as agent-meta agent: a stalled client cannot hold the exit
+        "drain_timeout": args.drain_timeout,
     }
     store = None if args.store is None else _absolute_store_url(parser, args.store)
     supervisor = Supervisor(
         args.agent, store=store, options=options, max_line=args.max_line, imports=args.imports
     )
     return supervisor.run()
+
+
+def _seconds(text: str) -> float:
+    """``--drain-timeout``: a number of seconds, ``>= 0`` (``inf``: no bound)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"not a number of seconds >= 0: {text!r}")
+    return value
 
 
 def _absolute_store_url(parser: argparse.ArgumentParser, url: str) -> str:
