@@ -144,14 +144,36 @@ FAKE_AGENT = textwrap.dedent(
 )
 
 
+NEVER_BOOTED = "agent_meta's sitecustomize never ran in the agent"
+#: The plain agent, found from the current directory (``python -I`` does not put it on sys.path).
+PLAIN_SCRIPT = (
+    "import runpy, sys; sys.path.insert(0, '.'); sys.argv[1:] = ['plain']; "
+    "runpy.run_module('integration.sdk_mini_agent', run_name='__main__')"
+)
+
+
 @pytest.mark.parametrize(
-    "command",
+    ("command", "why"),
     [
-        pytest.param([sys.executable, "-c", FAKE_AGENT], id="python, no SDK"),
-        pytest.param(["cat"], id="not python"),
+        pytest.param(
+            [sys.executable, "-c", FAKE_AGENT],
+            "it never imported the official ACP SDK (acp)",
+            id="python, no SDK",
+        ),
+        pytest.param(
+            [sys.executable, "-c", "import acp\n" + FAKE_AGENT],
+            "but did not start its connection through acp.run_agent",
+            id="SDK, no run_agent",
+        ),
+        pytest.param(["cat"], NEVER_BOOTED, id="not python"),
+        # Isolated and -E interpreters ignore PYTHONPATH: agent_meta's sitecustomize never runs.
+        pytest.param([sys.executable, "-I", "-c", PLAIN_SCRIPT], NEVER_BOOTED, id="python -I"),
+        pytest.param([sys.executable, "-E", "-c", PLAIN_SCRIPT], NEVER_BOOTED, id="python -E"),
     ],
 )
-async def test_an_agent_that_answers_without_ownership_is_stopped(command: list[str]) -> None:
+async def test_an_agent_that_answers_without_ownership_is_stopped(
+    command: list[str], why: str
+) -> None:
     async with supervised(*command) as agent:
         await agent.send(request(1, "initialize", {"protocolVersion": 1}))
         assert await agent.receive() is None  # nothing reached the client
@@ -159,6 +181,18 @@ async def test_an_agent_that_answers_without_ownership_is_stopped(command: list[
         errors = await stderr_of(agent)
     assert status == 2, errors
     assert "answered the client without agent_meta" in errors
+    assert why in errors, errors
+
+
+async def test_a_python_that_skips_site_says_the_sitecustomize_never_ran() -> None:
+    """``python -S`` runs no sitecustomize (nor finds the venv's packages): it exits unowned."""
+    async with supervised(sys.executable, "-S", "-c", PLAIN_SCRIPT) as agent:
+        await agent.send(request(1, "initialize", {"protocolVersion": 1}))
+        assert await agent.receive() is None
+        status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status != 0
+    assert f"agent_meta never owned its connection: {NEVER_BOOTED}" in errors, errors
 
 
 async def test_an_agent_that_exits_unowned_says_so() -> None:
