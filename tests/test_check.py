@@ -110,6 +110,37 @@ def test_the_text_report(agent: list[str]) -> None:
     assert "session/prompt '/title extra'" in done.stdout  # --prompt comes after the script
 
 
+#: An official-SDK agent that calls acp.run_agent and replays its history on session/load,
+#: removals ({"a": null}) included.
+SDK_PLAIN_AGENT = [sys.executable, "-m", "integration.sdk_mini_agent", "plain"]
+REMOVAL = ["meta a 1", "meta b 2", "meta a null"]
+
+
+def test_an_sdk_agent_under_agent_meta_run_passes_v1_with_a_replayed_removal() -> None:
+    """Under ``agent-meta run`` the live removal goes out as the whole object; the load's
+    replay passes the agent's ``{"a": null}`` through as it was sent (docs/sdk.md, "Replay is
+    replay"), and the resync replaces it before the response: replay, not a v1 frame."""
+    supervised = [sys.executable, "-m", "agent_meta", "run", "--", *SDK_PLAIN_AGENT]
+    status, document = report(supervised, "--protocol", "1", *prompts(REMOVAL))
+    assert status == 0, json.dumps(document, indent=1)
+    (run,) = document["runs"]
+    assert "session/load (replay)" in run["steps"]
+    found = statuses(document)[1]
+    assert found["v1-meaning"] == found["resync"] == "pass", found
+
+
+def test_the_same_sdk_agent_alone_fails_v1_meaning_on_its_live_removal() -> None:
+    status, document = report(SDK_PLAIN_AGENT, "--protocol", "1", *prompts(REMOVAL))
+    assert status == 1
+    assert failed(document) == {1: {"v1-meaning"}}
+    (run,) = document["runs"]
+    (rule,) = (rule for rule in run["rules"] if rule["id"] == "v1-meaning")
+    live, replayed = rule["findings"]  # the prompt's frame; the replay's, left standing
+    assert "stores 'a' as null" in live["message"]
+    assert "window" not in live["message"]
+    assert "no later _meta object replaced it before the response" in replayed["message"]
+
+
 # --------------------------------------------------------------------------- broken agents
 
 

@@ -198,6 +198,62 @@ def test_v1_key_set_to_null_is_flagged_and_stored() -> None:
     assert watcher.meta("s") == {"a": None, "b": 1}
 
 
+def test_a_v1_null_replayed_in_a_load_and_replaced_by_the_resync_passes() -> None:
+    """The frames of an unchanged SDK agent under ``agent-meta run`` (recorded by ``check``):
+    live, the owner sends whole objects; the load's replay is the agent's history as it sent
+    it, a removal ``{"a": null}`` included, written unchanged (docs/sdk.md, "Replay is
+    replay"); the resync then replaces it before the response. That is replay, not a v1 frame
+    the agent relies on."""
+    watcher = connected(1)
+    watcher.observe("agent", update(meta={"a": 1, "b": 2}))
+    watcher.observe("agent", update(meta={"b": 2}))  # the owner's v1 rendering of {"a": null}
+    watcher.observe("client", resume(1))
+    watcher.observe("agent", update(meta={"a": 1, "b": 2}))  # replay
+    replayed = watcher.observe("agent", update(meta={"a": None}))  # replay
+    assert watcher.meta("s") == {"a": None}  # what a v1 client stores, for now
+    watcher.observe("agent", update(meta={"b": 2}))  # the resync: one whole object
+    response = watcher.observe("agent", line(id=5, result={}))
+    assert replayed.findings == response.findings == ()
+    assert not watcher.failed
+    assert watcher.exercised["v1-meaning"] == 5
+    assert watcher.meta("s") == {"b": 2}
+
+    live = watcher.observe("agent", update(meta={"b": None}))  # after the load: live
+    assert [f.rule for f in live.findings] == ["v1-meaning"]
+
+
+@pytest.mark.parametrize("last", [{"a": None}, None])
+def test_a_v1_misreading_that_stands_at_the_load_response_is_reported_there(
+    last: dict[str, Any] | None,
+) -> None:
+    """Nothing replaced the frame before the response (no later object; a null, which v1
+    reads as omitted, replaces nothing): the client keeps what it made of it."""
+    watcher = connected(1)
+    watcher.observe("agent", update(meta={"a": 1}))
+    request = watcher.observe("client", resume(1))
+    first = watcher.observe("agent", update(meta={"a": None}))
+    again = watcher.observe("agent", update(meta=last))
+    assert not watcher.failed
+    response = watcher.observe("agent", line(id=5, result={}))
+    misread = [f for f in response.findings if f.rule == "v1-meaning"]
+    if last is None:  # both stand: the client stores 'a' as null, then keeps it
+        assert [f.frames for f in misread] == [(first.seq, response.seq), (again.seq, response.seq)]
+        assert 'the client keeps {"a":null}' in misread[1].message
+    else:  # the later object replaced the first
+        assert [f.frames for f in misread] == [(again.seq, response.seq)]
+    assert "stores 'a' as null" in misread[0].message
+    assert f"in the session/load window (frame #{request.seq})" in misread[0].message
+    assert all(f.session == "s" for f in misread)
+
+
+def test_a_v1_misreading_of_a_failed_load_is_reported_at_its_error() -> None:
+    watcher = connected(1)
+    watcher.observe("client", resume(1))
+    watcher.observe("agent", update(meta={"a": None}))
+    error = watcher.observe("agent", line(id=5, error={"code": -32002, "message": "no"}))
+    assert [f.rule for f in error.findings] == ["v1-meaning"]
+
+
 def test_v2_has_no_v1_findings() -> None:
     watcher = connected(2)
     watcher.observe("agent", update(meta={"a": 1}))

@@ -144,14 +144,36 @@ FAKE_AGENT = textwrap.dedent(
 )
 
 
+NEVER_BOOTED = "agent_meta's sitecustomize never ran in the agent"
+#: The plain agent, found from the current directory (``python -I`` does not put it on sys.path).
+PLAIN_SCRIPT = (
+    "import runpy, sys; sys.path.insert(0, '.'); sys.argv[1:] = ['plain']; "
+    "runpy.run_module('integration.sdk_mini_agent', run_name='__main__')"
+)
+
+
 @pytest.mark.parametrize(
-    "command",
+    ("command", "why"),
     [
-        pytest.param([sys.executable, "-c", FAKE_AGENT], id="python, no SDK"),
-        pytest.param(["cat"], id="not python"),
+        pytest.param(
+            [sys.executable, "-c", FAKE_AGENT],
+            "it never imported the official ACP SDK (acp)",
+            id="python, no SDK",
+        ),
+        pytest.param(
+            [sys.executable, "-c", "import acp\n" + FAKE_AGENT],
+            "but did not start its connection through acp.run_agent",
+            id="SDK, no run_agent",
+        ),
+        pytest.param(["cat"], NEVER_BOOTED, id="not python"),
+        # Isolated and -E interpreters ignore PYTHONPATH: agent_meta's sitecustomize never runs.
+        pytest.param([sys.executable, "-I", "-c", PLAIN_SCRIPT], NEVER_BOOTED, id="python -I"),
+        pytest.param([sys.executable, "-E", "-c", PLAIN_SCRIPT], NEVER_BOOTED, id="python -E"),
     ],
 )
-async def test_an_agent_that_answers_without_ownership_is_stopped(command: list[str]) -> None:
+async def test_an_agent_that_answers_without_ownership_is_stopped(
+    command: list[str], why: str
+) -> None:
     async with supervised(*command) as agent:
         await agent.send(request(1, "initialize", {"protocolVersion": 1}))
         assert await agent.receive() is None  # nothing reached the client
@@ -159,6 +181,18 @@ async def test_an_agent_that_answers_without_ownership_is_stopped(command: list[
         errors = await stderr_of(agent)
     assert status == 2, errors
     assert "answered the client without agent_meta" in errors
+    assert why in errors, errors
+
+
+async def test_a_python_that_skips_site_says_the_sitecustomize_never_ran() -> None:
+    """``python -S`` runs no sitecustomize (nor finds the venv's packages): it exits unowned."""
+    async with supervised(sys.executable, "-S", "-c", PLAIN_SCRIPT) as agent:
+        await agent.send(request(1, "initialize", {"protocolVersion": 1}))
+        assert await agent.receive() is None
+        status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status != 0
+    assert f"agent_meta never owned its connection: {NEVER_BOOTED}" in errors, errors
 
 
 async def test_an_agent_that_exits_unowned_says_so() -> None:
@@ -249,6 +283,56 @@ async def test_sigterm_is_passed_on_to_the_agent() -> None:
         agent.process.send_signal(signal.SIGTERM)
         status = await agent.process.wait()
     assert status == 128 + signal.SIGTERM  # Python's default: the agent died of it
+
+
+HANGING = textwrap.dedent(
+    """
+    import asyncio, atexit, pathlib, sys
+    sys.path.insert(0, ".")
+    import acp
+    from integration.sdk_mini_agent import MiniAgent, text_chunk
+    atexit.register(pathlib.Path(sys.argv[1]).write_text, "saved")
+    class Hanging(MiniAgent):
+        async def prompt(self, prompt, session_id, **kwargs):
+            if prompt[0].text != "hang":
+                return await super().prompt(prompt, session_id, **kwargs)
+            await self.conn.session_update(session_id, text_chunk("hanging"))
+            await asyncio.Event().wait()  # a turn that outlives the client
+    asyncio.run(acp.run_agent(Hanging(None)))
+    """
+)
+"""The plain agent, with a prompt that never ends and an ``atexit`` handler writing argv[1]."""
+
+
+async def test_drain_timeout_bounds_the_wait_for_running_requests_at_the_end_of_input(
+    tmp_path: Path,
+) -> None:
+    """The client closes its output while a prompt runs (the official SDK client then gives
+    the agent 2 s before SIGTERM). The adapter answers running requests before the SDK sees
+    the end of the input, for at most --drain-timeout (10 s by default); then the SDK cancels
+    them as it would alone, and the agent exits by itself: status 0, its atexit handlers run."""
+    saved = tmp_path / "saved"
+    options = ("--drain-timeout", "0.5")
+    async with supervised(sys.executable, "-c", HANGING, str(saved), options=options) as agent:
+        sid = await start(agent)
+        await agent.send(request(agent.next_id(), "session/prompt", prompt_params(sid, "hang")))
+        while (message := await agent.receive()) is not None and "method" not in message:
+            pass  # until the turn has started: its chunk
+        assert message is not None
+        assert agent.replies(sid, 0) == ["hanging"]
+        assert await agent.finish() == 0
+        errors = await stderr_of(agent)
+    assert "still unanswered after the drain timeout of 0.5 s, and are cancelled" in errors
+    assert saved.read_text() == "saved"
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "soon"])
+async def test_a_drain_timeout_that_is_no_number_of_seconds_is_a_usage_error(value: str) -> None:
+    async with supervised(*PLAIN_AGENT, options=("--drain-timeout", value)) as agent:
+        status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status == 2
+    assert f"--drain-timeout: not a number of seconds >= 0: {value!r}" in errors
 
 
 PID_THEN_PLAIN_AGENT = [

@@ -2,7 +2,8 @@
 
 The rules a client can observe (:data:`RULES`), a :class:`Finding` against one, the
 :class:`Frame` record of one line read, the client's fold of a ``_meta`` update
-(:func:`patch_meta`), and the :class:`LineSplitter` that cuts a byte stream into lines. The
+(:func:`patch_meta`), what a v1 client misreads in one (:func:`v1_misreading`), and the
+:class:`LineSplitter` that cuts a byte stream into lines. The
 :class:`~agent_meta.apps._watch.Watcher` judges frames with them.
 """
 
@@ -20,8 +21,11 @@ __all__ = [
     "Meta",
     "Rule",
     "Source",
+    "json_kind",
     "patch_meta",
+    "replace_meta",
     "short_meta",
+    "v1_misreading",
 ]
 
 Source: TypeAlias = Literal["client", "agent"]
@@ -120,6 +124,36 @@ def patch_meta(stored: Meta, update: Meta) -> Meta:
         else:
             result[key] = value
     return result or None
+
+
+def replace_meta(stored: Meta, meta: Meta) -> Meta:
+    """The v1 rule: an object replaces ``stored`` whole (a copy); ``null`` means omitted."""
+    return stored if meta is None else dict(meta) or None
+
+
+def json_kind(value: object) -> str:
+    """How a finding names the JSON type of ``value`` ("an object", "a number" ...)."""
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    return names.get(type(value), "a number" if isinstance(value, int | float) else "unknown")
+
+
+def v1_misreading(held: Meta, meta: Meta) -> str | None:
+    """What a v1 client makes of ``meta`` that the agent did not mean (``held``: what it
+    stores before), or ``None``: a ``null`` that keeps metadata, or a key set to ``null``."""
+    if meta is None:
+        if held is None:
+            return None
+        return (
+            "_meta: null on v1 means 'omitted': the client keeps "
+            f"{short_meta(held)} (to clear on v1, send _meta: {{}})"
+        )
+    removed = [key for key, value in meta.items() if value is None]
+    if not removed:
+        return None
+    return (
+        f"on v1 the client stores {', '.join(repr(k) for k in removed)} as null (a v1 "
+        "_meta object replaces the stored one; only v2 removes a key set to null)"
+    )
 
 
 class LineSplitter:

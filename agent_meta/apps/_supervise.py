@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import selectors
 import signal
@@ -48,6 +49,10 @@ BOOT_DIRECTORY: Final = Path(__file__).resolve().parent.parent / "sdk" / "_boot"
 
 ENVIRONMENT: Final = "AGENT_META_RUN"  # agent_meta.sdk._instrument.ENVIRONMENT (not imported:
 # this process stays light, its start-up is the agent's)
+
+DRAIN_TIMEOUT: Final = 10.0
+"""``--drain-timeout``'s default, as ``agent-meta agent``'s: a stalled client cannot hold the
+exit, and a running request gets 10 s to be answered after the client's input ends."""
 
 STOP_GRACE: Final = 5.0
 """Seconds a refused agent gets to end after SIGTERM before it is killed."""
@@ -106,6 +111,16 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         "repeatable",
     )
     parser.add_argument(
+        "--drain-timeout",
+        type=_seconds,
+        default=DRAIN_TIMEOUT,
+        metavar="SECONDS",
+        help="when the client's input ends, how long the agent's running requests may take to "
+        "be answered before the SDK cancels them, and at exit how long queued frames may take "
+        f"to be written (default: {DRAIN_TIMEOUT:g}); below a client's grace before SIGTERM "
+        "(the official SDK client's is 2 s), the agent exits by itself",
+    )
+    parser.add_argument(
         "--max-line",
         type=int,
         metavar="BYTES",
@@ -122,13 +137,24 @@ def main(argv: Sequence[str]) -> int:
     options: dict[str, Any] = {
         "v1_meta_mode": args.v1_meta_mode,
         "coalesce": not args.no_coalesce,
-        "drain_timeout": 10.0,  # as agent-meta agent: a stalled client cannot hold the exit
+        "drain_timeout": args.drain_timeout,
     }
     store = None if args.store is None else _absolute_store_url(parser, args.store)
     supervisor = Supervisor(
         args.agent, store=store, options=options, max_line=args.max_line, imports=args.imports
     )
     return supervisor.run()
+
+
+def _seconds(text: str) -> float:
+    """``--drain-timeout``: a number of seconds, ``>= 0`` (``inf``: no bound)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"not a number of seconds >= 0: {text!r}")
+    return value
 
 
 def _absolute_store_url(parser: argparse.ArgumentParser, url: str) -> str:
@@ -147,6 +173,10 @@ def _absolute_store_url(parser: argparse.ArgumentParser, url: str) -> str:
 class _Watch:
     """What the supervisor has learnt from the agent so far."""
 
+    booted: bool = False
+    """agent_meta's ``sitecustomize`` ran in the agent (``booted``)."""
+    sdk: str | None = None
+    """The SDK release whose ``run_agent`` was replaced (``instrumented``)."""
     owned: bool = False
     refused: str | None = None
     unwritten: str | None = None
@@ -154,6 +184,24 @@ class _Watch:
     """What the agent wrote to its fd 1 before it was owned (shown, not forwarded)."""
     stray: int = 0
     """Bytes the agent wrote to its fd 1 after it was owned (moved to stderr)."""
+
+    def unowned(self) -> str:
+        """Why the agent was never owned, as far as its status events tell."""
+        if not self.booted:
+            return (
+                "agent_meta's sitecustomize never ran in the agent (python -I and -E ignore "
+                "PYTHONPATH, -S skips sitecustomize, a program that is not Python never runs "
+                "it): start the agent's Python without those flags"
+            )
+        if self.sdk is None:
+            return (
+                "it never imported the official ACP SDK (acp): agent-meta run serves Python "
+                "agents on agent-client-protocol 0.8 to 1.0"
+            )
+        return (
+            f"it imported the official ACP SDK ({self.sdk}) but did not start its connection "
+            "through acp.run_agent (or the v2 run_agent, or a protocol router's run)"
+        )
 
 
 class Supervisor:
@@ -269,7 +317,11 @@ class Supervisor:
     def _on_status(self, message: dict[str, Any]) -> None:
         event = message.get("event")
         watch = self._watch
-        if event == "owned":
+        if event == "booted":
+            watch.booted = True
+        elif event == "instrumented":
+            watch.sdk = f"agent-client-protocol {message.get('sdk')}"
+        elif event == "owned":
             watch.owned = True
             if watch.held:
                 _say(
@@ -303,9 +355,8 @@ class Supervisor:
         watch.held += chunk
         if _holds_a_message(watch.held):
             watch.refused = (
-                "the agent answered the client without agent_meta under its connection: it is "
-                "not an official-SDK agent started through acp.run_agent, or its SDK release is "
-                "not supported (nothing it wrote reached the client)"
+                "the agent answered the client without agent_meta under its connection (nothing "
+                f"it wrote reached the client): {watch.unowned()}"
             )
 
     def _drain(self, guard: int, selector: selectors.BaseSelector, open_fds: set[int]) -> None:
@@ -327,8 +378,7 @@ class Supervisor:
         if not watch.owned:
             _say(
                 f"the agent exited (status {status}) and agent_meta never owned its connection: "
-                "is it a Python agent on the official ACP SDK (agent-client-protocol 0.8 to "
-                "1.0), started through acp.run_agent?"
+                f"{watch.unowned()}"
             )
             if watch.held:
                 _say("what it wrote to stdout (it never reached the client):")

@@ -30,8 +30,11 @@ from ._findings import (
     Meta,
     Rule,
     Source,
+    json_kind,
     patch_meta,
+    replace_meta,
     short_meta,
+    v1_misreading,
 )
 
 if TYPE_CHECKING:
@@ -84,6 +87,10 @@ class _Session:
     as_v2: Meta = None  # v1 only: the same frames folded with the v2 rule, for diagnosis
     known: Meta = None
     closed_by: int | None = None  # seq of the session/close response while fenced
+    # v1: (seq, v1-meaning finding) of frames in a load or resume window, until replaced
+    deferred: collections.deque[tuple[int, str]] = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=_WINDOW_EVIDENCE)
+    )
 
 
 @dataclasses.dataclass(slots=True)
@@ -302,7 +309,7 @@ class Watcher:
             if title is None or isinstance(title, str):
                 view.title = title
             else:
-                self.fail(frame, "shape", f"title is {_kind(title)}, not a string or null")
+                self.fail(frame, "shape", f"title is {json_kind(title)}, not a string or null")
         if "updatedAt" in update:
             self._updated_at(frame, view, update["updatedAt"])
         if "_meta" not in update:
@@ -315,22 +322,24 @@ class Watcher:
         """Fold a ``_meta`` into what the client holds, and into what the agent holds unless
         it is replay or fenced; return whether it is a resync (see ``resync``)."""
         if meta is not None and not isinstance(meta, dict):
-            self.fail(frame, "shape", f"_meta is {_kind(meta)}, not an object or null (not folded)")
+            self.fail(
+                frame, "shape", f"_meta is {json_kind(meta)}, not an object or null (not folded)"
+            )
             return False
         v2 = self.protocol_version >= 2
         if view.closed_by is None and not (windows and any(r.replay for r in windows)):
-            view.known = patch_meta(view.known, meta) if v2 else _replaced(view.known, meta)
+            view.known = patch_meta(view.known, meta) if v2 else replace_meta(view.known, meta)
         if v2:
             view.meta = patch_meta(view.meta, meta)
             return meta is None
-        self._v1_meta(frame, view, meta)
+        self._v1_meta(frame, view, meta, replay=bool(windows))
         # A v1 resync is one _meta object. A null there is the agent's resync too, made with v2
         # vocabulary: v1-meaning reports it when it leaves the client stale.
         return True
 
     def _updated_at(self, frame: Frame, view: _Session, value: object) -> None:
         if value is not None and not isinstance(value, str):
-            self.fail(frame, "shape", f"updatedAt is {_kind(value)}, not a string or null")
+            self.fail(frame, "shape", f"updatedAt is {json_kind(value)}, not a string or null")
             return
         if isinstance(value, str) and self.protocol_version >= 2:
             # v2's schema says RFC 3339 (format date-time); v1's says ISO 8601, which allows a
@@ -341,28 +350,29 @@ class Watcher:
                 self.fail(frame, "updated-at", message)
         view.updated_at = value
 
-    def _v1_meta(self, frame: Frame, view: _Session, meta: Meta) -> None:
-        """v1: an object replaces the stored ``_meta`` whole; ``null`` is the same as omitted."""
+    def _v1_meta(self, frame: Frame, view: _Session, meta: Meta, *, replay: bool) -> None:
+        """v1: an object replaces the stored ``_meta`` whole; ``null`` is the same as omitted.
+        In a load or resume window (``replay``: history as the agent sent it) a finding waits
+        until a later object replaces what the client stored, or the window ends."""
         self.exercised["v1-meaning"] += 1
         view.as_v2 = patch_meta(view.as_v2, meta)
-        if meta is None:
-            if view.meta is not None:
-                self.fail(
-                    frame,
-                    "v1-meaning",
-                    "_meta: null on v1 means 'omitted': the client keeps "
-                    f"{short_meta(view.meta)} (to clear on v1, send _meta: {{}})",
-                )
-            return
-        if None in meta.values():
-            removed = [key for key, value in meta.items() if value is None]
-            self.fail(
-                frame,
-                "v1-meaning",
-                f"on v1 the client stores {', '.join(repr(k) for k in removed)} as null (a v1 "
-                "_meta object replaces the stored one; only v2 removes a key set to null)",
-            )
-        view.meta = meta or None
+        message = v1_misreading(view.meta, meta)
+        if meta is not None:
+            view.meta = meta or None
+            view.deferred.clear()  # what they left the client is replaced whole
+        if message is not None and replay:
+            view.deferred.append((frame.seq, message))
+        elif message is not None:
+            self.fail(frame, "v1-meaning", message)
+
+    def _report_deferred(self, frame: Frame, session: str, request: _Request) -> None:
+        """At the end of a session's last load or resume window: what nothing replaced."""
+        view = self._sessions.get(session)
+        while view is not None and view.deferred and not self._windows[session]:
+            seq, message = view.deferred.popleft()
+            where = f"in the {request.method} window (frame #{request.seq})"
+            message += f"; {where}, and no later _meta object replaced it before the response"
+            self.fail(frame, "v1-meaning", message, seq, session=session)
 
     def _agent_response(self, frame: Frame, message: dict[str, Any]) -> None:
         request = self._requests.pop(_key(message["id"]), None)
@@ -389,6 +399,7 @@ class Watcher:
             self.exercised["fence"] += 1
         if request.restore:
             self._windows[session].remove(request)
+            self._report_deferred(frame, session, request)
             if ok and not self._check_snapshot(frame, session, request) and request.replay:
                 self._check_resync(frame, session, request)
 
@@ -465,11 +476,6 @@ class Watcher:
         )
 
 
-def _replaced(stored: Meta, meta: Meta) -> Meta:
-    """The v1 rule: an object replaces ``stored`` whole (a copy); ``null`` means omitted."""
-    return stored if meta is None else dict(meta) or None
-
-
 def _key(request_id: object) -> object:
     """A dict key for a JSON-RPC id that keeps ``1``, ``1.0``, ``true`` and ``"1"`` apart."""
     if isinstance(request_id, str):
@@ -492,8 +498,3 @@ def _what(message: dict[str, Any]) -> str:
     if isinstance(update, dict) and isinstance(update.get("sessionUpdate"), str):
         return f"{method} ({update['sessionUpdate']})"
     return str(method)
-
-
-def _kind(value: object) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
-    return names.get(type(value), "a number" if isinstance(value, int | float) else "unknown")

@@ -12,7 +12,9 @@ the agent's own modules can bind the names:
 Nothing of agent_meta beyond this module is imported until the agent starts serving.
 
 The agent talks to its supervisor (the ``agent-meta run`` process) through a status pipe, one
-JSON object per line (:func:`report`): ``owned`` once the adapter is under the connection,
+JSON object per line (:func:`report`): ``booted`` as this module installs itself,
+``instrumented`` once the SDK's ``run_agent`` is replaced, ``owned`` once the adapter is under
+the connection,
 ``refused`` when it cannot be (an SDK release outside the range, an agent that brings its own
 streams), ``unwritten`` when the client stopped reading and accepted frames were left. The
 supervisor decides the exit status from them; see :mod:`agent_meta.apps._supervise`.
@@ -106,6 +108,7 @@ def install(config: RunConfig) -> None:
     _config = config
     for fd in (config.stdout_fd, config.status_fd):
         os.set_inheritable(fd, False)
+    report("booted")  # the supervisor can tell an agent that never ran this (python -I)
     if config.pythonpath is None:
         os.environ.pop("PYTHONPATH", None)
     else:
