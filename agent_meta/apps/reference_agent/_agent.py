@@ -301,7 +301,8 @@ class ReferenceAgent(BaseAgent):
         if not ctx.owner.has_lifetime(session.session_id):
             raise JsonRpcError(
                 RESOURCE_NOT_FOUND,
-                f"session {session.session_id!r} is closed: resume it first",
+                f"session {session.session_id!r} is not open here (closed, or taken over by "
+                "another connection): resume it first",
                 {"sessionId": session.session_id},
             )
         lifetime = ctx.owner.lifetime(session.session_id)

@@ -332,7 +332,8 @@ class SdkAgentBase(Generic[ClientT]):
         if not self._adapter.owner.has_lifetime(session_id):
             raise acp.RequestError(
                 RESOURCE_NOT_FOUND,
-                f"session {session_id!r} is closed: resume it first",
+                f"session {session_id!r} is not open here (closed, or taken over by another "
+                "connection): resume it first",
                 {"sessionId": session_id},
             )
         return self._adapter.lifetime(session_id)
