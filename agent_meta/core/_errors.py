@@ -90,6 +90,11 @@ class StoreError(AgentMetaError, OSError):
         self.reason = reason
 
 
+STORE_FAILED_MESSAGE = "the lifetime store failed; see the agent's log"
+"""What a client is told when the lifetime store fails on its request: the details (the
+store's location, the database's own message) go to the agent's log only."""
+
+
 class StoreLockedError(StoreError):
     """Another process (or connection) held the store's write lock, or a row this owner needs,
     past the store's lock timeout."""
