@@ -7,6 +7,7 @@ errors about missing sessions are also ``LookupError``, so generic handlers keep
 from __future__ import annotations
 
 __all__ = [
+    "SHOWN_ID_LENGTH",
     "AgentMetaError",
     "FrameLostError",
     "FrameNotSentError",
@@ -22,7 +23,19 @@ __all__ = [
     "StoreSchemaError",
     "TransportBrokenError",
     "UnknownSessionError",
+    "shown_id",
 ]
+
+SHOWN_ID_LENGTH = 64
+"""How many characters of a session id an error text quotes (a client may send any length)."""
+
+
+def shown_id(session_id: object) -> str:
+    """A session id quoted for an error text: its ``repr``, cut to its first
+    :data:`SHOWN_ID_LENGTH` characters (then followed by ``…`` and its length)."""
+    if isinstance(session_id, str) and len(session_id) > SHOWN_ID_LENGTH:
+        return f"{session_id[:SHOWN_ID_LENGTH]!r}… ({len(session_id)} characters)"
+    return repr(session_id)
 
 
 class AgentMetaError(Exception):

@@ -30,6 +30,7 @@ from agent_meta.wire import (
 
 from .._common._commands import available_commands_update
 from .._common._foreground import SessionForeground
+from .._common._ids import shown_id
 from .._common._listing import MAX_CWD, Pager, check_cwd, list_entry, listed_info
 from .._common._replay import (
     Message,
@@ -264,7 +265,9 @@ class ReferenceAgent(BaseAgent):
         session = self._sessions.get(session_id)
         if session is None:
             raise JsonRpcError(
-                RESOURCE_NOT_FOUND, f"unknown session {session_id!r}", {"sessionId": session_id}
+                RESOURCE_NOT_FOUND,
+                f"unknown session {shown_id(session_id)}",
+                {"sessionId": session_id},
             )
         return session
 

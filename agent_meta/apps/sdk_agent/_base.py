@@ -23,6 +23,7 @@ from agent_meta.sdk import adapter_of
 from agent_meta.wire import REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 
 from .._common._foreground import SessionForeground
+from .._common._ids import shown_id
 from .._common._listing import Pager, check_cwd, list_entry, listed_info
 from .._common._replay import Message, check_replayable, replay_updates, reply_id, reply_text
 from .._common._storage import HistoryStore, SessionRecord, new_session_id, utc_now
@@ -113,7 +114,7 @@ def closed_meanwhile() -> acp.RequestError:
 
 def unknown(session_id: str) -> acp.RequestError:
     return acp.RequestError(
-        RESOURCE_NOT_FOUND, f"unknown session {session_id!r}", {"sessionId": session_id}
+        RESOURCE_NOT_FOUND, f"unknown session {shown_id(session_id)}", {"sessionId": session_id}
     )
 
 
@@ -304,7 +305,7 @@ class SdkAgentBase(Generic[ClientT]):
         if not self._adapter.owner.has_lifetime(session_id):
             raise acp.RequestError(
                 RESOURCE_NOT_FOUND,
-                f"session {session_id!r} is closed: resume it first",
+                f"session {shown_id(session_id)} is closed: resume it first",
                 {"sessionId": session_id},
             )
         return self._adapter.lifetime(session_id)
