@@ -267,3 +267,35 @@ def test_sdk_runtime_on_a_regular_file_says_why_it_cannot_run(tmp_path: Path) ->
     assert done.returncode == 2
     assert b"stdin is a regular file" in done.stderr
     assert done.stdout == b""
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--listen", "127.0.0.1:0"], "--listen needs --runtime sdk"),
+        (["--runtime", "trio", "--listen", "0"], "--listen needs --runtime sdk"),
+        (["--token-file", "token"], "--token-file needs --listen"),
+        (["--runtime", "sdk", "--token-file", "token"], "--token-file needs --listen"),
+        (
+            ["--runtime", "sdk", "--listen", "127.0.0.1:0", "--max-line", "1000"],
+            "--max-line applies to stdio only",
+        ),
+    ],
+)
+def test_an_option_the_others_would_make_it_ignore_is_a_usage_error(
+    options: list[str], says: str, tmp_path: Path
+) -> None:
+    """It used to be ignored: ``agent --listen 127.0.0.1:0`` ran a stdio agent."""
+    (tmp_path / "token").write_text("a-token-for-this-test\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_meta", "agent", *options],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr.decode()
+    assert b"usage: agent-meta" in done.stderr
+    assert done.stdout == b""
