@@ -322,7 +322,7 @@ def _run_listening(
 
     try:
         asyncio.run(_serve_listening(serve, args.store, options))
-    except (AgentMetaError, ExceptionGroup) as exc:
+    except (AgentMetaError, listen.ListenError, ExceptionGroup) as exc:
         print(f"agent-meta: stopped: {'; '.join(map(repr, _leaves(exc)))}", file=sys.stderr)
         return 1
     return 0

@@ -24,9 +24,13 @@ from ._agent import SdkReferenceAgent
 if TYPE_CHECKING:
     from agent_meta import LifetimeStore, OwnerOptions, PostgresStore, SQLiteStore
 
-__all__ = ["serve_sdk_listen"]
+__all__ = ["ListenError", "serve_sdk_listen"]
 
 logger = logging.getLogger("agent_meta.sdk_agent")
+
+
+class ListenError(OSError):
+    """The address cannot be listened on (in use, not this machine's, a host not found)."""
 
 
 async def serve_sdk_listen(
@@ -42,7 +46,7 @@ async def serve_sdk_listen(
     """Serve until SIGTERM or SIGINT. ``port`` 0 takes a free one; with ``announce`` the
     address is printed on stdout as ``listening ws://HOST:PORT/acp`` (never the token).
     ``store`` and ``history`` are as in :func:`~.serve_sdk_agent`, shared by every
-    connection."""
+    connection. :class:`ListenError` when the address cannot be listened on."""
     import uvicorn
 
     from .._common._storage import HistoryStore
@@ -59,7 +63,10 @@ async def serve_sdk_listen(
         return cast("Any", agent)
 
     app = create_asgi_app(make_agent, options, store=store, token=token)
-    listener = socket.create_server((host, port))
+    try:
+        listener = socket.create_server((host, port))
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {host}:{port}: {exc}") from exc
     bound_host, bound_port = listener.getsockname()[:2]
     if announce:
         print(f"listening ws://{bound_host}:{bound_port}/acp", flush=True)
