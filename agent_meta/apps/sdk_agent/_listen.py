@@ -54,15 +54,20 @@ async def serve_sdk_listen(
     shared_history = None if history is None else HistoryStore(history)
     if shared_history is not None:
         await shared_history.load()  # creates (or migrates) the tables once, before any client
-    agents: list[SdkReferenceAgent] = []
+    agents: set[SdkReferenceAgent] = set()
+    """The agents of the connections open now (each is released when its connection ends)."""
 
     def make_agent(_connection: Any) -> Any:
         # The adapter is found from the connection at initialize (create_asgi_app makes one).
         agent = SdkReferenceAgent(None, shared_history)
-        agents.append(agent)
+        agents.add(agent)
         return cast("Any", agent)
 
-    app = create_asgi_app(make_agent, options, store=store, token=token)
+    async def release(agent: Any) -> None:
+        agents.discard(agent)
+        await asyncio.shield(agent.aclose())
+
+    app = create_asgi_app(make_agent, options, store=store, token=token, on_close=release)
     try:
         listener = socket.create_server((host, port))
     except OSError as exc:
@@ -87,5 +92,5 @@ async def serve_sdk_listen(
         for each, handler in previous.items():
             signal.signal(each, handler)
         listener.close()
-        for agent in agents:
+        for agent in list(agents):
             await asyncio.shield(agent.aclose())
