@@ -29,6 +29,14 @@ __all__ = ["ListenError", "serve_sdk_listen"]
 logger = logging.getLogger("agent_meta.sdk_agent")
 
 
+def _websockets() -> str:
+    """uvicorn's WebSocket implementation on the ``websockets`` library: its sans-I/O one where
+    uvicorn has it (0.35 on; the other is deprecated, with a warning at every start)."""
+    from uvicorn.config import WS_PROTOCOLS
+
+    return "websockets-sansio" if "websockets-sansio" in WS_PROTOCOLS else "websockets"
+
+
 class ListenError(OSError):
     """The address cannot be listened on (in use, not this machine's, a host not found)."""
 
@@ -77,7 +85,7 @@ async def serve_sdk_listen(
         print(f"listening ws://{bound_host}:{bound_port}/acp", flush=True)
     address = f"{bound_host}:{bound_port}"
     logger.info("serving ACP on ws://%s/acp and http://%s/acp", address, address)
-    config = uvicorn.Config(app, log_level="warning", ws="websockets", lifespan="off")
+    config = uvicorn.Config(app, log_level="warning", ws=_websockets(), lifespan="off")
     server = uvicorn.Server(config)
 
     def stop(_signum: int, _frame: object) -> None:
