@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from .._version import __version__
 from ..core._errors import AgentMetaError
 from ..sansio._lines import DEFAULT_MAX_LINE_BYTES
+from ._args import Given, check_combination
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -86,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument(
         "--max-line",
-        action=_Given,
+        action=Given,
         type=_positive_int,
         default=DEFAULT_MAX_LINE_BYTES,
         metavar="BYTES",
@@ -144,34 +145,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _Given(argparse.Action):
-    """Stores the value as ``store`` does, and notes that the option was given (``given``):
-    for the options whose default does not show whether they were."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> None:
-        setattr(namespace, self.dest, values)
-        namespace.given = {*getattr(namespace, "given", ()), self.dest}
-
-
-def _check_combination(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """A usage error for an option the other options make it ignore."""
-    if args.listen is not None and args.runtime != "sdk":
-        parser.error("--listen needs --runtime sdk")
-    if args.token_file is not None and args.listen is None:
-        parser.error("--token-file needs --listen")
-    if args.listen is not None and "max_line" in getattr(args, "given", ()):
-        parser.error(
-            "--max-line applies to stdio only: with --listen, messages are WebSocket messages "
-            "and HTTP bodies, not lines"
-        )
-
-
 def _positive_int(text: str) -> int:
     try:
         value = int(text, 10)
@@ -200,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="agent-meta: %(levelname)s %(name)s: %(message)s",
     )
-    _check_combination(parser, args)
+    check_combination(parser, args)
     options = _agent_options(parser, args)
     if args.runtime == "sdk":
         return _run_sdk_agent(parser, args, options)

@@ -190,9 +190,7 @@ class OwnerBase(WriterLoop):
         try:
             return self._lifetimes[session_id]
         except KeyError:
-            raise UnknownSessionError(
-                f"no open lifetime for session {shown_id(session_id)}"
-            ) from None
+            raise UnknownSessionError(f"no open lifetime: session {shown_id(session_id)}") from None
 
     def has_lifetime(self, session_id: str) -> bool:
         """Whether ``session_id`` has an open lifetime."""
