@@ -514,8 +514,6 @@ class Fleet:
     async def _start_ws(self, name: str) -> WsReplica:
         listen = ("--listen", "127.0.0.1:0", "--store", self.store.argument)
         command = agent_command(*listen, runtime="sdk")
-        # uvicorn's notice about its websockets implementation is not the agent's to fix
-        command[1:1] = ["-W", "ignore:The `websockets` implementation is deprecated"]
         replica = cast("WsReplica", await self._spawn(name, "ws", command, AGENT_META_TOKEN=TOKEN))
         stdout = replica.process.stdout
         assert stdout is not None

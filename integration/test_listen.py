@@ -64,8 +64,6 @@ async def server(store: Path | None = None) -> AsyncIterator[Server]:
     args = ["--store", str(store)] if store is not None else []
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-W",
-        "ignore::DeprecationWarning",  # uvicorn's notice about its websockets implementation
         "-m",
         "agent_meta",
         "agent",
@@ -152,9 +150,11 @@ def test_connections_without_the_token_are_refused_before_any_acp_message() -> N
 
 
 def test_sigterm_drains_and_exits_0(tmp_path: Path) -> None:
+    """... and says nothing on stderr (uvicorn's deprecation notice of its ``websockets``
+    implementation used to be printed at every start)."""
     store = tmp_path / "listen.sqlite"
 
-    async def scenario() -> tuple[int, str]:
+    async def scenario() -> tuple[int, str, bytes]:
         async with server(store) as running:
             record = Transcript(protocol_version=1)
             async with client(running, record) as conn:
@@ -164,10 +164,12 @@ def test_sigterm_drains_and_exits_0(tmp_path: Path) -> None:
                 await conn.prompt(session_id=session_id, prompt=text("/meta set kept 1"))
             running.process.send_signal(signal.SIGTERM)
             status = await asyncio.wait_for(running.process.wait(), 30)
-            return status, session_id
+            assert running.process.stderr is not None
+            return status, session_id, await running.process.stderr.read()
 
-    status, session_id = run_async(scenario())
+    status, session_id, stderr = run_async(scenario())
     assert status == 0
+    assert stderr == b""
     assert stored_meta(store, session_id) == {"kept": 1}
 
 

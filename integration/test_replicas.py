@@ -252,7 +252,7 @@ def test_a_holder_frozen_inside_a_sqlite_write_holds_every_takeover_back(
 ) -> None:
     """SQLite's limit (``docs/durability.md``): a holder frozen *inside* a store write keeps
     the file's write lock, so a claim waits ``lock_timeout`` (2 s) and fails, cleanly: the
-    resume is answered ``-32603`` naming the lock, nothing is taken over (epoch and holder
+    resume is answered ``-32603`` (B logs the lock), nothing is taken over (epoch and holder
     unchanged), and once the holder wakes the takeover succeeds and fences it."""
     if not isinstance(store, SQLiteFile):
         pytest.skip("about SQLite's one write lock per file")
@@ -268,7 +268,8 @@ def test_a_holder_frozen_inside_a_sqlite_write_holds_every_takeover_back(
             with pytest.raises(acp.RequestError) as refused:
                 await on_b.resume(sid, replay=False)
             assert refused.value.code == -32603
-            assert "write lock" in str(refused.value)
+            assert "see the agent's log" in str(refused.value)
+            await b.said("write lock")  # the detail is for the agent's log, not the client
             assert store.row(sid) == before  # no claim: A still holds it, alone
             a.thaw()  # A's write completes, and its burst goes on
             await grown(on_a, sid, "n", by=5)

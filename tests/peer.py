@@ -18,6 +18,8 @@ from agent_meta.testing import ClientMirror
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Collection, Mapping
 
+    from agent_meta.owner._store import LifetimeStore
+
 
 class Peer:
     """The client end: sends lines to the agent, reads and folds every frame it writes."""
@@ -107,6 +109,7 @@ async def serve(
     mirror_version: int = 2,
     max_line_bytes: int = 1 << 20,
     options: OwnerOptions | None = None,
+    store: LifetimeStore | None = None,
 ) -> AsyncIterator[Peer]:
     """Run ``serve_agent`` over memory streams; on exit send EOF and wait for it to return."""
     to_agent, agent_in = trio.testing.memory_stream_one_way_pair()
@@ -124,6 +127,7 @@ async def serve(
                         protocol_versions=protocol_versions,
                         max_line_bytes=max_line_bytes,
                         options=options,
+                        store=store,
                     )
 
             nursery.start_soon(run)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 
     from agent_meta import OwnerOptions
+    from agent_meta.owner._store import LifetimeStore
 
 GUARD = 30.0
 """Seconds a scenario may take; reached only when something hangs."""
@@ -118,10 +119,11 @@ async def run(
     options: OwnerOptions | None = None,
     *,
     max_line_bytes: int = 1 << 20,
+    store: LifetimeStore | None = None,
 ) -> tuple[RawClient, SdkAdapter]:
     """Run ``scenario`` against an SDK agent (built by ``make_agent``) behind an adapter; when
     it returns, close the client's output and wait for the agent to finish."""
-    async with asyncio.timeout(GUARD), _pair(options, max_line_bytes) as (client, adapter):
+    async with asyncio.timeout(GUARD), _pair(options, max_line_bytes, store) as (client, adapter):
         agent = make_agent(adapter)
         served = asyncio.create_task(
             acp.run_agent(agent, **adapter.connection_kwargs(), use_unstable_protocol=True)
@@ -138,7 +140,7 @@ async def run(
 
 @contextlib.asynccontextmanager
 async def _pair(
-    options: OwnerOptions | None, max_line_bytes: int
+    options: OwnerOptions | None, max_line_bytes: int, store: LifetimeStore | None = None
 ) -> AsyncIterator[tuple[RawClient, SdkAdapter]]:
     opened: list[asyncio.BaseTransport] = []
     to_agent_r, to_agent_w = os.pipe()
@@ -148,7 +150,7 @@ async def _pair(
     client = RawClient(await pipe_reader(to_client_r, opened), await pipe_writer(to_agent_w))
     try:
         async with open_stream_adapter(
-            agent_reader, agent_writer, options, max_line_bytes=max_line_bytes
+            agent_reader, agent_writer, options, max_line_bytes=max_line_bytes, store=store
         ) as adapter:
             yield client, adapter
     finally:

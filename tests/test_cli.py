@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import types
@@ -266,4 +268,58 @@ def test_sdk_runtime_on_a_regular_file_says_why_it_cannot_run(tmp_path: Path) ->
         )
     assert done.returncode == 2
     assert b"stdin is a regular file" in done.stderr
+    assert done.stdout == b""
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--listen", "127.0.0.1:0"], "--listen needs --runtime sdk"),
+        (["--runtime", "trio", "--listen", "0"], "--listen needs --runtime sdk"),
+        (["--token-file", "token"], "--token-file needs --listen"),
+        (["--runtime", "sdk", "--token-file", "token"], "--token-file needs --listen"),
+        (
+            ["--runtime", "sdk", "--listen", "127.0.0.1:0", "--max-line", "1000"],
+            "--max-line applies to stdio only",
+        ),
+    ],
+)
+def test_an_option_the_others_would_make_it_ignore_is_a_usage_error(
+    options: list[str], says: str, tmp_path: Path
+) -> None:
+    """It used to be ignored: ``agent --listen 127.0.0.1:0`` ran a stdio agent."""
+    (tmp_path / "token").write_text("a-token-for-this-test\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_meta", "agent", *options],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr.decode()
+    assert b"usage: agent-meta" in done.stderr
+    assert done.stdout == b""
+
+
+@pytest.mark.parametrize("where", ["in use", "no such host"])
+def test_an_address_listen_cannot_take_is_one_stopped_line(where: str) -> None:
+    """It used to be a 29-line traceback."""
+    pytest.importorskip("uvicorn")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        address = f"127.0.0.1:{port}" if where == "in use" else "no-such-host.invalid:0"
+        done = subprocess.run(
+            [sys.executable, "-m", "agent_meta", "agent", "--runtime", "sdk", "--listen", address],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env={**os.environ, "AGENT_META_TOKEN": "a-token-for-this-test-only-0123456789"},
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f'agent-meta: stopped: ListenError("cannot listen on {address}: ')
     assert done.stdout == b""

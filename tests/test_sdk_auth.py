@@ -105,3 +105,16 @@ def test_a_bad_token_is_refused_without_being_shown(token: str) -> None:
     with pytest.raises(ValueError) as refused:
         check_token(token)
     assert token not in str(refused.value)
+
+
+def test_the_scheme_is_case_insensitive_and_may_be_followed_by_several_spaces() -> None:
+    """RFC 7235 2.1: ``bearer`` is ``Bearer`` (a client that sent it used to get 401)."""
+    app = App()
+    for scheme in (b"bearer ", b"BEARER ", b"bEaReR ", b"Bearer   "):
+        header = (b"authorization", scheme + TOKEN.encode())
+        assert call(BearerAuth(app, TOKEN), http(header)) == []
+    assert app.scopes == ["http"] * 4
+    for refused in (b"Basic " + TOKEN.encode(), b"Bearer" + TOKEN.encode(), TOKEN.encode()):
+        sent = call(BearerAuth(app, TOKEN), http((b"authorization", refused)))
+        assert sent[0]["status"] == 401
+    assert app.scopes == ["http"] * 4

@@ -317,3 +317,36 @@ def test_a_streamable_http_connection_whose_owner_stopped_is_removed(
     assert len(said) == 1  # once: not again when the SDK closes the connection
     assert "saving lifetimes failed" in said[0].getMessage()
     assert TOKEN not in caplog.text
+
+
+def test_each_connections_agent_is_released_when_it_closes() -> None:
+    """``on_close`` gets each connection's agent once it closed (``--listen`` used to keep
+    every agent until the server stopped): after N connections, none is retained."""
+    from integration.sdk_mini_agent import MiniAgent
+
+    retained: set[Any] = set()
+    released: list[Any] = []
+
+    def make_agent(_connection: Any) -> Any:
+        agent = MiniAgent(None)
+        retained.add(agent)
+        return agent
+
+    async def release(agent: Any) -> None:
+        retained.discard(agent)
+        released.append(agent)
+
+    async def scenario() -> None:
+        app = remote_module.create_asgi_app(make_agent, token=TOKEN, on_close=release)
+        for _ in range(5):
+            socket = Socket(app)
+            assert (await socket.event())["type"] == "websocket.accept"
+            socket.send(INITIALIZE)
+            await socket.answer(1)
+            assert len(retained) == 1
+            socket.to_app.put_nowait({"type": "websocket.disconnect", "code": 1000})
+            await socket.served  # the SDK's handler closed the connection
+            assert retained == set()
+
+    asyncio.run(asyncio.wait_for(scenario(), GUARD))
+    assert len(released) == 5

@@ -23,6 +23,7 @@ from agent_meta import (
     StoreLockedError,
     StoreSchemaError,
 )
+from agent_meta.owner._open import redact_url
 from agent_meta.owner._sqlite import SQLiteStore
 from agent_meta.testing import ClientMirror, FailingTransport, RecordingTransport
 
@@ -375,3 +376,34 @@ async def test_sqlite_write_failure_stops_the_owner_with_nothing_partial(
         record = await store.read("s")
         assert record is not None
         assert record.meta == '{"a":1}'
+
+
+@pytest.mark.parametrize(
+    ("url", "location", "hidden"),
+    [
+        # libpq takes "#" and "?" in a password as they are; urlsplit took them as delimiters
+        ("postgresql://user:Sup3r#Secret@host/db", "postgresql://user@host/db", "Sup3r#Secret"),
+        (
+            "postgresql://u:a?b#c@h:5432/db?sslmode=require",
+            "postgresql://u@h:5432/db?sslmode=require",
+            "a?b#c",
+        ),
+        ("postgresql://u:pa/ss@h/db", "postgresql://u@h/db", "pa/ss"),  # libpq cannot read it
+        ("postgresql://u:a@b@h/db", "postgresql://u@h/db", "a@b"),
+        ("postgres://u:p%40ss@h/db?password=p@ss", "postgres://u@h/db", "p@ss"),
+        ("postgresql:///db?host=/tmp&password=x%23y", "postgresql:///db?host=/tmp", "x#y"),
+        ("postgresql://h/db?pass%77ord=s3cret&user=u", "postgresql://h/db?user=u", "s3cret"),
+        ("postgresql:///db?host=/tmp", "postgresql:///db?host=/tmp", None),  # the form is kept
+        ("postgresql://u@h1:1,h2:2/db?user=a@b", "postgresql://u@h1:1,h2:2/db?user=a@b", None),
+    ],
+)
+def test_a_store_url_is_shown_without_its_password_as_libpq_reads_it(
+    url: str, location: str, hidden: str | None
+) -> None:
+    shown, secrets = redact_url(url)
+    assert shown == location
+    if hidden is None:
+        assert secrets == ()
+    else:
+        assert hidden in secrets
+        assert hidden not in shown

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..core._errors import (
+    STORE_FAILED_MESSAGE,
     AgentMetaError,
     FrameTooLargeError,
     OwnerClosedError,
@@ -183,12 +184,10 @@ class Dispatcher:
             # A load or resume takes its stored lifetime over here: a store round trip, before
             # the next request is read (so that a request pipelined behind it finds it open).
             await self._policy.request({"id": request_id, "method": method, "params": params})
-        except StoreError as exc:
+        except StoreError:
             task_status.started()
             logger.exception("%s: the lifetime store failed", method)
-            failed = JsonRpcError(
-                INTERNAL_ERROR, f"internal error: the lifetime store failed: {exc}"
-            )
+            failed = JsonRpcError(INTERNAL_ERROR, STORE_FAILED_MESSAGE)
             await self._respond(ctx, batch, {"error": failed.to_error()}, planned=False)
             return
         work = Work(trio.CancelScope(), method, ctx.session_id, ctx=ctx)
@@ -394,6 +393,9 @@ def _as_json_rpc_error(exc: Exception, method: str) -> JsonRpcError:
         return JsonRpcError(RESOURCE_NOT_FOUND, f"session not found: {exc}")
     if isinstance(exc, ConnectionClosedError):
         return JsonRpcError(INTERNAL_ERROR, f"internal error: {exc}")
+    if isinstance(exc, StoreError):  # its text names the store: for the agent's log only
+        logger.error("handler for %r: the lifetime store failed", method, exc_info=exc)
+        return JsonRpcError(INTERNAL_ERROR, STORE_FAILED_MESSAGE)
     if isinstance(exc, AgentMetaError):
         return JsonRpcError(INVALID_PARAMS, f"invalid params: {exc}")
     logger.exception("handler for %r failed", method, exc_info=exc)

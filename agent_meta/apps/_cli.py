@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from .._version import __version__
 from ..core._errors import AgentMetaError
 from ..sansio._lines import DEFAULT_MAX_LINE_BYTES
+from ._args import Given, check_combination
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument(
         "--max-line",
+        action=Given,
         type=_positive_int,
         default=DEFAULT_MAX_LINE_BYTES,
         metavar="BYTES",
@@ -171,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="agent-meta: %(levelname)s %(name)s: %(message)s",
     )
+    check_combination(parser, args)
     options = _agent_options(parser, args)
     if args.runtime == "sdk":
         return _run_sdk_agent(parser, args, options)
@@ -292,7 +295,7 @@ def _run_listening(
 
     try:
         asyncio.run(_serve_listening(serve, args.store, options))
-    except (AgentMetaError, ExceptionGroup) as exc:
+    except (AgentMetaError, listen.ListenError, ExceptionGroup) as exc:
         print(f"agent-meta: stopped: {'; '.join(map(repr, _leaves(exc)))}", file=sys.stderr)
         return 1
     return 0

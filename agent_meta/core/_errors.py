@@ -7,6 +7,7 @@ errors about missing sessions are also ``LookupError``, so generic handlers keep
 from __future__ import annotations
 
 __all__ = [
+    "SHOWN_ID_LENGTH",
     "AgentMetaError",
     "FrameLostError",
     "FrameNotSentError",
@@ -22,7 +23,19 @@ __all__ = [
     "StoreSchemaError",
     "TransportBrokenError",
     "UnknownSessionError",
+    "shown_id",
 ]
+
+SHOWN_ID_LENGTH = 64
+"""How many characters of a session id an error text quotes (a client may send any length)."""
+
+
+def shown_id(session_id: object) -> str:
+    """A session id quoted for an error text: its ``repr``, cut to its first
+    :data:`SHOWN_ID_LENGTH` characters (then followed by ``…`` and its length)."""
+    if isinstance(session_id, str) and len(session_id) > SHOWN_ID_LENGTH:
+        return f"{session_id[:SHOWN_ID_LENGTH]!r}… ({len(session_id)} characters)"
+    return repr(session_id)
 
 
 class AgentMetaError(Exception):
@@ -88,6 +101,11 @@ class StoreError(AgentMetaError, OSError):
         super().__init__(f"lifetime store {location}: {reason}")
         self.location = location
         self.reason = reason
+
+
+STORE_FAILED_MESSAGE = "the lifetime store failed; see the agent's log"
+"""What a client is told when the lifetime store fails on its request: the details (the
+store's location, the database's own message) go to the agent's log only."""
 
 
 class StoreLockedError(StoreError):

@@ -23,6 +23,7 @@ from ..core._errors import (
     StoreError,
     TransportBrokenError,
     UnknownSessionError,
+    shown_id,
 )
 from ..sansio._durability import FIRST_EPOCH
 from ..sansio._edits import Edit, Outcome
@@ -189,7 +190,7 @@ class OwnerBase(WriterLoop):
         try:
             return self._lifetimes[session_id]
         except KeyError:
-            raise UnknownSessionError(f"no open lifetime for session {session_id!r}") from None
+            raise UnknownSessionError(f"no open lifetime: session {shown_id(session_id)}") from None
 
     def has_lifetime(self, session_id: str) -> bool:
         """Whether ``session_id`` has an open lifetime."""

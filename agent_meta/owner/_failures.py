@@ -8,6 +8,7 @@ from ..core._errors import (
     OwnerClosedError,
     StoreError,
     TransportBrokenError,
+    shown_id,
 )
 
 __all__ = ["only_broken", "taken_over_error", "unwritten_error"]
@@ -16,7 +17,7 @@ __all__ = ["only_broken", "taken_over_error", "unwritten_error"]
 def taken_over_error(session_id: str) -> LifetimeTakenOverError:
     """What a publisher of a lifetime another holder took over is told."""
     return LifetimeTakenOverError(
-        f"session {session_id!r} was taken over by another holder (a load or resume "
+        f"session {shown_id(session_id)} was taken over by another holder (a load or resume "
         "elsewhere): this publication was not stored, and nothing more of it is written here"
     )
 

@@ -97,18 +97,32 @@ def absolute_store_url(url: str) -> str:
 
 def redact_url(url: str) -> tuple[str, tuple[str, ...]]:
     """``url`` without its password (``user:password@`` or ``?password=``), and the password's
-    spellings (as written and decoded), to scrub from messages."""
-    parts = urllib.parse.urlsplit(url)
-    userinfo, at, hosts = parts.netloc.rpartition("@")
+    spellings (as written and decoded), to scrub from messages.
+
+    Read as libpq reads a URI, not as :func:`urllib.parse.urlsplit` does: ``#`` and ``?`` in
+    a password are part of it. The user information is everything between ``://`` and the
+    last ``@`` before the first ``/`` (or, if there is none, before the first ``?``); the
+    password follows its first ``:``. The query starts at the first ``?`` after the user
+    information; a ``password`` parameter in it is removed. Everything else is kept as
+    written (``postgresql:///db?host=/tmp`` stays so)."""
+    found = _SCHEME.match(url)
+    if found is None:
+        return url, ()
+    prefix, rest = url[: found.end()], url[found.end() :]
+    userinfo, at, _ = rest.partition("/")[0].rpartition("@")
+    if not at:  # a "/" in the password (libpq cannot read it): hide it all the same
+        userinfo, at, _ = rest.partition("?")[0].rpartition("@")
     user, colon, password = userinfo.partition(":")
     spellings = {password, urllib.parse.unquote(password)} if colon else set()
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    spellings |= {value for key, value in query if key == "password"}
-    kept = [(key, value) for key, value in query if key != "password"]
-    location = urllib.parse.urlunsplit(
-        parts._replace(
-            netloc=f"{user}{at}{hosts}",
-            query=urllib.parse.urlencode(kept, quote_via=urllib.parse.quote),
-        )
-    )
+    if at:
+        prefix, rest = f"{prefix}{user}@", rest[len(userinfo) + 1 :]
+    path, question, query = rest.partition("?")
+    kept: list[str] = []
+    for parameter in query.split("&") if question else ():
+        key, _, value = parameter.partition("=")
+        if urllib.parse.unquote(key) == "password":
+            spellings |= {value, urllib.parse.unquote(value)}
+        else:
+            kept.append(parameter)
+    location = prefix + path + ("?" + "&".join(kept) if kept else "")
     return location, tuple(sorted(s for s in spellings if s))

@@ -12,6 +12,8 @@ runtimes answer alike; the adapter only carries them out:
 - under ACP v2 (negotiated, or an ``initialize`` that negotiates it) a request id must not be
   ``null``: ``-32600``;
 - params that are an array are refused ``-32602`` (ACP params are an object);
+- a ``sessionId`` holding a NUL character or a lone surrogate is refused ``-32602``: no
+  store can hold it (PostgreSQL's text has no NUL), nor UTF-8 carry a lone surrogate;
 - when the versions the runtime serves are known (:attr:`InboundGate.versions`), an
   ``initialize`` asking for less than all of them is refused ``-32022`` with ``data:
   {"requested", "supported"}``, and one asking for more than the highest is passed on as
@@ -38,6 +40,7 @@ import dataclasses
 import enum
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
 
+from ..core._errors import shown_id
 from ..core._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -347,4 +350,21 @@ def refusal(
         return JsonRpcError(INVALID_PARAMS, "invalid params: ACP params are an object")
     if not initialized and method != "initialize":
         return JsonRpcError(INVALID_REQUEST, f"{method!r} before 'initialize'")
+    session_id = params.get("sessionId") if isinstance(params, dict) else None
+    flaw = _unstorable(session_id) if isinstance(session_id, str) else None
+    if flaw is not None:
+        return JsonRpcError(
+            INVALID_PARAMS, f"invalid params: 'sessionId' {shown_id(session_id)} holds {flaw}"
+        )
+    return None
+
+
+def _unstorable(session_id: str) -> str | None:
+    """What in a session id no store can hold (PostgreSQL's text has no NUL) nor UTF-8 carry
+    (a lone surrogate, which JSON's ``\\ud800`` escape can spell), if anything."""
+    if "\0" in session_id:
+        return "a NUL character (U+0000)"
+    for char in session_id:
+        if "\ud800" <= char <= "\udfff":
+            return f"a lone surrogate (U+{ord(char):04X})"
     return None

@@ -26,7 +26,13 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any, Protocol, final
 
-from ..core._errors import FrameTooLargeError, MetaValueError, StoreError, UnknownSessionError
+from ..core._errors import (
+    STORE_FAILED_MESSAGE,
+    FrameTooLargeError,
+    MetaValueError,
+    StoreError,
+    UnknownSessionError,
+)
 from ..core._jsonrpc import INTERNAL_ERROR
 from ..owner._policy import LifetimePolicy
 from ..sansio._gate import InboundGate, InvalidEntry, Release
@@ -285,9 +291,9 @@ class SdkAdapter:
         its replay token."""
         try:
             return True, await self._policy.request(message)
-        except StoreError as exc:
+        except StoreError:
             logger.exception("%s: the lifetime store failed", message.get("method"))
-            error = {"code": INTERNAL_ERROR, "message": f"the lifetime store failed: {exc}"}
+            error = {"code": INTERNAL_ERROR, "message": STORE_FAILED_MESSAGE}
             await self.send({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
             return False, None
 

@@ -46,7 +46,7 @@ class BearerAuth:
 
     def __init__(self, app: Any, token: str) -> None:
         self._app = app
-        self._expected = b"Bearer " + check_token(token)
+        self._token = check_token(token)
 
     async def __call__(
         self,
@@ -75,9 +75,13 @@ class BearerAuth:
             if name.lower() == b"authorization":
                 presented = value
                 break
+        # The scheme is case-insensitive, and one or more spaces follow it (RFC 7235 2.1):
+        # "bearer", "BEARER" and "Bearer" are one scheme.
+        scheme, _, credentials = presented.partition(b" ")
         # Constant time whatever was presented (compare_digest takes equal work for equal
         # lengths; the length of the expected value is not the secret).
-        return hmac.compare_digest(presented, self._expected)
+        matches = hmac.compare_digest(credentials.lstrip(b" "), self._token)
+        return matches and scheme.lower() == b"bearer"
 
 
 async def _deny_http(send: Callable[[Any], Awaitable[None]]) -> None:

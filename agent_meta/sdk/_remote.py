@@ -109,6 +109,8 @@ class RemoteConnection:
         self.on_stopped: Callable[[str], None] | None = None
         """Called once, with a reason fit for the client (no secrets), if the owner stops on its
         own, before :meth:`close`; :func:`create_asgi_app` ends the connection then."""
+        self.on_closed: Callable[[], Awaitable[None]] | None = None
+        """Awaited at the end of :meth:`close` (``create_asgi_app``'s ``on_close``)."""
 
     async def adapter(self) -> SdkAdapter:
         """The connection's adapter, once its owner runs (started here if need be)."""
@@ -135,7 +137,11 @@ class RemoteConnection:
             except Exception:  # the SDK ignores errors of close(): say it here
                 if not self._stopped_by_itself:  # said when it stopped
                     logger.exception("the owner of an SDK connection stopped with an error")
-        await self._inner.close()
+        try:
+            await self._inner.close()
+        finally:
+            if self.on_closed is not None:
+                await self.on_closed()
 
     async def _run(self) -> None:
         try:
@@ -186,6 +192,7 @@ def create_asgi_app(
     *,
     store: LifetimeStore | None = None,
     token: str | None = None,
+    on_close: Callable[[Any], Awaitable[None]] | None = None,
 ) -> Any:
     """The SDK's ASGI app for streamable HTTP and WebSocket, with an owner per connection.
 
@@ -202,9 +209,12 @@ def create_asgi_app(
     A connection whose owner stops on its own (a store write failed) ends: a WebSocket is
     closed with code ``1011``, a streamable HTTP connection is removed (its SSE streams end,
     and requests naming it are answered ``404``).
+
+    ``on_close`` is awaited with a connection's agent once the connection has closed and its
+    owner written what it accepted: release the agent there (nothing else keeps it).
     """
     server = AcpServer(agent_factory)
-    server._registry = _AdaptingRegistry(options, store)  # no public hook for this
+    server._registry = _AdaptingRegistry(options, store, on_close)  # no public hook for this
     app = _EndingSockets(AcpAsgiApp(server))
     return app if token is None else BearerAuth(app, token)
 
@@ -220,10 +230,16 @@ class _AdaptingRegistry(ConnectionRegistry):
     """The SDK's connection registry, building every connection over a :class:`RemoteConnection`
     and ending the connection when its owner stops on its own."""
 
-    def __init__(self, options: OwnerOptions | None, store: LifetimeStore | None) -> None:
+    def __init__(
+        self,
+        options: OwnerOptions | None,
+        store: LifetimeStore | None,
+        on_close: Callable[[Any], Awaitable[None]] | None = None,
+    ) -> None:
         super().__init__()
         self._options = options
         self._store = store
+        self._on_close = on_close
         self._removals: set[asyncio.Task[None]] = set()
 
     def create(self, agent_factory: Any) -> Any:
@@ -257,6 +273,7 @@ class _AdaptingRegistry(ConnectionRegistry):
         original = namespace["AgentSideConnection"]
         options = self._options
         store = self._store
+        on_close = self._on_close
         built: list[RemoteConnection] = []
 
         def connect(to_agent: Callable[[Any], Any], inner: Any, **kwargs: Any) -> Any:
@@ -265,7 +282,10 @@ class _AdaptingRegistry(ConnectionRegistry):
 
             def make_agent(connection: Any) -> Any:
                 register_connection(connection, remote.adapter)
-                return to_agent(connection)
+                agent = to_agent(connection)
+                if on_close is not None:
+                    remote.on_closed = functools.partial(on_close, agent)
+                return agent
 
             kwargs["use_unstable_protocol"] = True
             return original(make_agent, remote, **kwargs)

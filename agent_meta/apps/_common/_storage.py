@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agent_meta import LifetimeTakenOverError, SQLiteStore
 
 from ._history_sql import HISTORY_LOCK, POSTGRES, SQLITE
+from ._ids import shown_id
 from ._replay import Message
 
 if TYPE_CHECKING:
@@ -224,7 +225,7 @@ def holds(conn: Connection, sql: Dialect, session_id: str, holder: str) -> bool:
 def taken_over_text(session_id: str) -> str:
     """What a prompt on a session another connection took over is answered."""
     return (
-        f"session {session_id!r} was taken over by another connection (a load or resume "
+        f"session {shown_id(session_id)} was taken over by another connection (a load or resume "
         "elsewhere): resume it to continue here"
     )
 

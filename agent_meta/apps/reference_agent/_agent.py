@@ -31,6 +31,7 @@ from agent_meta.wire import (
 
 from .._common._commands import available_commands_update
 from .._common._foreground import SessionForeground
+from .._common._ids import shown_id
 from .._common._listing import MAX_CWD, Pager, check_cwd, list_entry, listed_info
 from .._common._replay import (
     Message,
@@ -283,7 +284,9 @@ class ReferenceAgent(BaseAgent):
         session = self._sessions.get(session_id)
         if session is None:
             raise JsonRpcError(
-                RESOURCE_NOT_FOUND, f"unknown session {session_id!r}", {"sessionId": session_id}
+                RESOURCE_NOT_FOUND,
+                f"unknown session {shown_id(session_id)}",
+                {"sessionId": session_id},
             )
         return session
 
@@ -301,8 +304,8 @@ class ReferenceAgent(BaseAgent):
         if not ctx.owner.has_lifetime(session.session_id):
             raise JsonRpcError(
                 RESOURCE_NOT_FOUND,
-                f"session {session.session_id!r} is not open here (closed, or taken over by "
-                "another connection): resume it first",
+                f"session {shown_id(session.session_id)} is not open here (closed, or taken "
+                "over by another connection): resume it first",
                 {"sessionId": session.session_id},
             )
         lifetime = ctx.owner.lifetime(session.session_id)

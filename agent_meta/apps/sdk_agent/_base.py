@@ -24,6 +24,7 @@ from agent_meta.sdk import adapter_of
 from agent_meta.wire import REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 
 from .._common._foreground import SessionForeground
+from .._common._ids import shown_id
 from .._common._listing import Pager, check_cwd, list_entry, listed_info
 from .._common._replay import Message, check_replayable, replay_updates, reply_id, reply_text
 from .._common._storage import (
@@ -120,7 +121,7 @@ def closed_meanwhile() -> acp.RequestError:
 
 def unknown(session_id: str) -> acp.RequestError:
     return acp.RequestError(
-        RESOURCE_NOT_FOUND, f"unknown session {session_id!r}", {"sessionId": session_id}
+        RESOURCE_NOT_FOUND, f"unknown session {shown_id(session_id)}", {"sessionId": session_id}
     )
 
 
@@ -332,8 +333,8 @@ class SdkAgentBase(Generic[ClientT]):
         if not self._adapter.owner.has_lifetime(session_id):
             raise acp.RequestError(
                 RESOURCE_NOT_FOUND,
-                f"session {session_id!r} is not open here (closed, or taken over by another "
-                "connection): resume it first",
+                f"session {shown_id(session_id)} is not open here (closed, or taken over by "
+                "another connection): resume it first",
                 {"sessionId": session_id},
             )
         return self._adapter.lifetime(session_id)

@@ -24,9 +24,21 @@ from ._agent import SdkReferenceAgent
 if TYPE_CHECKING:
     from agent_meta import LifetimeStore, OwnerOptions, PostgresStore, SQLiteStore
 
-__all__ = ["serve_sdk_listen"]
+__all__ = ["ListenError", "serve_sdk_listen"]
 
 logger = logging.getLogger("agent_meta.sdk_agent")
+
+
+def _websockets() -> str:
+    """uvicorn's WebSocket implementation on the ``websockets`` library: its sans-I/O one where
+    uvicorn has it (0.35 on; the other is deprecated, with a warning at every start)."""
+    from uvicorn.config import WS_PROTOCOLS
+
+    return "websockets-sansio" if "websockets-sansio" in WS_PROTOCOLS else "websockets"
+
+
+class ListenError(OSError):
+    """The address cannot be listened on (in use, not this machine's, a host not found)."""
 
 
 async def serve_sdk_listen(
@@ -42,7 +54,7 @@ async def serve_sdk_listen(
     """Serve until SIGTERM or SIGINT. ``port`` 0 takes a free one; with ``announce`` the
     address is printed on stdout as ``listening ws://HOST:PORT/acp`` (never the token).
     ``store`` and ``history`` are as in :func:`~.serve_sdk_agent`, shared by every
-    connection."""
+    connection. :class:`ListenError` when the address cannot be listened on."""
     import uvicorn
 
     from .._common._storage import HistoryStore
@@ -50,22 +62,30 @@ async def serve_sdk_listen(
     shared_history = None if history is None else HistoryStore(history)
     if shared_history is not None:
         await shared_history.load()  # creates (or migrates) the tables once, before any client
-    agents: list[SdkReferenceAgent] = []
+    agents: set[SdkReferenceAgent] = set()
+    """The agents of the connections open now (each is released when its connection ends)."""
 
     def make_agent(_connection: Any) -> Any:
         # The adapter is found from the connection at initialize (create_asgi_app makes one).
         agent = SdkReferenceAgent(None, shared_history)
-        agents.append(agent)
+        agents.add(agent)
         return cast("Any", agent)
 
-    app = create_asgi_app(make_agent, options, store=store, token=token)
-    listener = socket.create_server((host, port))
+    async def release(agent: Any) -> None:
+        agents.discard(agent)
+        await asyncio.shield(agent.aclose())
+
+    app = create_asgi_app(make_agent, options, store=store, token=token, on_close=release)
+    try:
+        listener = socket.create_server((host, port))
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {host}:{port}: {exc}") from exc
     bound_host, bound_port = listener.getsockname()[:2]
     if announce:
         print(f"listening ws://{bound_host}:{bound_port}/acp", flush=True)
     address = f"{bound_host}:{bound_port}"
     logger.info("serving ACP on ws://%s/acp and http://%s/acp", address, address)
-    config = uvicorn.Config(app, log_level="warning", ws="websockets", lifespan="off")
+    config = uvicorn.Config(app, log_level="warning", ws=_websockets(), lifespan="off")
     server = uvicorn.Server(config)
 
     def stop(_signum: int, _frame: object) -> None:
@@ -80,5 +100,5 @@ async def serve_sdk_listen(
         for each, handler in previous.items():
             signal.signal(each, handler)
         listener.close()
-        for agent in agents:
+        for agent in list(agents):
             await asyncio.shield(agent.aclose())
