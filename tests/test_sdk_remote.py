@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import pytest
+from failing_store import FailingStore
 
-from agent_meta import MemoryStore, OwnerClosedError, OwnerOptions
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from agent_meta.sansio._records import StoredLifetime
+from agent_meta import OwnerClosedError, OwnerOptions
 
 remote_module = pytest.importorskip(
     "agent_meta.sdk._remote",
@@ -85,35 +81,7 @@ GUARD = 30.0
 """Seconds a scenario may take; reached only when something hangs."""
 
 
-class BrokenStore:
-    """A :class:`~agent_meta.MemoryStore` whose writes fail (the disk is full), from the
-    ``fail_from``-th on."""
-
-    def __init__(self, fail_from: int = 1) -> None:
-        self.inner = MemoryStore()
-        self.fail_from = fail_from
-        self.writes = 0
-
-    @property
-    def location(self) -> str:
-        return self.inner.location
-
-    async def claim(self, session_id: str, holder: str) -> StoredLifetime | None:
-        return await self.inner.claim(session_id, holder)
-
-    async def read(self, session_id: str) -> StoredLifetime | None:
-        return await self.inner.read(session_id)
-
-    async def write(
-        self, saves: Sequence[StoredLifetime], deletes: Sequence[tuple[str, int]], *, holder: str
-    ) -> frozenset[str]:
-        self.writes += 1
-        if self.writes >= self.fail_from:
-            raise OSError("disk full")
-        return await self.inner.write(saves, deletes, holder=holder)
-
-
-def asgi_app(store: BrokenStore) -> Any:
+def asgi_app(store: FailingStore) -> Any:
     from integration.sdk_mini_agent import MiniAgent
 
     return remote_module.create_asgi_app(lambda _conn: MiniAgent(None), store=store, token=TOKEN)
@@ -230,7 +198,9 @@ def test_a_websocket_whose_owner_stopped_is_closed_1011(caplog: pytest.LogCaptur
     """The store fails under a prompt: the prompt is never answered, but the server closes the
     socket with 1011 (the SDK client then fails its pending requests), says why once, and the
     connection is gone from the server."""
-    store = BrokenStore(fail_from=2)  # session/new's lifetime is stored; the prompt's is not
+    store = FailingStore(
+        fail_on=2, after=True
+    )  # session/new's lifetime is stored; the prompt's is not
 
     async def scenario() -> None:
         app = asgi_app(store)
@@ -268,7 +238,7 @@ def test_a_websocket_the_client_closes_is_not_closed_by_the_server(
 ) -> None:
     """A client that leaves ends its connection as before: the owner drains, nothing is sent
     after the disconnect, and nothing is said."""
-    store = BrokenStore(fail_from=2)
+    store = FailingStore(fail_on=2, after=True)
 
     async def scenario() -> None:
         socket = Socket(asgi_app(store))
@@ -282,7 +252,7 @@ def test_a_websocket_the_client_closes_is_not_closed_by_the_server(
         assert socket.from_app.empty()
 
     asyncio.run(asyncio.wait_for(scenario(), GUARD))
-    assert store.writes == 1
+    assert store.calls == 1
     assert "stopped" not in caplog.text
 
 
@@ -291,7 +261,9 @@ def test_a_streamable_http_connection_whose_owner_stopped_is_removed(
 ) -> None:
     """The store fails under a prompt: the connection's SSE streams end (the SDK client then
     fails its pending requests), and later requests naming the connection are answered 404."""
-    store = BrokenStore(fail_from=2)  # session/new's lifetime is stored; the prompt's is not
+    store = FailingStore(
+        fail_on=2, after=True
+    )  # session/new's lifetime is stored; the prompt's is not
 
     async def scenario() -> None:
         app = asgi_app(store)

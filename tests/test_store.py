@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
+from failing_store import FailingStore
 
 from agent_meta import (
     MemoryStore,
@@ -28,12 +29,9 @@ from agent_meta.owner._sqlite import SQLiteStore
 from agent_meta.testing import ClientMirror, FailingTransport, RecordingTransport
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
     from pathlib import Path
 
     from drivers import Driver
-
-    from agent_meta.owner._store import LifetimeStore
 
 
 class CheckingTransport(RecordingTransport):
@@ -53,38 +51,6 @@ class CheckingTransport(RecordingTransport):
             for key, value in seen.items():
                 assert key in stored, f"frame with {key!r} written before it was stored"
                 assert stored[key] >= value
-
-
-class FailingStore:
-    """Wraps a store; the ``fail_on``-th write raises ``error`` (counted from 1)."""
-
-    def __init__(self, inner: LifetimeStore, fail_on: int, error: Exception) -> None:
-        self.inner = inner
-        self.fail_on = fail_on
-        self.error = error
-        self.calls = 0
-
-    @property
-    def location(self) -> str:
-        return self.inner.location
-
-    async def claim(self, session_id: str, holder: str) -> StoredLifetime | None:
-        return await self.inner.claim(session_id, holder)
-
-    async def read(self, session_id: str) -> StoredLifetime | None:
-        return await self.inner.read(session_id)
-
-    async def write(
-        self,
-        saves: Sequence[StoredLifetime],
-        deletes: Sequence[tuple[str, int]],
-        *,
-        holder: str,
-    ) -> frozenset[str]:
-        self.calls += 1
-        if self.calls == self.fail_on:
-            raise self.error
-        return await self.inner.write(saves, deletes, holder=holder)
 
 
 async def test_every_frame_is_stored_before_it_is_written(driver: Driver) -> None:

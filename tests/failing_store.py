@@ -1,0 +1,51 @@
+"""A lifetime store whose writes fail on cue, for the tests of what a store failure does."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent_meta import MemoryStore
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from agent_meta import StoredLifetime
+    from agent_meta.owner._store import LifetimeStore
+
+
+class FailingStore:
+    """Wraps ``inner`` (a fresh :class:`~agent_meta.MemoryStore` by default); its
+    ``fail_on``-th write raises ``error`` (counted from 1), and with ``after`` every later one
+    too (a disk that stays full). Claims and reads pass through."""
+
+    def __init__(
+        self,
+        inner: LifetimeStore | None = None,
+        *,
+        fail_on: int = 1,
+        error: Exception | None = None,
+        after: bool = False,
+    ) -> None:
+        self.inner = MemoryStore() if inner is None else inner
+        self.fail_on = fail_on
+        self.error = OSError("disk full") if error is None else error
+        self.after = after
+        self.calls = 0
+
+    @property
+    def location(self) -> str:
+        return self.inner.location
+
+    async def claim(self, session_id: str, holder: str) -> StoredLifetime | None:
+        return await self.inner.claim(session_id, holder)
+
+    async def read(self, session_id: str) -> StoredLifetime | None:
+        return await self.inner.read(session_id)
+
+    async def write(
+        self, saves: Sequence[StoredLifetime], deletes: Sequence[tuple[str, int]], *, holder: str
+    ) -> frozenset[str]:
+        self.calls += 1
+        if self.calls == self.fail_on or (self.after and self.calls > self.fail_on):
+            raise self.error
+        return await self.inner.write(saves, deletes, holder=holder)
