@@ -477,6 +477,13 @@ class Fleet:
         self.replicas: list[Replica] = []
         self.clients: list[Client] = []
 
+    async def pair(
+        self, kind: str, clients: tuple[str, str] = ("client@A", "client@B")
+    ) -> tuple[Replica, Replica, Client, Client]:
+        """Replicas A and B of ``kind``, started at once, and a client connected to each."""
+        a, b = await asyncio.gather(self.start(kind, "A"), self.start(kind, "B"))
+        return a, b, await self.connect(a, clients[0]), await self.connect(b, clients[1])
+
     async def start(self, kind: str, name: str) -> Replica:
         """Start a replica of ``kind`` (one of :data:`TRANSPORTS`)."""
         if kind == "ws":

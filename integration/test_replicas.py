@@ -201,10 +201,7 @@ def test_a_frozen_holder_is_fenced_when_it_wakes(store: StoreUnderTest, transpor
 
     async def scenario() -> None:
         async with fleet(store) as running:
-            a, b = await asyncio.gather(
-                running.start(transport, "A"), running.start(transport, "B")
-            )
-            on_a, on_b = await running.connect(a, "client@A"), await running.connect(b, "client@B")
+            a, _b, on_a, on_b = await running.pair(transport)
             sid = await on_a.new_session()
             await on_a.prompt(sid, "/meta set base 1")
             await on_a.prompt(sid, f"/burst {BURST} n")
@@ -409,10 +406,7 @@ def test_a_former_holder_resuming_again_takes_the_session_back(
 
     async def scenario() -> None:
         async with fleet(store) as running:
-            a, b = await asyncio.gather(
-                running.start(transport, "A"), running.start(transport, "B")
-            )
-            x, y = await running.connect(a, "X"), await running.connect(b, "Y")
+            _a, _b, x, y = await running.pair(transport, ("X", "Y"))
             sid = await x.new_session()
             await x.prompt(sid, "/meta set c 1")
             await y.resume(sid, replay=False)
@@ -776,10 +770,7 @@ def test_a_former_holder_adds_nothing_to_the_history(store: StoreUnderTest, tran
 
     async def scenario() -> None:
         async with fleet(store) as running:
-            a, b = await asyncio.gather(
-                running.start(transport, "A"), running.start(transport, "B")
-            )
-            x, y = await running.connect(a, "X"), await running.connect(b, "Y")
+            _a, b, x, y = await running.pair(transport, ("X", "Y"))
             sid = await x.new_session()
             assert (await x.prompt(sid, "from X")).says("from X")
             await y.resume(sid, replay=False)
