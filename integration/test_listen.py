@@ -204,7 +204,10 @@ def test_a_replica_takes_a_session_over_and_the_former_holder_is_fenced(tmp_path
                 }
                 await second.prompt(session_id=session_id, prompt=text("/meta set b 2"))
                 fenced_from = on_a.mark()
-                await first.prompt(session_id=session_id, prompt=text("/meta set c 3"))
+                # A no longer holds it: its prompt is refused before anything is stored.
+                with pytest.raises(acp.RequestError) as refused:
+                    await first.prompt(session_id=session_id, prompt=text("/meta set c 3"))
+                assert refused.value.code == -32002
                 after = info_updates(on_a.incoming(fenced_from))
                 assert after == [], f"A's client got {after} after B took the session"
                 return session_id, on_a, on_b
