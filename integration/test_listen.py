@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -238,3 +239,24 @@ def test_resuming_an_unknown_session_takes_nothing_and_tells_nothing(tmp_path: P
     finally:
         conn.close()
     assert rows == 0  # nothing was created or taken over
+
+
+@pytest.mark.parametrize("where", ["in use", "no such host"])
+def test_an_address_listen_cannot_take_is_one_stopped_line(where: str) -> None:
+    """It used to be a 29-line traceback."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        address = f"127.0.0.1:{port}" if where == "in use" else "no-such-host.invalid:0"
+        done = subprocess.run(
+            [sys.executable, "-m", "agent_meta", "agent", "--runtime", "sdk", "--listen", address],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env={**os.environ, "AGENT_META_TOKEN": "a-token-for-this-test-only-0123456789"},
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f'agent-meta: stopped: ListenError("cannot listen on {address}: ')
+    assert done.stdout == b""
