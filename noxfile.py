@@ -182,7 +182,7 @@ def bench(session: nox.Session) -> None:
 
     Speed is measured here, never asserted. Extra arguments go to the suite (``--only slow``).
     """
-    session.install("-e", ".[test,demo,bench,postgres]")
+    session.install("-e", ".[test,demo,bench,postgres,sdk-http]")
     session.run("python", "-m", "integration.bench", *session.posargs)
 
 
@@ -197,5 +197,5 @@ def bench_sdk(session: nox.Session, release: str) -> None:
 @nox.session(python=PYTHON)
 def bench_smoke(session: nox.Session) -> None:
     """The performance suite with tiny counts (a few seconds), so that it keeps working."""
-    session.install("-e", ".[test,demo,postgres]")
+    session.install("-e", ".[test,demo,postgres,sdk-http]")
     session.run("python", "-m", "integration.bench", "--smoke", *session.posargs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import types
@@ -299,3 +300,26 @@ def test_an_option_the_others_would_make_it_ignore_is_a_usage_error(
     assert says in done.stderr.decode()
     assert b"usage: agent-meta" in done.stderr
     assert done.stdout == b""
+
+
+def test_listen_without_its_server_says_which_extra_to_install() -> None:
+    """Without uvicorn (the ``sdk-http`` extra), ``--listen`` is refused before anything runs,
+    with the extra to install, not a traceback from inside the server."""
+    program = (
+        "import sys\n"
+        "sys.modules['uvicorn'] = None  # as if it were not installed\n"
+        "from agent_meta.apps._cli import main\n"
+        "sys.exit(main(['agent', '--runtime', 'sdk', '--listen', '127.0.0.1:0']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env={**os.environ, "AGENT_META_TOKEN": "a-token-for-this-test-only-0123456789"},
+        timeout=60,
+        check=False,
+    )
+    errors = done.stderr.decode()
+    assert done.returncode == 2, errors
+    assert "pip install 'agent-meta[sdk-http]'" in errors
+    assert "Traceback" not in errors

@@ -17,6 +17,8 @@ import signal
 import socket
 from typing import TYPE_CHECKING, Any, cast
 
+import uvicorn  # here, not where it is used: the CLI imports this module to check the extra
+
 from agent_meta.sdk import create_asgi_app
 
 from ._agent import SdkReferenceAgent
@@ -55,8 +57,6 @@ async def serve_sdk_listen(
     address is printed on stdout as ``listening ws://HOST:PORT/acp`` (never the token).
     ``store`` and ``history`` are as in :func:`~.serve_sdk_agent`, shared by every
     connection. :class:`ListenError` when the address cannot be listened on."""
-    import uvicorn
-
     from .._common._storage import HistoryStore
 
     shared_history = None if history is None else HistoryStore(history)
