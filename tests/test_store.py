@@ -29,9 +29,10 @@ from agent_meta.owner._sqlite import SQLiteStore
 from agent_meta.testing import ClientMirror, FailingTransport, RecordingTransport
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
-    from drivers import Driver
+    from drivers import Driver, Sequencer
 
 
 class CheckingTransport(RecordingTransport):
@@ -373,3 +374,60 @@ def test_a_store_url_is_shown_without_its_password_as_libpq_reads_it(
     else:
         assert hidden in secrets
         assert hidden not in shown
+
+
+class ClaimReadingFirst:
+    """A :class:`~agent_meta.MemoryStore` whose first claim reads the store before the owner's
+    first write is stored, and answers only after it is (a claim and a batch on two
+    connections of one database, the batch committing between the claim's read and its
+    answer). Later calls pass straight through."""
+
+    def __init__(self, sequencer: Sequencer) -> None:
+        self.inner = MemoryStore()
+        self.sequencer = sequencer
+        self.claims = 0
+        self.writes = 0
+
+    @property
+    def location(self) -> str:
+        return self.inner.location
+
+    async def claim(self, session_id: str, holder: str) -> StoredLifetime | None:
+        self.claims += 1
+        if self.claims > 1:
+            return await self.inner.claim(session_id, holder)
+        async with self.sequencer(0):
+            found = await self.inner.claim(session_id, holder)
+        async with self.sequencer(2):
+            return found
+
+    async def read(self, session_id: str) -> StoredLifetime | None:
+        return await self.inner.read(session_id)
+
+    async def write(
+        self, saves: Sequence[StoredLifetime], deletes: Sequence[tuple[str, int]], *, holder: str
+    ) -> frozenset[str]:
+        self.writes += 1
+        if self.writes > 1:
+            return await self.inner.write(saves, deletes, holder=holder)
+        async with self.sequencer(1):
+            return await self.inner.write(saves, deletes, holder=holder)
+
+
+async def test_a_claim_that_read_before_the_first_record_was_stored_keeps_the_lifetime(
+    driver: Driver,
+) -> None:
+    """The claim found nothing, but the lifetime's first record was stored meanwhile (it was
+    this owner's all along): the owner asks the store again instead of ending its own lifetime
+    as taken over (CI caught this race on PostgreSQL)."""
+    store = ClaimReadingFirst(driver.sequencer())
+    async with driver.open_owner(RecordingTransport(), store=store) as owner:
+        fresh = owner.open_lifetime("s")
+        fresh.publish_nowait(meta={"a": 1})
+        assert await owner.claim_lifetime("s") is fresh
+        assert owner.statistics().taken_over == 0
+        assert store.claims == 2
+        await fresh.publish(meta={"b": 2})
+    record = await store.read("s")
+    assert record is not None
+    assert json.loads(record.meta or "null") == {"a": 1, "b": 2}

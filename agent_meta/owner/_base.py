@@ -152,12 +152,12 @@ class OwnerBase(WriterLoop):
         held = self._lifetimes.get(session_id)
         if self._store is None:
             return held
-        try:
-            record = await self._store.claim(session_id, self.holder)
-        except Exception as exc:
-            raise self._store_failed(exc) from exc
-        self._check_running()
+        record = await _claim(self, session_id)
         current = self._lifetimes.get(session_id)
+        if record is None and held is not None and current is held and held._state.epoch:
+            # Its first record may have been stored after the claim read the store: ask again.
+            record = await _claim(self, session_id)
+            current = self._lifetimes.get(session_id)
         if current is not None and (current is not held or _still_held(current, record)):
             return current  # this owner's (or claimed by another task of it meanwhile)
         if current is not None:  # another holder's since: it ends here, the claim opens anew
@@ -476,6 +476,17 @@ def _check_session_id(session_id: object) -> None:
     """A session id is a str (R12: a typed error, not a ``TypeError`` from a dict lookup)."""
     if not isinstance(session_id, str):
         raise MetaValueError(f"must be a str, not a {type(session_id).__name__}", path="session_id")
+
+
+async def _claim(owner: OwnerBase, session_id: str) -> StoredLifetime | None:
+    """``owner``'s claim of ``session_id`` from its store (a failure stops the owner)."""
+    assert owner._store is not None
+    try:
+        record = await owner._store.claim(session_id, owner.holder)
+    except Exception as exc:
+        raise owner._store_failed(exc) from exc
+    owner._check_running()
+    return record
 
 
 def _still_held(lifetime: SessionLifetime, record: StoredLifetime | None) -> bool:
