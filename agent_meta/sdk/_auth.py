@@ -25,6 +25,11 @@ MIN_TOKEN_BYTES: Final = 16
 """The shortest token accepted: anything shorter could be guessed."""
 
 _DENIAL: Final = b"401 Unauthorized: send Authorization: Bearer <token>\n"
+_DENIAL_HEADERS: Final = (
+    (b"content-type", b"text/plain; charset=utf-8"),
+    (b"www-authenticate", b'Bearer realm="acp"'),
+)
+"""The headers of a refusal, over HTTP and as a WebSocket denial response."""
 
 
 def check_token(token: str) -> bytes:
@@ -89,11 +94,7 @@ async def _deny_http(send: Callable[[Any], Awaitable[None]]) -> None:
         {
             "type": "http.response.start",
             "status": 401,
-            "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"www-authenticate", b'Bearer realm="acp"'),
-                (b"content-length", str(len(_DENIAL)).encode()),
-            ],
+            "headers": [*_DENIAL_HEADERS, (b"content-length", str(len(_DENIAL)).encode())],
         }
     )
     await send({"type": "http.response.body", "body": _DENIAL})
@@ -114,10 +115,7 @@ async def _deny_websocket(
             {
                 "type": "websocket.http.response.start",
                 "status": 401,
-                "headers": [
-                    (b"content-type", b"text/plain; charset=utf-8"),
-                    (b"www-authenticate", b'Bearer realm="acp"'),
-                ],
+                "headers": list(_DENIAL_HEADERS),
             }
         )
         await send({"type": "websocket.http.response.body", "body": _DENIAL})

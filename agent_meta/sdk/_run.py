@@ -113,7 +113,9 @@ async def run_agent(
     and ``store`` are the owner's (:func:`~agent_meta.sdk.open_stdio_adapter`).
 
     The agent reaches its adapter with ``await agent_meta.sdk.adapter_of(conn)``. Returns when
-    the client's input ends and the owner has written what it accepted; raises
+    the client's input ends and the owner has written what it accepted; requests still running
+    then are answered first (the SDK alone would cancel them), for up to the owner's
+    ``drain_timeout``, which is unbounded by default (docs/sdk.md). Raises
     :class:`~agent_meta.TransportBrokenError` when frames were left unwritten (a client that
     stopped reading), :class:`~agent_meta.sdk.UnsupportedSdkError` for an SDK outside the
     supported range, and ``TypeError`` for arguments that would take the writing away from the
