@@ -1,4 +1,5 @@
-"""A lifetime store whose writes fail on cue, for the tests of what a store failure does."""
+"""Lifetime stores that pass calls to another and stage some: writes that fail on cue, for the
+tests of what a store failure does, and others built on :class:`WrappedStore`."""
 
 from __future__ import annotations
 
@@ -13,24 +14,12 @@ if TYPE_CHECKING:
     from agent_meta.owner._store import LifetimeStore
 
 
-class FailingStore:
-    """Wraps ``inner`` (a fresh :class:`~agent_meta.MemoryStore` by default); its
-    ``fail_on``-th write raises ``error`` (counted from 1), and with ``after`` every later one
-    too (a disk that stays full). Claims and reads pass through."""
+class WrappedStore:
+    """A :class:`~agent_meta.LifetimeStore` that passes every call to ``inner`` (a fresh
+    :class:`~agent_meta.MemoryStore` by default); tests override the calls they stage."""
 
-    def __init__(
-        self,
-        inner: LifetimeStore | None = None,
-        *,
-        fail_on: int = 1,
-        error: Exception | None = None,
-        after: bool = False,
-    ) -> None:
+    def __init__(self, inner: LifetimeStore | None = None) -> None:
         self.inner = MemoryStore() if inner is None else inner
-        self.fail_on = fail_on
-        self.error = OSError("disk full") if error is None else error
-        self.after = after
-        self.calls = 0
 
     @property
     def location(self) -> str:
@@ -45,7 +34,31 @@ class FailingStore:
     async def write(
         self, saves: Sequence[StoredLifetime], deletes: Sequence[tuple[str, int]], *, holder: str
     ) -> frozenset[str]:
+        return await self.inner.write(saves, deletes, holder=holder)
+
+
+class FailingStore(WrappedStore):
+    """Its ``fail_on``-th write raises ``error`` (counted from 1), and with ``after`` every
+    later one too (a disk that stays full). Claims and reads pass through."""
+
+    def __init__(
+        self,
+        inner: LifetimeStore | None = None,
+        *,
+        fail_on: int = 1,
+        error: Exception | None = None,
+        after: bool = False,
+    ) -> None:
+        super().__init__(inner)
+        self.fail_on = fail_on
+        self.error = OSError("disk full") if error is None else error
+        self.after = after
+        self.calls = 0
+
+    async def write(
+        self, saves: Sequence[StoredLifetime], deletes: Sequence[tuple[str, int]], *, holder: str
+    ) -> frozenset[str]:
         self.calls += 1
         if self.calls == self.fail_on or (self.after and self.calls > self.fail_on):
             raise self.error
-        return await self.inner.write(saves, deletes, holder=holder)
+        return await super().write(saves, deletes, holder=holder)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
-from failing_store import FailingStore
+from failing_store import FailingStore, WrappedStore
 
 from agent_meta import (
     MemoryStore,
@@ -376,42 +376,34 @@ def test_a_store_url_is_shown_without_its_password_as_libpq_reads_it(
         assert hidden not in shown
 
 
-class ClaimReadingFirst:
-    """A :class:`~agent_meta.MemoryStore` whose first claim reads the store before the owner's
-    first write is stored, and answers only after it is (a claim and a batch on two
-    connections of one database, the batch committing between the claim's read and its
-    answer). Later calls pass straight through."""
+class ClaimReadingFirst(WrappedStore):
+    """Its first claim reads the store before the owner's first write is stored, and answers
+    only after it is (a claim and a batch on two connections of one database, the batch
+    committing between the claim's read and its answer). Later calls pass straight through."""
 
     def __init__(self, sequencer: Sequencer) -> None:
-        self.inner = MemoryStore()
+        super().__init__()
         self.sequencer = sequencer
         self.claims = 0
         self.writes = 0
 
-    @property
-    def location(self) -> str:
-        return self.inner.location
-
     async def claim(self, session_id: str, holder: str) -> StoredLifetime | None:
         self.claims += 1
         if self.claims > 1:
-            return await self.inner.claim(session_id, holder)
+            return await super().claim(session_id, holder)
         async with self.sequencer(0):
-            found = await self.inner.claim(session_id, holder)
+            found = await super().claim(session_id, holder)
         async with self.sequencer(2):
             return found
-
-    async def read(self, session_id: str) -> StoredLifetime | None:
-        return await self.inner.read(session_id)
 
     async def write(
         self, saves: Sequence[StoredLifetime], deletes: Sequence[tuple[str, int]], *, holder: str
     ) -> frozenset[str]:
         self.writes += 1
         if self.writes > 1:
-            return await self.inner.write(saves, deletes, holder=holder)
+            return await super().write(saves, deletes, holder=holder)
         async with self.sequencer(1):
-            return await self.inner.write(saves, deletes, holder=holder)
+            return await super().write(saves, deletes, holder=holder)
 
 
 async def test_a_claim_that_read_before_the_first_record_was_stored_keeps_the_lifetime(

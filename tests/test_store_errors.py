@@ -10,17 +10,16 @@ import logging
 from typing import TYPE_CHECKING
 
 import pytest
+from failing_store import WrappedStore
 from peer import serve
 from sdk_pair import RawClient, run
 
-from agent_meta import BaseAgent, MemoryStore, RequestContext, StoredLifetime, StoreError
+from agent_meta import BaseAgent, RequestContext, StoredLifetime, StoreError
 from agent_meta.apps.reference_agent import ReferenceAgent
 from agent_meta.core._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND
 from integration.sdk_mini_agent import MiniAgent
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from agent_meta.core._json import JsonObject
     from agent_meta.sdk import SdkAdapter
 
@@ -29,11 +28,8 @@ INIT_V2 = {"protocolVersion": 2, "info": {"name": "t", "version": "0"}}
 DETAIL = 'connection to server at "db.internal" failed'
 
 
-class UnreachableStore:
+class UnreachableStore(WrappedStore):
     """A store whose claims fail as a database that went away does."""
-
-    def __init__(self) -> None:
-        self.inner = MemoryStore()
 
     @property
     def location(self) -> str:
@@ -41,14 +37,6 @@ class UnreachableStore:
 
     async def claim(self, session_id: str, holder: str) -> StoredLifetime | None:
         raise StoreError(LOCATION, f"claim failed: {DETAIL}")
-
-    async def read(self, session_id: str) -> StoredLifetime | None:
-        return await self.inner.read(session_id)
-
-    async def write(
-        self, saves: Sequence[StoredLifetime], deletes: Sequence[tuple[str, int]], *, holder: str
-    ) -> frozenset[str]:
-        return await self.inner.write(saves, deletes, holder=holder)
 
 
 def assert_generic(error: dict[str, object], caplog: pytest.LogCaptureFixture) -> None:
