@@ -55,29 +55,14 @@ from .core._session_info import compose_session_info_patches as compose_session_
 from .core._timestamps import is_rfc3339 as is_rfc3339
 
 if _typing.TYPE_CHECKING:
-    from .acp._agent import Agent as Agent
-    from .acp._agent import BaseAgent as BaseAgent
-    from .acp._agent import RequestContext as RequestContext
-    from .acp._connection import SUPPORTED_PROTOCOL_VERSIONS as SUPPORTED_PROTOCOL_VERSIONS
-    from .acp._connection import AgentConnection as AgentConnection
-    from .acp._outbound import ClientRequestError as ClientRequestError
-    from .acp._outbound import ConnectionClosedError as ConnectionClosedError
-    from .acp._serve import serve_agent as serve_agent
-    from .acp._stdio import run_stdio_agent as run_stdio_agent
-    from .acp._stdio import serve_stdio as serve_stdio
     from .core._jsonrpc import JsonRpcError as JsonRpcError
     from .owner._asyncio import AsyncioMetaOwner as AsyncioMetaOwner
     from .owner._asyncio import open_asyncio_owner as open_asyncio_owner
     from .owner._asyncio_stream import AsyncioStreamTransport as AsyncioStreamTransport
     from .owner._lifetime import DomainHandle as DomainHandle
     from .owner._lifetime import SessionLifetime as SessionLifetime
-    from .owner._open import open_store as open_store
-    from .owner._postgres import PostgresStore as PostgresStore
     from .owner._protocol import Owner as Owner
-    from .owner._sqlite import SQLiteStore as SQLiteStore
     from .owner._statistics import OwnerStatistics as OwnerStatistics
-    from .owner._store import LifetimeStore as LifetimeStore
-    from .owner._store import MemoryStore as MemoryStore
     from .owner._threadsafe import ThreadsafeOwner as ThreadsafeOwner
     from .owner._transport import Transport as Transport
     from .owner._trio import MetaOwner as MetaOwner
@@ -87,30 +72,47 @@ if _typing.TYPE_CHECKING:
     from .sansio._options import RetryPolicy as RetryPolicy
     from .sansio._records import StoredLifetime as StoredLifetime
     from .sansio._state import FailureIncident as FailureIncident
+    from .stores._open import open_store as open_store
+    from .stores._postgres import PostgresStore as PostgresStore
+    from .stores._sqlite import SQLiteStore as SQLiteStore
+    from .stores._store import LifetimeStore as LifetimeStore
+    from .stores._store import MemoryStore as MemoryStore
+    from .trio_connection._agent import Agent as Agent
+    from .trio_connection._agent import BaseAgent as BaseAgent
+    from .trio_connection._agent import RequestContext as RequestContext
+    from .trio_connection._connection import (
+        SUPPORTED_PROTOCOL_VERSIONS as SUPPORTED_PROTOCOL_VERSIONS,
+    )
+    from .trio_connection._connection import AgentConnection as AgentConnection
+    from .trio_connection._outbound import ClientRequestError as ClientRequestError
+    from .trio_connection._outbound import ConnectionClosedError as ConnectionClosedError
+    from .trio_connection._serve import serve_agent as serve_agent
+    from .trio_connection._stdio import run_stdio_agent as run_stdio_agent
+    from .trio_connection._stdio import serve_stdio as serve_stdio
 
 _LAZY: dict[str, str] = {
-    "Agent": ".acp._agent",
-    "BaseAgent": ".acp._agent",
-    "RequestContext": ".acp._agent",
-    "SUPPORTED_PROTOCOL_VERSIONS": ".acp._connection",
-    "AgentConnection": ".acp._connection",
-    "ClientRequestError": ".acp._outbound",
-    "ConnectionClosedError": ".acp._outbound",
-    "serve_agent": ".acp._serve",
-    "run_stdio_agent": ".acp._stdio",
-    "serve_stdio": ".acp._stdio",
+    "Agent": ".trio_connection._agent",
+    "BaseAgent": ".trio_connection._agent",
+    "RequestContext": ".trio_connection._agent",
+    "SUPPORTED_PROTOCOL_VERSIONS": ".trio_connection._connection",
+    "AgentConnection": ".trio_connection._connection",
+    "ClientRequestError": ".trio_connection._outbound",
+    "ConnectionClosedError": ".trio_connection._outbound",
+    "serve_agent": ".trio_connection._serve",
+    "run_stdio_agent": ".trio_connection._stdio",
+    "serve_stdio": ".trio_connection._stdio",
     "AsyncioMetaOwner": ".owner._asyncio",
     "open_asyncio_owner": ".owner._asyncio",
     "AsyncioStreamTransport": ".owner._asyncio_stream",
     "OwnerStatistics": ".owner._statistics",
     "DomainHandle": ".owner._lifetime",
     "SessionLifetime": ".owner._lifetime",
-    "open_store": ".owner._open",
-    "PostgresStore": ".owner._postgres",
+    "open_store": ".stores._open",
+    "PostgresStore": ".stores._postgres",
     "Owner": ".owner._protocol",
-    "SQLiteStore": ".owner._sqlite",
-    "LifetimeStore": ".owner._store",
-    "MemoryStore": ".owner._store",
+    "SQLiteStore": ".stores._sqlite",
+    "LifetimeStore": ".stores._store",
+    "MemoryStore": ".stores._store",
     "ThreadsafeOwner": ".owner._threadsafe",
     "Transport": ".owner._transport",
     "MetaOwner": ".owner._trio",

@@ -28,19 +28,29 @@ if TYPE_CHECKING:
 __all__ = ["postgres_server", "postgres_url", "skip_module_without_psycopg"]
 
 
+POSTGRES_MODULES = ("psycopg", "psycopg_pool")
+"""What the ``postgres`` extra installs, and :class:`~agent_meta.PostgresStore` imports."""
+
+
 def skip_module_without_psycopg() -> None:
-    """Skip the calling test module when psycopg is not installed (the ``postgres`` extra),
-    unless a server is required: then its import fails the run."""
-    if importlib.util.find_spec("psycopg") is None and not required():
+    """Skip the calling test module when a module of the ``postgres`` extra (psycopg, or
+    psycopg_pool) is not installed, unless a server is required: then its import fails the
+    run."""
+    missing = [name for name in POSTGRES_MODULES if importlib.util.find_spec(name) is None]
+    if missing and not required():
         pytest.skip(
-            "psycopg is not installed: pip install 'agent-meta[postgres]'",
+            f"{', '.join(missing)} not installed: pip install 'agent-meta[postgres]'",
             allow_module_level=True,
         )
 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    """A PostgreSQL server for the whole run, with a role that logs in with a password."""
+    """A PostgreSQL server for the whole run, with a role that logs in with a password.
+
+    Skips (unless a server is required) without a server, and without the ``postgres`` extra:
+    a test that gets a server goes on to open a :class:`~agent_meta.PostgresStore`."""
+    skip_module_without_psycopg()
     try:
         server = start_server()
     except ServerUnavailableError as exc:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from agent_meta.apps._peer import AgentPeer
+from agent_meta.tools._peer import AgentPeer
 from integration.harness import agent_command
 from integration.test_acpx import Acpx
 

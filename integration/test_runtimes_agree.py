@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_meta.apps._demo_v2 import V2_STORY
+from agent_meta.demo._v2 import V2_STORY
 from agent_meta.testing import ClientMirror
 from integration.harness import agent_command, run_node_client, sdk_speaks_v2
 

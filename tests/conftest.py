@@ -16,7 +16,7 @@ import inspect
 import os
 
 import pytest
-from drivers import NAMES, Driver, VirtualTime, get
+from tests.drivers import NAMES, Driver, VirtualTime, get
 from hypothesis import settings
 
 from integration.postgres_fixtures import postgres_server, postgres_url  # noqa: F401 (fixtures)

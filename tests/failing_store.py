@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from agent_meta import StoredLifetime
-    from agent_meta.owner._store import LifetimeStore
+    from agent_meta.stores._store import LifetimeStore
 
 
 class WrappedStore:

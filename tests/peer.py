@@ -18,7 +18,7 @@ from agent_meta.testing import ClientMirror
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Collection, Mapping
 
-    from agent_meta.owner._store import LifetimeStore
+    from agent_meta.stores._store import LifetimeStore
 
 
 class Peer:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 
     from agent_meta import OwnerOptions
-    from agent_meta.owner._store import LifetimeStore
+    from agent_meta.stores._store import LifetimeStore
 
 GUARD = 30.0
 """Seconds a scenario may take; reached only when something hangs."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp.experimental import v2
 from acp.experimental.negotiation import AgentProtocolRouter
-from sdk_pair import GUARD, RawClient, _pair
+from tests.sdk_pair import GUARD, RawClient, _pair
 
 from agent_meta import OwnerOptions
 

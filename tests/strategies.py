@@ -1,6 +1,6 @@
 """Hypothesis strategies shared by the test suite (JSON values, ``_meta`` states and updates).
 
-Import them as ``from strategies import ...`` (pytest puts ``tests/`` on ``sys.path``).
+Import them as ``from tests.strategies import ...``.
 
 Keys are drawn mostly from a small pool so that updates collide with each other and with stored
 state often; :data:`stored_only_keys` are never used by updates, so laws quantified over stored

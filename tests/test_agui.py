@@ -7,7 +7,7 @@ import copy
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import json_values, meta_keys
+from tests.strategies import json_values, meta_keys
 
 from agent_meta import (
     OMITTED,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agent_meta.apps._check import _offer
-from agent_meta.apps._peer import AgentPeer
+from agent_meta.tools._check import _offer
+from agent_meta.tools._peer import AgentPeer
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = ROOT / "tests" / "broken_agents"

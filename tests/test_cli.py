@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
+from agent_meta.cli import _main as _cli
 
 from agent_meta import __version__
-from agent_meta.acp._lines import DEFAULT_MAX_LINE_BYTES
-from agent_meta.apps import _cli
-from agent_meta.apps._cli import build_parser, main
-from agent_meta.apps.reference_agent import COMMANDS
+from agent_meta.agents.reference_agent import COMMANDS
+from agent_meta.cli._main import build_parser, main
 from agent_meta.core._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -24,6 +23,7 @@ from agent_meta.core._jsonrpc import (
     PARSE_ERROR,
     RESOURCE_NOT_FOUND,
 )
+from agent_meta.trio_connection._lines import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -93,7 +93,7 @@ def test_sdk_runtime_refuses_protocol_2_where_the_sdk_has_no_v2(
 def test_sdk_runtime_without_the_sdk_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "agent_meta.apps.sdk_agent", None)  # makes the import fail
+    monkeypatch.setitem(sys.modules, "agent_meta.agents.sdk_agent", None)  # makes the import fail
     assert main(["agent", "--runtime", "sdk"]) == 2
     assert "pip install 'agent-meta[sdk]'" in capsys.readouterr().err
 
@@ -101,7 +101,7 @@ def test_sdk_runtime_without_the_sdk_says_what_to_install(
 def test_demo_without_its_dependencies_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "agent_meta.apps._demo", None)  # makes the import fail
+    monkeypatch.setitem(sys.modules, "agent_meta.demo._main", None)  # makes the import fail
     assert main(["demo"]) == 2
     assert "pip install 'agent-meta[demo]'" in capsys.readouterr().err
 
@@ -113,7 +113,7 @@ def test_demo_gets_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -> N
         seen.append(argv)
         return 3
 
-    monkeypatch.setitem(sys.modules, "agent_meta.apps._demo", types.SimpleNamespace(main=fake_main))
+    monkeypatch.setitem(sys.modules, "agent_meta.demo._main", types.SimpleNamespace(main=fake_main))
     assert main(["demo", "--fast", "x"]) == 3
     assert seen == [["--fast", "x"]]
 
@@ -308,7 +308,7 @@ def test_listen_without_its_server_says_which_extra_to_install() -> None:
     program = (
         "import sys\n"
         "sys.modules['uvicorn'] = None  # as if it were not installed\n"
-        "from agent_meta.apps._cli import main\n"
+        "from agent_meta.cli._main import main\n"
         "sys.exit(main(['agent', '--runtime', 'sdk', '--listen', '127.0.0.1:0']))\n"
     )
     done = subprocess.run(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 import trio.testing
-from peer import serve
+from tests.peer import serve
 
 from agent_meta import (
     AgentConnection,
@@ -19,7 +19,7 @@ from agent_meta import (
     TransportBrokenError,
     serve_agent,
 )
-from agent_meta.apps.reference_agent import ReferenceAgent
+from agent_meta.agents.reference_agent import ReferenceAgent
 from agent_meta.core._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,

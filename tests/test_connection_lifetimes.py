@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from peer import serve
+from tests.peer import serve
 
 from agent_meta import BaseAgent, JsonRpcError, RequestContext, UnknownSessionError
 from agent_meta.core._jsonrpc import RESOURCE_NOT_FOUND

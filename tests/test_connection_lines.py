@@ -6,13 +6,17 @@ import pytest
 import trio
 import trio.testing
 
-from agent_meta.acp._lines import IncompleteLineError, LineTooLongError, NdjsonLineReader
 from agent_meta.core._jsonrpc import (
     INVALID_PARAMS,
     JsonRpcError,
     optional_str,
     require_object_list,
     require_str,
+)
+from agent_meta.trio_connection._lines import (
+    IncompleteLineError,
+    LineTooLongError,
+    NdjsonLineReader,
 )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import drivers
+from tests import drivers
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

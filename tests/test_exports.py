@@ -3,7 +3,7 @@
 A name added to or removed from a public module's ``__all__`` must also be added to or removed
 from its list below (one line), so that every change of the public API is deliberate. The
 public modules are ``agent_meta``, ``agent_meta.testing``, ``agent_meta.sdk``,
-``agent_meta.apps.reference_agent`` and ``agent_meta.apps.sdk_agent``; every other module is
+``agent_meta.agents.reference_agent`` and ``agent_meta.agents.sdk_agent``; every other module is
 private.
 """
 
@@ -168,8 +168,8 @@ PUBLIC_MODULES = {
     "agent_meta.wire": WIRE_NAMES,
     "agent_meta.testing": TESTING_NAMES,
     "agent_meta.sdk": SDK_NAMES,
-    "agent_meta.apps.reference_agent": REFERENCE_AGENT_NAMES,
-    "agent_meta.apps.sdk_agent": SDK_AGENT_NAMES,
+    "agent_meta.agents.reference_agent": REFERENCE_AGENT_NAMES,
+    "agent_meta.agents.sdk_agent": SDK_AGENT_NAMES,
 }
 """Every public module and its pinned names; every other module is private."""
 
@@ -234,13 +234,26 @@ def test_every_other_module_is_private() -> None:
     """Below the root, only the pinned public modules and the layer packages themselves have
     names without a leading underscore; the layer packages export nothing."""
     package = ROOT / "agent_meta"
-    layers = {"core", "sansio", "owner", "acp", "apps"}
+    layers = {
+        "core",
+        "sansio",
+        "wire",
+        "stores",
+        "owner",
+        "trio_connection",
+        "agents",
+        "cli",
+        "demo",
+        "instrument",
+        "tools",
+    }
     public = {name.removeprefix("agent_meta.") for name in PUBLIC_MODULES} - {"agent_meta"}
     for path in package.rglob("*.py"):
         parts = path.relative_to(package).with_suffix("").parts
-        dotted = ".".join(part for part in parts if part != "__init__")
-        if not dotted or dotted in public or any(p.startswith("_") for p in parts[-1:]):
-            continue
+        names = [part for part in parts if part != "__init__"]
+        dotted = ".".join(names)
+        if not dotted or dotted in public or any(name.startswith("_") for name in names):
+            continue  # the root, a pinned module, or private (itself or a package it is in)
         if parts[-1] == "__init__" and dotted in layers:
             layer = importlib.import_module(f"agent_meta.{dotted}")
             assert getattr(layer, "__all__", []) == [], dotted

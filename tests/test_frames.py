@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-import drivers
+from tests import drivers
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import json_values, session_info_patches
+from tests.strategies import json_values, session_info_patches
 
 import agent_meta
 import agent_meta.wire

@@ -23,13 +23,17 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reporting import show_lines
+from tests.reporting import show_lines
 
 from agent_meta import MetaValueError
-from agent_meta.acp._lines import IncompleteLineError, LineTooLongError, NdjsonLineReader
-from agent_meta.acp._serve import serve_agent
-from agent_meta.apps.reference_agent import ReferenceAgent
+from agent_meta.agents.reference_agent import ReferenceAgent
 from agent_meta.testing import ClientMirror
+from agent_meta.trio_connection._lines import (
+    IncompleteLineError,
+    LineTooLongError,
+    NdjsonLineReader,
+)
+from agent_meta.trio_connection._serve import serve_agent
 from agent_meta.wire import (
     InvalidMessageError,
     JsonRpcRequest,

@@ -26,11 +26,11 @@ import os
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Literal
 
-import drivers
+from tests import drivers
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reporting import show_lines
+from tests.reporting import show_lines
 
 import agent_meta
 from agent_meta import (

@@ -16,7 +16,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
-import drivers
+from tests import drivers
 import pytest
 
 import agent_meta as am

@@ -24,7 +24,7 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reporting import show_lines
+from tests.reporting import show_lines
 
 import agent_meta
 from agent_meta import OwnerOptions

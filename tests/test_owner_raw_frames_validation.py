@@ -18,7 +18,7 @@ import agent_meta
 from agent_meta.testing import RecordingTransport
 
 if TYPE_CHECKING:
-    from drivers import Driver
+    from tests.drivers import Driver
 
 GOOD_PARAMS = {"sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk"}}
 

@@ -33,7 +33,7 @@ from agent_meta.testing import (
 )
 
 if TYPE_CHECKING:
-    from drivers import Driver, Owner, VirtualTime
+    from tests.drivers import Driver, Owner, VirtualTime
 
 SID = "sess-1"
 

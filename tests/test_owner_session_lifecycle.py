@@ -23,7 +23,7 @@ from agent_meta import OwnerOptions
 from agent_meta.testing import ClientMirror, FailingTransport, GatedTransport, RecordingTransport
 
 if TYPE_CHECKING:
-    from drivers import Driver, Owner, VirtualTime
+    from tests.drivers import Driver, Owner, VirtualTime
 
 SID = "thread-1"
 AIR_FAILURE = ("jetbrains", "air", "sessionFailure")

@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import drivers
+from tests import drivers
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-import drivers
+from tests import drivers
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st

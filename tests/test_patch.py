@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import json_values, meta_keys, meta_updates, patch_objects, stored_meta
+from tests.strategies import json_values, meta_keys, meta_updates, patch_objects, stored_meta
 
 from agent_meta import (
     OMITTED,

@@ -27,7 +27,7 @@ from test_run import PLAIN_AGENT, ROOT, info_updates, start, stderr_of, supervis
 
 import agent_meta
 from agent_meta import PostgresStore, SQLiteStore, StoreError
-from agent_meta.apps._common._storage import HistoryStore, SessionRecord
+from agent_meta.agents._common._storage import HistoryStore, SessionRecord
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from agent_process import AgentProcess, Message, prompt_params, request, spawn
+from tests.agent_process import AgentProcess, Message, prompt_params, request, spawn
 
 from agent_meta import SQLiteStore
 from agent_meta.testing import ClientMirror

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
-from agent_process import BOUND, AgentProcess, prompt_params, request
+from tests.agent_process import BOUND, AgentProcess, prompt_params, request
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -12,7 +12,7 @@ from typing import Any
 
 import acp
 import pytest
-from sdk_pair import RawClient, run
+from tests.sdk_pair import RawClient, run
 
 from agent_meta import (
     OMITTED,
@@ -493,7 +493,7 @@ def test_a_client_that_goes_away_stops_the_owner_with_a_clear_error() -> None:
     async def scenario() -> None:
         import os
 
-        from sdk_pair import pipe_reader, pipe_writer
+        from tests.sdk_pair import pipe_reader, pipe_writer
 
         opened: list[asyncio.BaseTransport] = []
         to_agent_r, to_agent_w = os.pipe()
@@ -527,7 +527,7 @@ def test_an_adapter_the_sdk_never_reads_through_says_so(caplog: pytest.LogCaptur
     async def scenario() -> None:
         import os
 
-        from sdk_pair import pipe_writer
+        from tests.sdk_pair import pipe_writer
 
         read_end, write_end = os.pipe()
         writer = await pipe_writer(write_end)

@@ -14,10 +14,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from sdk_pair import RawClient, run
+from tests.sdk_pair import RawClient, run
 
-from agent_meta.apps._common._storage import HistoryStore
-from agent_meta.apps.sdk_agent import SdkReferenceAgent
+from agent_meta.agents._common._storage import HistoryStore
+from agent_meta.agents.sdk_agent import SdkReferenceAgent
 from agent_meta.sdk._release import installed_release
 from agent_meta.testing import ClientMirror
 from agent_meta.wire import (

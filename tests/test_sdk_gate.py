@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import acp
 import pytest
-from sdk_pair import GUARD, RawClient, pipe_reader, pipe_writer, run
+from tests.sdk_pair import GUARD, RawClient, pipe_reader, pipe_writer, run
 
 from agent_meta import OwnerOptions, open_asyncio_owner
 from agent_meta.sdk import SdkAdapter

@@ -11,7 +11,7 @@ import json
 from typing import Any, cast
 
 import pytest
-from failing_store import FailingStore
+from tests.failing_store import FailingStore
 
 from agent_meta import OwnerClosedError, OwnerOptions
 

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("acp.experimental.v2", reason="this SDK release has no ACP v2 side")
 
 from acp.experimental import v2
-from sdk_pair import RawClient, run_entry
+from tests.sdk_pair import RawClient, run_entry
 
 from agent_meta.sdk import run_v2_agent, serve_router
 from integration.sdk_mini_agent import MiniAgent

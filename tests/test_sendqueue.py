@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import session_info_patches
+from tests.strategies import session_info_patches
 
 from agent_meta import (
     OMITTED,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import rfc3339_timestamps, session_info_patches, session_infos, stored_meta
+from tests.strategies import rfc3339_timestamps, session_info_patches, session_infos, stored_meta
 
 from agent_meta import (
     OMITTED,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
-from failing_store import FailingStore, WrappedStore
+from tests.failing_store import FailingStore, WrappedStore
 
 from agent_meta import (
     MemoryStore,
@@ -24,15 +24,15 @@ from agent_meta import (
     StoreLockedError,
     StoreSchemaError,
 )
-from agent_meta.owner._open import redact_url
-from agent_meta.owner._sqlite import SQLiteStore
+from agent_meta.stores._sqlite import SQLiteStore
+from agent_meta.stores._urls import redact_url
 from agent_meta.testing import ClientMirror, FailingTransport, RecordingTransport
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from drivers import Driver, Sequencer
+    from tests.drivers import Driver, Sequencer
 
 
 class CheckingTransport(RecordingTransport):

@@ -32,11 +32,11 @@ from agent_meta import (
     StoreLockedError,
     StoreSchemaError,
 )
-from agent_meta.owner._postgres import redact
+from agent_meta.stores._postgres import redact
 from agent_meta.testing import ClientMirror, RecordingTransport
 
 if TYPE_CHECKING:
-    from drivers import Driver
+    from tests.drivers import Driver
 
     from integration.postgres_server import PostgresServer
 

@@ -30,10 +30,10 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from drivers import Driver
+    from tests.drivers import Driver
 
     from agent_meta import Owner
-    from agent_meta.owner._store import LifetimeStore
+    from agent_meta.stores._store import LifetimeStore
 
 pytestmark = pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import session_info_patches
+from tests.strategies import session_info_patches
 
 from agent_meta import OMITTED, SessionInfo, SessionInfoPatch, apply_session_info_patch
 from agent_meta.testing import ClientMirror, MirrorError

@@ -12,9 +12,9 @@ import pytest
 import trio
 from rich.console import Console
 
-from agent_meta.apps._cli import main
-from agent_meta.apps._peer import AgentPeer
-from agent_meta.apps._timeline import CONNECTION, LogError, load, render_html, render_terminal
+from agent_meta.cli._main import main
+from agent_meta.tools._peer import AgentPeer
+from agent_meta.tools._timeline import CONNECTION, LogError, load, render_html, render_terminal
 
 if TYPE_CHECKING:
     from pathlib import Path

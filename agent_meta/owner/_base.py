@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ..core._session_info import SessionInfo, SessionInfoPatch
     from ..sansio._encode import EncodedUpdate
     from ..sansio._records import StoredLifetime
-    from ._store import LifetimeStore
+    from ..stores._store import LifetimeStore
 
 __all__ = [
     "OwnerBase",

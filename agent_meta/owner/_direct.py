@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..sansio._queue import SendQueue
-    from ._store import LifetimeStore
+    from ..stores._store import LifetimeStore
 
 __all__ = ["DirectWriter", "NowaitStream"]
 

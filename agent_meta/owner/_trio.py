@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..sansio._edits import Edit
     from ..sansio._options import OwnerOptions
     from ..sansio._state import LifetimeState
-    from ._store import LifetimeStore
+    from ..stores._store import LifetimeStore
 
 __all__ = ["MetaOwner", "open_owner"]
 

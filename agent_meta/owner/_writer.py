@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..sansio._options import OwnerOptions
     from ..sansio._queue import SendQueue
     from ..sansio._state import LifetimeState
-    from ._store import LifetimeStore
+    from ..stores._store import LifetimeStore
     from ._transport import Transport
 
 __all__ = ["WaitingTasks", "WriterLoop", "broken_transport"]

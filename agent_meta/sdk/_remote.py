@@ -48,8 +48,8 @@ from ._stdio import SDK_DEFAULT_OPTIONS
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 
-    from ..owner._store import LifetimeStore
     from ..sansio._options import OwnerOptions
+    from ..stores._store import LifetimeStore
 
 __all__ = ["MessageTransport", "RemoteConnection", "create_asgi_app"]
 

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from contextlib import AbstractAsyncContextManager
 
-    from ..owner._store import LifetimeStore
     from ..sansio._options import OwnerOptions
+    from ..stores._store import LifetimeStore
     from ._adapter import SdkAdapter
 
 __all__ = [

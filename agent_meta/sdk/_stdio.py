@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from ..owner._asyncio import AsyncioMetaOwner
-    from ..owner._store import LifetimeStore
+    from ..stores._store import LifetimeStore
 
 __all__ = ["NdjsonSource", "open_stdio_adapter", "open_stream_adapter"]
 

@@ -1,0 +1,46 @@
+"""The ``-- AGENT_CMD ARGS...`` argument and a child's exit status: what the commands that run
+an agent as their child share (``proxy``, ``check``, ``own``, ``run``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["add_agent_command", "exit_status"]
+
+
+class _AgentCommand(argparse.Action):
+    """Collects ``-- AGENT_CMD ARGS...``; an empty command is a usage error (exit 2)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        command = [str(value) for value in values or ()]
+        if command[:1] == ["--"]:
+            command = command[1:]
+        if not command:
+            parser.error("an agent command is required after '--' (for example: -- my-agent)")
+        setattr(namespace, self.dest, command)
+
+
+def add_agent_command(parser: argparse.ArgumentParser) -> None:
+    """Add the trailing ``-- AGENT_CMD ARGS...``: everything after ``--`` is the agent's."""
+    parser.add_argument(
+        "agent",
+        nargs=argparse.REMAINDER,
+        action=_AgentCommand,
+        metavar="-- AGENT_CMD [ARGS...]",
+        help="the agent to run, with its arguments (after '--', nothing is read as an option)",
+    )
+
+
+def exit_status(returncode: int) -> int:
+    """A child's return code as a shell reports it (killed by signal N: 128 + N)."""
+    return 128 - returncode if returncode < 0 else returncode
