@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from acp.experimental import v2
 from acp.experimental.negotiation import AgentProtocolRouter
-from tests.sdk_pair import GUARD, RawClient, _pair
 
 from agent_meta import OwnerOptions
+from tests.sdk_pair import GUARD, RawClient, _pair
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine

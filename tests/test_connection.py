@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 import trio.testing
-from tests.peer import serve
 
 from agent_meta import (
     AgentConnection,
@@ -31,6 +30,7 @@ from agent_meta.core._jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
     JsonRpcError,
 )
+from tests.peer import serve
 
 if TYPE_CHECKING:
     from agent_meta.core._json import JsonObject

@@ -16,13 +16,13 @@ import pytest
 import trio
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.strategies import meta_updates
 
 from agent_meta import OMITTED, fold_meta_patches
 from agent_meta.testing import ClientMirror
 from agent_meta.tools._peer import AgentPeer
 from agent_meta.tools._proxy import _Reporter
 from agent_meta.tools._watch import LineSplitter, Watcher, patch_meta
+from tests.strategies import meta_updates
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = ROOT / "tests" / "broken_agents"

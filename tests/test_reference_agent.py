@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 import trio.testing
-from tests.peer import Peer, serve
 
 from agent_meta import OwnerOptions, SQLiteStore, serve_agent
 from agent_meta.agents.reference_agent import COMMANDS, ReferenceAgent
 from agent_meta.core._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from agent_meta.testing import ClientMirror
+from tests.peer import Peer, serve
 
 if TYPE_CHECKING:
     import sqlite3

@@ -12,7 +12,6 @@ from typing import Any
 
 import acp
 import pytest
-from tests.sdk_pair import RawClient, run
 
 from agent_meta import (
     OMITTED,
@@ -23,6 +22,7 @@ from agent_meta import (
 from agent_meta.sdk import SdkAdapter, open_stream_adapter
 from agent_meta.sdk._release import installed_release
 from integration.sdk_mini_agent import MiniAgent, info
+from tests.sdk_pair import RawClient, run
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
 

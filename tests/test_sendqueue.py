@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.strategies import session_info_patches
 
 from agent_meta import (
     OMITTED,
@@ -32,6 +31,7 @@ from agent_meta.sansio._encode import EncodedUpdate, encode_update
 from agent_meta.sansio._entries import Outgoing, StoreBatch
 from agent_meta.sansio._modes import V1MetaMode, wire_mode
 from agent_meta.sansio._queue import SendQueue
+from tests.strategies import session_info_patches
 
 if TYPE_CHECKING:
     from agent_meta.sansio._state import LifetimeState

@@ -36,9 +36,8 @@ from agent_meta.stores._postgres import redact
 from agent_meta.testing import ClientMirror, RecordingTransport
 
 if TYPE_CHECKING:
-    from tests.drivers import Driver
-
     from integration.postgres_server import PostgresServer
+    from tests.drivers import Driver
 
 
 def sql(url: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

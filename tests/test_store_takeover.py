@@ -30,10 +30,9 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from tests.drivers import Driver
-
     from agent_meta import Owner
     from agent_meta.stores._store import LifetimeStore
+    from tests.drivers import Driver
 
 pytestmark = pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 

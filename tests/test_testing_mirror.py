@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.strategies import session_info_patches
 
 from agent_meta import OMITTED, SessionInfo, SessionInfoPatch, apply_session_info_patch
 from agent_meta.testing import ClientMirror, MirrorError
+from tests.strategies import session_info_patches
 
 
 def info_frame(session_id: str = "s", *, params_meta: Any = OMITTED, **update: Any) -> str:
