@@ -25,7 +25,7 @@ from agent_meta.tools._watch import LineSplitter, Watcher, patch_meta
 from tests.strategies import meta_updates
 
 ROOT = Path(__file__).resolve().parent.parent
-BROKEN = ROOT / "tests" / "broken_agents"
+
 AGENT = [sys.executable, "-m", "agent_meta", "agent"]
 PROXY = [sys.executable, "-m", "agent_meta", "proxy"]
 #: Every subprocess run is bounded: a hung proxy fails the test instead of the suite.
@@ -745,7 +745,7 @@ def test_the_proxy_reports_a_broken_agent(tmp_path: Path, agent: str, found: lis
         [
             sys.executable, "-m", "agent_meta", "check", "--protocol", "2",
             "--prompt", '/meta set stage "working"',
-            "--", *proxied(log, [sys.executable, str(BROKEN / f"{agent}.py")]),
+            "--", *proxied(log, [sys.executable, "-m", f"tests.broken_agents.{agent}"]),
         ],
         capture_output=True, text=True, timeout=BOUND, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
