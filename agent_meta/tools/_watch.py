@@ -19,9 +19,9 @@ import dataclasses
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Final
 
+from ..core._json import STRICT_JSON
 from ..core._sentinel import OMITTED, Omitted
 from ..core._timestamps import is_rfc3339
-from ..wire._decode import STRICT_JSON
 from ._findings import (
     RULES,
     Finding,
