@@ -9,12 +9,12 @@ read, so that a connection answers it and goes on.
 from __future__ import annotations
 
 import json
-import math
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from pydantic import ValidationError
 
 from ..core._errors import AgentMetaError
+from ..core._json import STRICT_JSON, NumberOverflowError, reject_json_constant
 from ._models import (
     INT64_MAX,
     INT64_MIN,
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = [
-    "STRICT_JSON",
     "BatchEntry",
     "InvalidMessageError",
     "MessageDecodeError",
@@ -83,22 +82,6 @@ class InvalidMessageError(MessageDecodeError):
         self.is_response = is_response
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _OverflowError(f"{text} overflows a JSON number")
-    return value
-
-
-STRICT_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-"""JSON as the wire allows it: no ``NaN`` or ``Infinity``, no number a double cannot hold (a
-``ValueError``). Built once: ``json.loads`` with options builds a decoder per call."""
-
-
 def parse_json_line(line: bytes | str) -> Any:
     """Parse one NDJSON line (surrounding whitespace and the newline allowed) into JSON data.
 
@@ -111,7 +94,7 @@ def parse_json_line(line: bytes | str) -> Any:
         raise MessageParseError(f"not a JSON message: {exc}") from None
     try:
         return STRICT_JSON.decode(text)
-    except _OverflowError as exc:
+    except NumberOverflowError as exc:
         raise MessageParseError(
             f"not a JSON message: {exc}", request_id=_id_despite_overflow(text)
         ) from None
@@ -121,14 +104,10 @@ def parse_json_line(line: bytes | str) -> Any:
         raise MessageParseError("not a JSON message: nested too deeply to parse") from None
 
 
-class _OverflowError(ValueError):
-    """A JSON number that no double can hold."""
-
-
 def _id_despite_overflow(text: str) -> int | str | None:
     """The ``id`` of an otherwise valid message holding a number too large for a double."""
     try:
-        data = json.loads(text, parse_constant=_reject_constant, parse_float=lambda _: 0.0)
+        data = json.loads(text, parse_constant=reject_json_constant, parse_float=lambda _: 0.0)
     except (ValueError, RecursionError):
         return None
     return _readable_id(data) if isinstance(data, dict) else None
