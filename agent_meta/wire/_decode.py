@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias, TypeVar
 
 from pydantic import ValidationError
 
@@ -28,7 +28,7 @@ from ._models import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 __all__ = [
     "STRICT_JSON",
@@ -36,11 +36,16 @@ __all__ = [
     "InvalidMessageError",
     "MessageDecodeError",
     "MessageParseError",
+    "RawMessage",
     "decode",
     "decode_message",
+    "decode_raw",
     "message_from_json",
     "parse_json_line",
 ]
+
+
+_T = TypeVar("_T")
 
 
 class MessageDecodeError(AgentMetaError, ValueError):
@@ -51,6 +56,9 @@ class MessageDecodeError(AgentMetaError, ValueError):
     """
 
     code: ClassVar[int]
+    is_response: bool = False
+    """Whether the message is shaped like a response (:class:`InvalidMessageError`): never
+    answered."""
 
     def __init__(self, message: str, *, request_id: int | str | None = None) -> None:
         super().__init__(message)
@@ -184,6 +192,9 @@ def message_from_json(data: Any) -> JsonRpcMessage:
 BatchEntry: TypeAlias = "JsonRpcMessage | InvalidMessageError"
 """One entry of a batch: a message, or the error its entry earns (answered with ``id: null``)."""
 
+RawMessage: TypeAlias = "dict[str, Any]"
+"""A JSON-RPC message as it was received: its JSON object, checked to be a valid message."""
+
 
 def decode(line: bytes | str) -> JsonRpcMessage | list[BatchEntry]:
     """Decode one NDJSON line: a single message, or a JSON-RPC batch (a non-empty array).
@@ -197,15 +208,35 @@ def decode(line: bytes | str) -> JsonRpcMessage | list[BatchEntry]:
     data = parse_json_line(line)
     if not isinstance(data, list):
         return message_from_json(data)
+    return _entries(data, message_from_json)
+
+
+def decode_raw(line: bytes | str) -> RawMessage | list[RawMessage | InvalidMessageError]:
+    """Decode one NDJSON line as :func:`decode` does, but keep each message as the JSON object
+    received (what a connection hands on, and the SDK reads), once it is checked to be one."""
+    data = parse_json_line(line)
+    if not isinstance(data, list):
+        return _checked(data)
+    return _entries(data, _checked)
+
+
+def _checked(data: Any) -> RawMessage:
+    message_from_json(data)  # raises unless it is a valid message: a JSON object
+    checked: RawMessage = data
+    return checked
+
+
+def _entries(data: list[Any], decode_entry: Callable[[Any], _T]) -> list[_T | InvalidMessageError]:
+    """The entries of a batch, each decoded on its own (see :func:`decode`)."""
     if not data:
         raise InvalidMessageError("an empty batch is not a valid request")
-    entries: list[BatchEntry] = []
+    entries: list[_T | InvalidMessageError] = []
     for item in data:
         if isinstance(item, list):
             entries.append(InvalidMessageError("a batch entry cannot be a batch"))
             continue
         try:
-            entries.append(message_from_json(item))
+            entries.append(decode_entry(item))
         except InvalidMessageError as exc:
             if not exc.is_response:
                 exc.request_id = None
