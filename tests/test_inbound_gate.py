@@ -23,7 +23,7 @@ from agent_meta import (
     UnknownSessionError,
 )
 from agent_meta.core._errors import STORE_FAILED_MESSAGE
-from agent_meta.sansio._gate import Admission, InboundGate
+from agent_meta.sansio._gate import Admission, Answer, InboundGate
 from agent_meta.sansio._handler_errors import failure_of
 from agent_meta.sansio._lines import IncompleteLineError, LineTooLongError
 from agent_meta.wire import JsonRpcError, Replay, replay_of
@@ -63,9 +63,16 @@ def error_of(admission: Admission) -> dict[str, Any]:
     return error
 
 
+def answered(inbound: InboundGate, response: dict[str, Any]) -> Answer:
+    """The agent answers, and the answer is queued."""
+    answer = inbound.respond(response)
+    inbound.sent(answer)
+    return answer
+
+
 def initialized(inbound: InboundGate, version: int = 1) -> InboundGate:
     assert inbound.admit(request(0, "initialize", protocolVersion=version)).message is not None
-    inbound.respond(result(0, {"protocolVersion": version}))
+    answered(inbound, result(0, {"protocolVersion": version}))
     assert inbound.initialized
     return inbound
 
@@ -139,14 +146,14 @@ def test_an_initialize_still_running_does_not_admit_other_requests() -> None:
     inbound = gate()
     assert inbound.admit(request(0, "initialize", protocolVersion=1)).message is not None
     assert inbound.admit(request(1, "session/list")).answer is not None
-    inbound.respond(result(0, {"protocolVersion": 1}))
+    answered(inbound, result(0, {"protocolVersion": 1}))
     assert inbound.admit(request(2, "session/list")).message is not None
 
 
 def test_an_error_answer_to_initialize_leaves_the_connection_uninitialized() -> None:
     inbound = gate()
     inbound.admit(request(0, "initialize", protocolVersion=1))
-    inbound.respond({"jsonrpc": "2.0", "id": 0, "error": {"code": -32603, "message": "no"}})
+    answered(inbound, {"jsonrpc": "2.0", "id": 0, "error": {"code": -32603, "message": "no"}})
     assert not inbound.initialized
     assert inbound.admit(request(1, "session/list")).answer is not None
 
@@ -156,7 +163,7 @@ def test_an_id_still_unanswered_is_refused_until_it_is_answered() -> None:
     assert inbound.admit(request(7, "session/list")).message is not None
     again = inbound.admit(request(7, "session/list"))
     assert error_of(again) == {"code": -32600, "message": "request id 7 is already in flight"}
-    inbound.respond(result(7, {"sessions": []}))
+    answered(inbound, result(7, {"sessions": []}))
     assert inbound.admit(request(7, "session/list")).message is not None
 
 
@@ -248,6 +255,14 @@ def test_a_second_initialize_is_negotiated_under_the_rules_of_the_first() -> Non
     assert again.message["params"]["protocolVersion"] == 2
 
 
+def test_a_second_initialize_is_refused_where_the_runtime_takes_one_only() -> None:
+    inbound = initialized(gate(versions=(2,), initializes_once=True), 2)
+    assert error_of(inbound.admit(request(9, "initialize", protocolVersion=1))) == {
+        "code": -32600,
+        "message": "'initialize' again: the connection is initialized",
+    }
+
+
 @pytest.mark.parametrize("method", ["session/new", "session/load", "session/resume"])
 def test_mcp_servers_are_filled_in_where_the_runtime_needs_them(method: str) -> None:
     inbound = initialized(gate(completes_params=True))
@@ -296,13 +311,26 @@ def test_a_cancel_request_reaches_the_runtime_only_for_a_request_still_unanswere
     for running in (5, "r"):
         sent = cancel_request(running)
         assert inbound.admit(sent).message is sent
-    inbound.respond(result(5, {"stopReason": "end_turn"}))  # answered: ignored from now on
+    answered(inbound, result(5, {"stopReason": "end_turn"}))  # answered: ignored from now on
     for target in (5, 6, None, True, 5.0, [5]):
         dropped = inbound.admit(cancel_request(target))
         assert dropped == Admission(ignored="$/cancel_request: no request of that id is unanswered")
     assert inbound.admit(notification("$/cancel_request", {})).ignored
     assert inbound.statistics.ignored_notifications == 7
     assert inbound.statistics.translated_cancels == 0
+
+
+def test_a_cancel_request_reaches_a_request_whose_answer_is_not_queued_yet() -> None:
+    """Its client has no answer yet (the answer waits for queue room, say): for it the request
+    is still running, so its cancellation counts (a v2 prompt's turn then ends cancelled)."""
+    inbound = initialized(gate())
+    inbound.admit(request("p", "session/prompt", sessionId="s1", prompt=[]))
+    answer = inbound.respond(result("p", {"messageId": "m"}))
+    sent = cancel_request("p")
+    assert inbound.admit(sent).message is sent
+    assert error_of(inbound.admit(request("p", "session/list")))["code"] == -32600
+    inbound.sent(answer)
+    assert inbound.admit(cancel_request("p")).message is None
 
 
 def test_where_the_runtime_ignores_it_a_cancel_request_of_a_prompt_is_its_session_cancel() -> None:
@@ -316,7 +344,7 @@ def test_where_the_runtime_ignores_it_a_cancel_request_of_a_prompt_is_its_sessio
     assert not_a_prompt.message is None
     why = "$/cancel_request of 'session/list': the runtime cannot cancel it"
     assert not_a_prompt.ignored == why
-    inbound.respond(result(5, {"stopReason": "cancelled"}))
+    answered(inbound, result(5, {"stopReason": "cancelled"}))
     assert inbound.admit(cancel_request(5)).message is None
     assert inbound.statistics.translated_cancels == 1
 
@@ -444,7 +472,7 @@ def test_the_end_of_the_input_waits_for_requests_unless_the_agent_waits_for_the_
     assert stops(inbound)  # the client can no longer answer it
     inbound.admit(result(0, {"outcome": {"outcome": "cancelled"}}))  # it did, after all
     assert not stops(inbound)
-    inbound.respond(result(1, {"stopReason": "end_turn"}))
+    answered(inbound, result(1, {"stopReason": "end_turn"}))
     assert stops(inbound)
     assert inbound.in_flight == 0
 

@@ -18,14 +18,17 @@ and every response it is about to write (:meth:`~InboundGate.respond`), and writ
   whose ``sessionId`` is no string.
 - A ``sessionId`` holding a NUL character or a lone surrogate is refused ``-32602``: no store can
   hold it (PostgreSQL's text has no NUL), nor UTF-8 carry a lone surrogate.
+- A second ``initialize`` is refused ``-32600`` where the runtime takes one only
+  (:attr:`InboundGate.initializes_once`: the SDK's connection).
 - When the versions the runtime serves are known (:attr:`InboundGate.versions`), ``initialize``
   is negotiated here: below all of them ``-32022`` with ``data: {"requested", "supported"}``, a
   version that is no ``uint16`` ``-32602``, and the handler sees the version to answer.
 - Under v2, a ``session/resume`` whose ``replayFrom`` is no cursor is refused ``-32602``
   (:func:`~agent_meta.core._replay.replay_of`).
-- ``$/cancel_request`` targets the request still unanswered that it names; one for an unknown or
-  already-answered id is dropped (ACP v2: "Receivers MUST ignore this notification for an
-  unknown or already-answered request ID"). Where the runtime ignores it
+- ``$/cancel_request`` targets the request still unanswered that it names (answered: its
+  response is queued, or held in its batch); one for an unknown or already-answered id is
+  dropped (ACP v2: "Receivers MUST ignore this notification for an unknown or already-answered
+  request ID"). Where the runtime ignores it
   (:attr:`InboundGate.cancels_prompts`), one for a running ``session/prompt`` becomes that
   session's ``session/cancel``, and any other is dropped.
 - Where the runtime needs it (:attr:`InboundGate.completes_params`), ``session/new``,
@@ -183,6 +186,7 @@ class InboundGate:
         "cancels_prompts",
         "completes_params",
         "initialized",
+        "initializes_once",
         "max_frame_bytes",
         "protocol_version",
         "statistics",
@@ -196,6 +200,7 @@ class InboundGate:
         versions: Sequence[int] | None = None,
         cancels_prompts: bool = False,
         completes_params: bool = False,
+        initializes_once: bool = False,
     ) -> None:
         self.max_frame_bytes = max_frame_bytes
         """The owner's frame limit: a response over it is replaced by ``-32603``."""
@@ -207,6 +212,9 @@ class InboundGate:
         (for a runtime that ignores ``$/cancel_request``)."""
         self.completes_params = completes_params
         """Fill in ``mcpServers: []`` where the runtime requires it."""
+        self.initializes_once = initializes_once
+        """The runtime takes one ``initialize``: a second is refused ``-32600`` (the SDK's
+        connection); otherwise it is negotiated and answered again."""
         self.initialized = False
         """Whether ``initialize`` has been answered successfully."""
         self.protocol_version: int | None = None
@@ -317,6 +325,8 @@ class InboundGate:
         if isinstance(params, list):
             raise JsonRpcError(INVALID_PARAMS, "invalid params: ACP params are an object")
         version = self.protocol_version or 1
+        if method == "initialize" and self.initialized and self.initializes_once:
+            raise JsonRpcError(INVALID_REQUEST, "'initialize' again: the connection is initialized")
         if method == "initialize":
             message, negotiated = self._initialize(message)
             if not self.initialized and negotiated is not None:
@@ -359,9 +369,13 @@ class InboundGate:
     def respond(self, message: Mapping[str, Any]) -> Answer:
         """Note a response the agent is about to send (``id``, and ``result`` or ``error``),
         and decide what is written: the response as it is, or the error that replaces it when
-        it cannot be sent; held while its batch waits for other responses."""
+        it cannot be sent; held while its batch waits for other responses.
+
+        A request whose response is held is answered from now on; one whose response is to be
+        written, once :meth:`sent` says it is queued (a ``$/cancel_request`` meanwhile still
+        reaches it: its client has no answer yet)."""
         request_id = message.get("id")
-        request = self._in_flight.pop(request_id, None) if is_request_id(request_id) else None
+        request = self._in_flight.get(request_id) if is_request_id(request_id) else None
         response, frame, replaced = self._checked(message)
         if replaced is not None:
             self.statistics.replaced_responses += 1
@@ -370,12 +384,18 @@ class InboundGate:
         batch = None if request is None else self._batches.pop(request_id, None)
         if batch is None:
             return Answer(response, frame, (request_id,), replaced)
+        del self._in_flight[request_id]  # held: answered with its batch
         batch.frames.append(frame)
         batch.answered.append(request_id)
         batch.expected -= 1
         if batch.expected:
             return Answer(response, None, (), replaced)
         return Answer(response, join_response_frames(batch.frames), tuple(batch.answered), replaced)
+
+    def sent(self, answer: Answer) -> None:
+        """The frame of ``answer`` is queued: the requests it answers are answered."""
+        for request_id in answer.answered:
+            self._in_flight.pop(request_id, None)
 
     def sent_request(self, request_id: RequestId) -> None:
         """The agent sent the client a request (see :attr:`may_stop`)."""

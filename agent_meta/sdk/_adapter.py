@@ -217,6 +217,7 @@ class SdkAdapter:
                 max_frame_bytes=self._owner.max_frame_bytes,
                 cancels_prompts=not self.release.cancels_requests,
                 completes_params=True,
+                initializes_once=True,
             )
         return self._gate
 
@@ -443,6 +444,7 @@ class SdkAdapter:
         try:
             if answer.frame is not None:
                 await self._owner.send_encoded(answer.frame, None)
+                gate.sent(answer)
         finally:
             if gate.may_stop:
                 self._settled.set()  # the end of the input waited for this answer

@@ -245,6 +245,7 @@ class Dispatcher:
             self._after[ctx.request_id] = callbacks
             return
         await self._owner.send_encoded(answer.frame, None)
+        self.gate.sent(answer)
         for request_id in answer.answered:
             held = callbacks if request_id == ctx.request_id else self._after.pop(request_id, [])
             for method, callback in held:
