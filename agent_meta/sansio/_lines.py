@@ -9,7 +9,9 @@ client-side tools (the proxy and ``check``), which watch lines instead of answer
 from __future__ import annotations
 
 import collections
-from typing import Final, final
+from typing import ClassVar, Final, final
+
+from ..core._jsonrpc import PARSE_ERROR
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -27,7 +29,15 @@ READ_SIZE: Final = 65536
 
 
 class LineTooLongError(Exception):
-    """An inbound line exceeded the limit; the rest of it is skipped and reading goes on."""
+    """An inbound line exceeded the limit; the rest of it is skipped and reading goes on.
+
+    Answered as a line that is no JSON-RPC message (``-32700``, ``id: null``), as the
+    :class:`~agent_meta.sansio._gate.InboundGate` refuses it.
+    """
+
+    code: ClassVar[int] = PARSE_ERROR
+    request_id: ClassVar[None] = None
+    is_response: ClassVar[bool] = False
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"message longer than the {limit}-byte line limit")
@@ -35,7 +45,12 @@ class LineTooLongError(Exception):
 
 
 class IncompleteLineError(Exception):
-    """The stream ended in the middle of a line (bytes with no final newline)."""
+    """The stream ended in the middle of a line (bytes with no final newline); answered as
+    :class:`LineTooLongError` is."""
+
+    code: ClassVar[int] = PARSE_ERROR
+    request_id: ClassVar[None] = None
+    is_response: ClassVar[bool] = False
 
     def __init__(self, partial: bytes) -> None:
         super().__init__(f"the stream ended inside a message ({len(partial)} bytes, no newline)")

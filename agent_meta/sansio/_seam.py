@@ -10,8 +10,9 @@ without any agent code, what the session lifetimes need (R4, R5, R6, R10):
 - ``session/load`` and ``session/resume`` open (or keep) the session's lifetime when the
   request arrives; their successful response is preceded by a resync (R4). A lifetime the
   request opened with nothing known is closed again when it fails. While the handler of a
-  replaying request runs (every v1 load and resume: agents replay on a v1 resume too; a v2
-  resume only with a ``replayFrom`` cursor, as v2 says), the ``session_info_update``s *it*
+  replaying request runs (every load, and every v1 resume: agents replay on a v1 resume too;
+  a v2 resume only with a ``replayFrom`` cursor, as v2 says: ``core/_replay.py``, the one
+  answer every part of agent_meta gives), the ``session_info_update``s *it*
   sends are replay: :meth:`LifetimeTracker.inbound` gives each
   such request a token, the driver marks the handler with it and passes it back with what the
   handler sends (``replaying``); the token ends with the request's response. A lifetime that
@@ -40,8 +41,10 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, final
 
+from ..core._replay import replay_of
 from ..core._sentinel import OMITTED
 from ..core._timestamps import is_rfc3339
+from ._frames import session_of
 from ._modes import WIRE_MODES
 
 if TYPE_CHECKING:
@@ -184,9 +187,10 @@ class LifetimeTracker:
         must happen before the agent handles it (:class:`ReplayStart`), else ``None``.
 
         ``existed`` says whether a session's lifetime exists before this message: open in the
-        owner, or kept by its store. ``protocol_version`` is the connection's: under v2 a
-        ``session/resume`` without a ``replayFrom`` object replays nothing, so what its
-        handler sends is live (:attr:`ReplayStart.replays` is false).
+        owner, or kept by its store. ``protocol_version`` is the connection's: whether what
+        the handler sends may be replay is :func:`~agent_meta.core._replay.replay_of`'s answer
+        (under v2 a ``session/resume`` without a ``replayFrom`` cursor replays nothing, so what
+        its handler sends is live: :attr:`ReplayStart.replays` is false).
         """
         method = message.get("method")
         if not isinstance(method, str) or method not in _TRACKED_METHODS:
@@ -194,7 +198,8 @@ class LifetimeTracker:
         request_id = message.get("id")
         if "id" not in message or not is_request_id(request_id):
             return None  # a notification, or an id the agent will refuse
-        session_id = _session_of(message.get("params"))
+        params = message.get("params")
+        session_id = session_of(params)
         if method not in _REPLAYING_METHODS or session_id is None:
             self._remember(request_id, (method, session_id, None))
             return None
@@ -204,7 +209,7 @@ class LifetimeTracker:
         # A load or resume of the same session still running decides: its lifetime is the one
         # this request finds (opened by it with nothing known, or one that held the state).
         held = self._held_state(session_id)
-        replays = protocol_version < 2 or _asks_replay(message.get("params"))
+        replays = replay_of(method, params, protocol_version=protocol_version).may_replay
         if held is None:
             held = existed(session_id)
         self._replays[token] = (session_id, held, replays)
@@ -287,12 +292,12 @@ class LifetimeTracker:
         offset_timestamps: bool,
     ) -> OutboundPlan:
         params = message.get("params")
-        session_id = _session_of(params)
+        session_id = session_of(params)
         if "id" in message:
             return OutboundPlan(session_id=session_id, is_request=True)
         if method != "session/update" or session_id is None:
             return OutboundPlan(session_id=session_id)
-        assert isinstance(params, dict)  # _session_of found a session id in it
+        assert isinstance(params, dict)  # session_of found a session id in it
         update = params.get("update")
         if not isinstance(update, dict) or update.get("sessionUpdate") != "session_info_update":
             return OutboundPlan(session_id=session_id)
@@ -341,20 +346,7 @@ def replaying_session(message: Mapping[str, object]) -> str | None:
         return None
     if "id" not in message or not is_request_id(message.get("id")):
         return None
-    return _session_of(message.get("params"))
-
-
-def _asks_replay(params: object) -> bool:
-    """Whether a v2 ``session/resume`` asks for replay: a ``replayFrom`` cursor object (an
-    omitted or ``null`` one means none; the SDK takes a malformed one as none too)."""
-    return isinstance(params, dict) and isinstance(params.get("replayFrom"), dict)
-
-
-def _session_of(params: object) -> str | None:
-    if not isinstance(params, dict):
-        return None
-    session_id = params.get("sessionId")
-    return session_id if isinstance(session_id, str) else None
+    return session_of(message.get("params"))
 
 
 def is_request_id(value: object) -> TypeGuard[RequestId]:

@@ -17,6 +17,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Final
 
 from ..core._json import STRICT_JSON
+from ..core._replay import replay_of
 from ..core._sentinel import OMITTED
 from ..core._timestamps import is_rfc3339
 from ..testing._mirror import ClientMirror, MirrorError, fold_meta
@@ -220,11 +221,8 @@ class Watcher:
             view.closed_by = None  # asking for the session again reopens it
         params = message.get("params")
         request.restore = True
-        request.replay = method == "session/load" or (
-            self.protocol_version >= 2
-            and isinstance(params, dict)
-            and params.get("replayFrom") is not None
-        )
+        replay = replay_of(method, params, protocol_version=self.protocol_version)
+        request.replay = replay.may_replay
         request.meta_before = self.meta(session)
         self._windows.setdefault(session, []).append(request)
 
