@@ -26,7 +26,8 @@ class StoredLifetime:
     """The persisted state of one session lifetime, as the JSON text the owner sends.
 
     ``title`` / ``updated_at``: JSON text, or ``None`` when unknown. ``meta``: the known
-    ``_meta`` as JSON object text, or ``None`` when there is none.
+    ``_meta`` as JSON object text, or ``None`` when there is none. ``client_title``: the client
+    set ``title`` (R13), so the agent's titles stay off the wire after a restart too.
     """
 
     session_id: str
@@ -35,6 +36,7 @@ class StoredLifetime:
     meta: str | None = None
     failure: FailureIncident | None = None
     needs_repair: bool = False
+    client_title: bool = False
     epoch: int = 0
     """The fencing epoch the record is written under (a store write is conditional on it; 0:
     the lifetime is not stored yet, and the record is created only if none exists), or, as
@@ -50,6 +52,7 @@ def record_of(state: LifetimeState) -> StoredLifetime:
         meta=state.meta_text(),
         failure=state.failure,
         needs_repair=state.needs_repair,
+        client_title=state.client_title,
         epoch=state.epoch,
     )
 
@@ -71,6 +74,8 @@ def restore_state(
         raise StoreCorruptError(location, f"{where}: stored JSON is damaged ({exc})") from None
     if not all(isinstance(text, str | None) for text in texts):
         raise StoreCorruptError(location, f"{where}: stored title or updatedAt is not a string")
+    if record.client_title and (record.title is None or not isinstance(texts[0], str)):
+        raise StoreCorruptError(location, f"{where}: a client-set title is marked, none stored")
     if meta is not None:
         if not isinstance(meta, dict):
             raise StoreCorruptError(location, f"{where}: stored _meta is not an object")
@@ -82,6 +87,7 @@ def restore_state(
     state.meta_size = sum(len(text) for text in fragments.values())
     state.failure = record.failure
     state.needs_repair = record.needs_repair
+    state.client_title = record.client_title
     state.epoch = record.epoch
     if max_frame_bytes is not None:
         _check_snapshot(state, max_frame_bytes)
