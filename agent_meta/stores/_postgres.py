@@ -315,6 +315,7 @@ def _columns(records: list[StoredLifetime], holder: str) -> dict[str, object]:
         "failure_id": [None if f is None else f.incident_id for f in failures],
         "failure_revision": [None if f is None else f.revision for f in failures],
         "needs_repair": [record.needs_repair for record in records],
+        "client_title": [record.client_title for record in records],
     }
 
 

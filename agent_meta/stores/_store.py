@@ -2,8 +2,9 @@
 
 A :class:`LifetimeStore` keeps, per session, exactly what its holder knows: the ``title`` /
 ``updatedAt`` / ``_meta`` JSON text, the current failure incident, whether the client's view
-needs repair, and the fencing epoch of the holding. One store is shared by every owner that
-uses it (every connection of a process; with a shared database, every process and machine).
+needs repair, whether the title is the client's (R13), and the fencing epoch of the holding.
+One store is shared by every owner that uses it (every connection of a process; with a shared
+database, every process and machine).
 
 Ownership follows Temporal's shard ``range_id``: at most one owner holds a lifetime, and every
 write it makes is conditional on its epoch.
@@ -155,9 +156,9 @@ class MemoryStore:
 
 def record_from_row(location: str, row: tuple[object, ...]) -> StoredLifetime:
     """A stored lifetime from a database row (session id, title, updatedAt, meta, failure id
-    and revision, repair flag, epoch); :class:`StoreCorruptError` naming ``location`` when a
-    field has the wrong type."""
-    session_id, title, updated_at, meta, failure_id, revision, repair, epoch = row
+    and revision, repair flag, client-set title flag, epoch); :class:`StoreCorruptError`
+    naming ``location`` when a field has the wrong type."""
+    session_id, title, updated_at, meta, failure_id, revision, repair, client, epoch = row
     if (
         not isinstance(session_id, str)
         or not _optional_str(title)
@@ -174,7 +175,16 @@ def record_from_row(location: str, row: tuple[object, ...]) -> StoredLifetime:
                 location, f"lifetime {session_id!r}: failure revision is damaged"
             )
         failure = FailureIncident(failure_id, revision)
-    return StoredLifetime(session_id, title, updated_at, meta, failure, bool(repair), epoch=epoch)
+    return StoredLifetime(
+        session_id,
+        title,
+        updated_at,
+        meta,
+        failure,
+        needs_repair=bool(repair),
+        client_title=bool(client),
+        epoch=epoch,
+    )
 
 
 def _optional_str(value: object) -> TypeGuard[str | None]:
