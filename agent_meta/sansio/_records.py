@@ -65,22 +65,7 @@ def restore_state(
 ) -> None:
     """Make ``state`` hold what ``record`` stored; :class:`StoreCorruptError` if it is damaged,
     :class:`~agent_meta.FrameTooLargeError` if its snapshot would be over ``max_frame_bytes``."""
-    where = f"session {record.session_id!r}"
-    fragments: dict[str, str] = {}
-    try:
-        texts = [json.loads(t) for t in (record.title, record.updated_at) if t is not None]
-        meta = None if record.meta is None else json.loads(record.meta, parse_constant=_reject)
-    except ValueError as exc:
-        raise StoreCorruptError(location, f"{where}: stored JSON is damaged ({exc})") from None
-    if not all(isinstance(text, str | None) for text in texts):
-        raise StoreCorruptError(location, f"{where}: stored title or updatedAt is not a string")
-    if record.client_title and (record.title is None or not isinstance(texts[0], str)):
-        raise StoreCorruptError(location, f"{where}: a client-set title is marked, none stored")
-    if meta is not None:
-        if not isinstance(meta, dict):
-            raise StoreCorruptError(location, f"{where}: stored _meta is not an object")
-        for key, value in meta.items():
-            fragments[key] = fragment(key, encode_json(value))
+    fragments = _stored_fragments(record, location)
     state.title = record.title
     state.updated_at = _wire_timestamp(record.updated_at)
     state.fragments = fragments
@@ -91,6 +76,27 @@ def restore_state(
     state.epoch = record.epoch
     if max_frame_bytes is not None:
         _check_snapshot(state, max_frame_bytes)
+
+
+def _stored_fragments(record: StoredLifetime, location: str) -> dict[str, str]:
+    """The ``_meta`` fragments of ``record``, once its JSON is checked; :class:`StoreCorruptError`
+    naming ``location`` if it is damaged."""
+    where = f"session {record.session_id!r}"
+    try:
+        title = None if record.title is None else json.loads(record.title)
+        updated_at = None if record.updated_at is None else json.loads(record.updated_at)
+        meta = None if record.meta is None else json.loads(record.meta, parse_constant=_reject)
+    except ValueError as exc:
+        raise StoreCorruptError(location, f"{where}: stored JSON is damaged ({exc})") from None
+    if not isinstance(title, str | None) or not isinstance(updated_at, str | None):
+        raise StoreCorruptError(location, f"{where}: stored title or updatedAt is not a string")
+    if record.client_title and title is None:
+        raise StoreCorruptError(location, f"{where}: a client-set title is marked, none stored")
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise StoreCorruptError(location, f"{where}: stored _meta is not an object")
+    return {key: fragment(key, encode_json(value)) for key, value in meta.items()}
 
 
 def _check_snapshot(state: LifetimeState, max_frame_bytes: int) -> None:

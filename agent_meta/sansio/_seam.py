@@ -207,24 +207,15 @@ class LifetimeTracker:
         handler sends is live (:attr:`ReplayStart.replays` is false).
         """
         method = message.get("method")
-        if method == SET_TITLE:
-            if not self.forwards_titles:
-                return None  # the connection answers it
-        elif not isinstance(method, str) or method not in _TRACKED_METHODS:
+        if not isinstance(method, str) or not self._tracks(method):
             return None
         request_id = message.get("id")
         if "id" not in message or not is_request_id(request_id):
             return None  # a notification, or an id the agent will refuse
         params = message.get("params")
         session_id = _session_of(params)
-        if method == SET_TITLE:
-            title = params.get("title") if isinstance(params, dict) else None
-            self._remember(
-                request_id, (method, session_id, title if isinstance(title, str) else None)
-            )
-            return None
         if method not in _REPLAYING_METHODS or session_id is None:
-            self._remember(request_id, (method, session_id, None))
+            self._remember(request_id, (method, session_id, _requested_title(method, params)))
             return None
         self._tokens += 1
         token = self._tokens
@@ -262,6 +253,9 @@ class LifetimeTracker:
         request = self._pending.pop(request_id, None)
         if request is None:
             return _WRITE_AS_IS
+        method, session_id, requested = request
+        if method == SET_TITLE:
+            return _adopted_title(session_id, requested, message)
         return self._plan_answer(request, message)
 
     def answering(self, message: Mapping[str, object]) -> str | None:
@@ -281,10 +275,6 @@ class LifetimeTracker:
     def _plan_answer(self, request: _Pending, message: Mapping[str, object]) -> OutboundPlan:
         """Plan the response (or error) to a remembered request."""
         method, session_id, extra = request
-        if method == SET_TITLE:
-            if session_id is None or "error" in message or "result" not in message:
-                return _WRITE_AS_IS
-            return _adopted_title(session_id, extra, message["result"])
         token = extra if isinstance(extra, int) else None
         replay = None if token is None else self._replays.pop(token, None)
         if "result" in message and "error" not in message:
@@ -298,6 +288,12 @@ class LifetimeTracker:
             # The lifetime it opened with nothing known goes again.
             return OutboundPlan(step=LifetimeStep.DISCARD, session_id=replay[0])
         return _WRITE_AS_IS
+
+    def _tracks(self, method: str) -> bool:
+        """Whether a request of ``method`` is remembered until its response."""
+        if method == SET_TITLE:
+            return self.forwards_titles  # else the connection answers it: no agent response
+        return method in _TRACKED_METHODS
 
     def _remember(self, request_id: RequestId, request: _Pending) -> None:
         self._pending[request_id] = request
@@ -362,13 +358,26 @@ _TRACKED_METHODS: Final = frozenset(
 )
 
 
-def _adopted_title(session_id: str, requested: object, result: object) -> OutboundPlan:
-    """The plan for an agent's successful answer to a forwarded ``session/set_title``: the
+def _requested_title(method: str, params: object) -> str | None:
+    """The title a forwarded ``session/set_title`` asks for (kept with the request)."""
+    if method != SET_TITLE or not isinstance(params, dict):
+        return None
+    title = params.get("title")
+    return title if isinstance(title, str) else None
+
+
+def _adopted_title(
+    session_id: str | None, requested: object, message: Mapping[str, object]
+) -> OutboundPlan:
+    """The plan for the agent's answer to a forwarded ``session/set_title``: on success, the
     title it stored (the TypeScript SDK shape's ``{title}``), else the one asked for (the
     RFD's empty result: stored as given)."""
-    stored = result.get("title") if isinstance(result, dict) else None
+    result = message.get("result")
+    if session_id is None or "error" in message or not isinstance(result, dict):
+        return _WRITE_AS_IS
+    stored = result.get("title")
     title = stored if isinstance(stored, str) else requested
-    if not isinstance(result, dict) or not isinstance(title, str):
+    if not isinstance(title, str):
         return _WRITE_AS_IS
     return OutboundPlan(step=LifetimeStep.ADOPT_TITLE, session_id=session_id, title=title)
 
