@@ -111,7 +111,7 @@ async def test_initialize_negotiates_the_version(
         response = await peer.request("initialize", {"protocolVersion": requested})
     expected: dict[str, Any] = {"protocolVersion": negotiated, "agentVersion": negotiated}
     if negotiated == 1:  # session/set_title, answered by the connection (R13), is advertised
-        titles = {"setTitle": {}, "title": {}}
+        titles: dict[str, Any] = {"setTitle": {}, "title": {}}
         expected["agentCapabilities"] = {"sessionCapabilities": titles}
     assert response["result"] == expected
 

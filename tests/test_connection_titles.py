@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from agent_meta import JsonObject, StoredLifetime
+    from agent_meta import JsonObject, JsonValue, StoredLifetime
     from agent_meta.stores._postgres import PostgresStore
 
 VERSIONS = pytest.mark.parametrize("version", [1, 2])
@@ -210,7 +210,9 @@ class ListingAgent(BaseAgent):
         return {}
 
     async def list_sessions(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
-        entries = [{"sessionId": name, "cwd": "/", "title": "agent's"} for name in self.names]
+        entries: list[JsonValue] = [
+            {"sessionId": name, "cwd": "/", "title": "agent's"} for name in self.names
+        ]
         return {"sessions": [*entries, {"sessionId": 7}]}  # a broken entry stays as it is
 
 

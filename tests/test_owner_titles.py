@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from agent_meta import LifetimeTakenOverError, MemoryStore, MetaValueError, SessionInfoPatch
+from agent_meta.owner._titles import client_titles
 from agent_meta.stores._sqlite import SQLiteStore
 from agent_meta.testing import ClientMirror, RecordingTransport
 
@@ -55,9 +56,9 @@ async def test_r13_agent_titles_never_reach_the_client_once_it_set_one(
         async with driver.open_owner(RecordingTransport(mirror=mirror), store=store) as owner:
             lifetime = owner.open_lifetime("s")
             await lifetime.publish(title="generated", meta={"a": 1})
-            assert not lifetime.title_set_by_client
+            before = lifetime.title_set_by_client
             assert await lifetime.set_client_title("Mine")
-            assert lifetime.title_set_by_client
+            assert (before, lifetime.title_set_by_client) == (False, True)
             assert await lifetime.publish(title="generated again", meta={"b": 2})
             assert await lifetime.publish(title=None)
             lifetime.publish_nowait(title="and again")
@@ -66,8 +67,8 @@ async def test_r13_agent_titles_never_reach_the_client_once_it_set_one(
             assert mirror.meta("s") == {"a": 1, "b": 2}
             assert lifetime.snapshot().title == "Mine"
             assert owner.statistics().suppressed_titles == 3
-            assert await owner.client_title("s") == "Mine"
-            assert await owner.client_title("other") is None
+            assert await client_titles(owner, ["s"]) == {"s": "Mine"}
+            assert await client_titles(owner, ["other"]) == {}
 
 
 async def test_r13_the_client_title_outlives_the_owner_with_a_store(
@@ -85,7 +86,9 @@ async def test_r13_the_client_title_outlives_the_owner_with_a_store(
             await lifetime.set_client_title("Mine")
         mirror = ClientMirror()
         async with driver.open_owner(RecordingTransport(mirror=mirror), store=store) as owner:
-            assert await owner.client_title("s") == "Mine"  # read from the store, not claimed
+            assert await client_titles(owner, ["s"]) == {
+                "s": "Mine"
+            }  # read from the store, not claimed
             seed = SessionInfoPatch(title="the agent's idea")
             claimed = await owner.claim_lifetime("s", seed=seed)
             assert claimed is not None
@@ -161,4 +164,4 @@ async def test_r13_an_adopted_title_is_kept_without_a_frame_of_its_own(driver: D
         await owner.wait_flushed()
         assert len(transport.frames) == sent
         assert mirror.info("s").title == "Mine"
-        assert await owner.client_title("s") == "Mine"
+        assert await client_titles(owner, ["s"]) == {"s": "Mine"}

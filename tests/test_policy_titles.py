@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agent_meta import MemoryStore
 from agent_meta.core._jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND
 from agent_meta.owner._policy import LifetimePolicy
+from agent_meta.owner._titles import client_titles
 from agent_meta.sansio._titles import advertises_titles
 from agent_meta.testing import ClientMirror, RecordingTransport
 
@@ -132,5 +133,5 @@ async def test_b_a_forwarded_set_title_the_agent_confirmed_is_kept_as_the_client
         await owner.wait_flushed()
         assert mirror.info("s").title == "Mine"
         assert owner.statistics().suppressed_titles == 1
-        assert await owner.client_title("s") == "Mine"
+        assert await client_titles(owner, ["s"]) == {"s": "Mine"}
     assert witness.stored_when_answered == {0: False, 1: False, 2: True}  # stored, then answered

@@ -145,7 +145,7 @@ def test_r13_set_title_in_a_batch_is_answered_in_the_batch_array() -> None:
              "params": {"sessionId": sid, "title": 1}},
         ]  # fmt: skip
         await client.send_line(json.dumps(batch).encode())
-        answer = await client.read_until(lambda m: isinstance(m, list))  # type: ignore[arg-type]
+        answer = await client.read_until(lambda m: isinstance(m, list))
         assert [(r["id"], "result" in r) for r in answer] == [("a", True), ("b", False)]  # type: ignore[index]
 
     asyncio.run(run(reference, scenario))

@@ -70,10 +70,11 @@ def test_r13_v2_the_adapter_answers_set_title_and_the_agent_title_stays_off() ->
             {"_meta": None},
             {"title": "Mine", "_meta": {"a": 1, "b": 2}},
         ]
-        for params, code in [
+        cases: list[tuple[Message, int]] = [
             ({"sessionId": "nobody", "title": "T"}, RESOURCE_NOT_FOUND),
             ({"sessionId": sid, "title": None}, INVALID_PARAMS),
-        ]:
+        ]
+        for params, code in cases:
             before, answer = await call(client, "session/set_title", params)
             assert (before, answer["error"]["code"]) == ([], code)
         assert adapter.statistics().owner.suppressed_titles == 1

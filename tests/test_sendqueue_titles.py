@@ -260,7 +260,7 @@ def test_a_bad_request_is_32602(params: object, why: str) -> None:
 
 # -- initialize: advertising both shapes -------------------------------------------------------
 
-BOTH = {"setTitle": {}, "title": {}}
+BOTH: dict[str, Any] = {"setTitle": {}, "title": {}}
 
 
 def test_v1_advertises_both_capabilities_creating_what_is_missing() -> None:
@@ -268,7 +268,7 @@ def test_v1_advertises_both_capabilities_creating_what_is_missing() -> None:
         "protocolVersion": 1,
         "agentCapabilities": {"sessionCapabilities": BOTH},
     }
-    given = {
+    given: dict[str, Any] = {
         "protocolVersion": 1,
         "agentCapabilities": {"loadSession": True, "sessionCapabilities": {"list": {}}},
     }

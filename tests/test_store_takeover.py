@@ -320,6 +320,30 @@ async def test_a_version_1_file_is_migrated_and_its_lifetimes_claimed(
     conn.close()
 
 
+async def test_read_many_reads_many_records_in_one_call_and_claims_none(
+    driver: Driver, kind: str, place: str
+) -> None:
+    shared, stack = await stores(kind, place)
+    async with two_owners(driver, shared, stack) as (a, _):
+        store = await shared.open()
+        ids = [f"s{index}" for index in range(1200)]  # more than one SQLite statement takes
+        for session_id in ids:
+            a.open_lifetime(session_id)
+        await a.lifetime("s7").set_client_title("Mine")
+        await a.wait_flushed()
+        found = await store.read_many([*reversed(ids), "absent", "s7"])
+        assert sorted(found) == sorted(ids)
+        assert (found["s7"].title, found["s7"].client_title, found["s7"].epoch) == (
+            '"Mine"',
+            True,
+            1,
+        )
+        assert not found["s8"].client_title
+        assert await store.read_many([]) == {}
+        await a.lifetime("s7").publish(meta={"still": "held"})  # nothing was claimed
+        await a.wait_flushed()
+
+
 async def test_a_version_2_file_is_migrated_and_keeps_its_lifetimes_and_epochs(
     driver: Driver, kind: str, tmp_path: Path
 ) -> None:

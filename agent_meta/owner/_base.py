@@ -217,30 +217,6 @@ class OwnerBase(WriterLoop):
         restore_state(state, record, self._store.location)
         return state.snapshot()
 
-    async def client_title(self, session_id: str) -> str | None:
-        """The title the client set for ``session_id`` (``session/set_title``, R13): its open
-        lifetime's, else the store's (a store round trip); ``None`` when the client set none
-        (or nothing is known of the session)."""
-        _check_session_id(session_id)
-        lifetime = self._lifetimes.get(session_id)
-        if lifetime is not None:
-            state = lifetime._state
-        else:
-            if self._store is None:
-                return None
-            try:
-                record = await self._store.read(session_id)
-            except Exception as exc:
-                raise self._store_failed(exc) from exc
-            if record is None or not record.client_title:
-                return None
-            state = LifetimeState(session_id)
-            restore_state(state, record, self._store.location)
-        if not state.client_title or state.title is None:
-            return None
-        title = state.snapshot().title
-        return title if isinstance(title, str) else None
-
     def _taken_over(self, states: list[LifetimeState]) -> None:
         """Another holder took these lifetimes over (a store write found them stale)."""
         for state in states:

@@ -47,6 +47,7 @@ from ..sansio._titles import (
     retitle_listing,
     title_result,
 )
+from ._titles import client_titles
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -208,7 +209,7 @@ class LifetimePolicy:
         ``initialize`` result advertises ``session/set_title`` in both shapes
         (:func:`~agent_meta.sansio._titles.advertise_titles`), a ``session/list`` result
         lists the title the client set for each session (its open lifetime's, else the
-        store's: a store round trip per session listed that is not open here). ``message``
+        store's: one store round trip for the sessions listed that are not open here). ``message``
         itself when nothing changes (so a proxy can forward its bytes), else a new message.
         Raises :class:`~agent_meta.StoreError` if the store cannot be read."""
         method = self.tracker.answering(message)
@@ -220,11 +221,7 @@ class LifetimePolicy:
         if method == "initialize":
             changed = advertise_titles(result)
         elif method == "session/list":
-            titles: dict[str, str] = {}
-            for session_id in listed_session_ids(result):
-                title = await self._owner.client_title(session_id)
-                if title is not None:
-                    titles[session_id] = title
+            titles = await client_titles(self._owner, listed_session_ids(result))
             changed = retitle_listing(result, titles)
         else:
             return message

@@ -31,6 +31,7 @@ __all__ = [
     "DELETE",
     "INSERT",
     "READ",
+    "READ_MANY",
     "SCHEMA_LOCK",
     "SCHEMA_VERSION",
     "UPDATE",
@@ -87,6 +88,8 @@ RETURNING {COLUMNS}
 """Take a lifetime over in one statement (the row lock makes concurrent claims take turns)."""
 
 READ = f"SELECT {COLUMNS} FROM agent_meta_lifetimes WHERE session_id = %s"
+
+READ_MANY = f"SELECT {COLUMNS} FROM agent_meta_lifetimes WHERE session_id = ANY(%s::text[])"
 
 _FIELDS = """
     unnest(

@@ -85,6 +85,10 @@ _COLUMNS = (
     "client_title, epoch"
 )
 
+_READ_CHUNK = 500
+"""Session ids per ``SELECT ... IN (...)`` of :meth:`SQLiteStore.read_many` (SQLite bounds the
+parameters of one statement)."""
+
 _LOCKED = {"SQLITE_BUSY", "SQLITE_LOCKED"}
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
 
@@ -253,6 +257,24 @@ class SQLiteStore:
 
         row = await self.run(read, what="reading a lifetime", write=False)
         return None if row is None else record_from_row(self._path, row)
+
+    async def read_many(self, session_ids: Sequence[str]) -> dict[str, StoredLifetime]:
+        wanted = list(dict.fromkeys(session_ids))
+
+        def read(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
+            rows: list[tuple[object, ...]] = []
+            for start in range(0, len(wanted), _READ_CHUNK):
+                chunk = wanted[start : start + _READ_CHUNK]
+                marks = ", ".join("?" * len(chunk))
+                query = f"SELECT {_COLUMNS} FROM agent_meta_lifetimes WHERE session_id IN ({marks})"
+                rows.extend(conn.execute(query, chunk).fetchall())
+            return rows
+
+        if not wanted:
+            return {}
+        rows = await self.run(read, what="reading lifetimes", write=False)
+        records = [record_from_row(self._path, row) for row in rows]
+        return {record.session_id: record for record in records}
 
     async def write(
         self,

@@ -60,6 +60,12 @@ class LifetimeStore(Protocol):
         """The stored lifetime of ``session_id`` without taking it over, or ``None``."""
         ...
 
+    async def read_many(self, session_ids: Sequence[str]) -> dict[str, StoredLifetime]:
+        """The stored lifetimes of ``session_ids`` without taking any over, by session id (those
+        with none are left out), in one round trip: a ``session/list`` page reads its
+        client-set titles so (R13)."""
+        ...
+
     async def write(
         self,
         saves: Sequence[StoredLifetime],
@@ -125,6 +131,9 @@ class MemoryStore:
     async def read(self, session_id: str) -> StoredLifetime | None:
         held = self._held.get(session_id)
         return None if held is None else held.record
+
+    async def read_many(self, session_ids: Sequence[str]) -> dict[str, StoredLifetime]:
+        return {sid: self._held[sid].record for sid in session_ids if sid in self._held}
 
     async def write(
         self,
