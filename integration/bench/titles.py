@@ -26,8 +26,8 @@ import trio
 import agent_meta
 from agent_meta.owner._policy import LifetimePolicy
 
-from .stores import Places, _percentile, _server
 from ._common import NullTransport
+from .stores import Places, _percentile, _server
 
 
 async def set_title(places: Places, kind: str, count: int) -> list[float]:
