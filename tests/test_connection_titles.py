@@ -17,8 +17,8 @@ import trio
 import trio.testing
 
 from agent_meta import BaseAgent, MemoryStore, RequestContext
-from agent_meta.agents.reference_agent import ReferenceAgent
-from agent_meta.core._jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND
+from agent_meta.agents.reference_agent._agent import ReferenceAgent
+from agent_meta.core._jsonrpc import ErrorCode
 from agent_meta.sansio._titles import MAX_TITLE_LENGTH
 from agent_meta.stores._sqlite import SQLiteStore
 from tests.failing_store import WrappedStore
@@ -90,13 +90,13 @@ async def test_r13_refused_requests_store_and_send_nothing(version: int) -> None
         sid = await _start(peer, version)
         await _prompt(peer, sid, "/title Generated")
         cases: list[tuple[dict[str, Any], int]] = [
-            ({"sessionId": "nobody", "title": "T"}, RESOURCE_NOT_FOUND),
-            ({"sessionId": sid, "title": 3}, INVALID_PARAMS),
-            ({"sessionId": sid, "title": None}, INVALID_PARAMS),
-            ({"sessionId": sid}, INVALID_PARAMS),
-            ({"sessionId": sid, "title": "  "}, INVALID_PARAMS),
-            ({"sessionId": sid, "title": "x" * (MAX_TITLE_LENGTH + 1)}, INVALID_PARAMS),
-            ({"title": "T"}, INVALID_PARAMS),
+            ({"sessionId": "nobody", "title": "T"}, ErrorCode.RESOURCE_NOT_FOUND),
+            ({"sessionId": sid, "title": 3}, ErrorCode.INVALID_PARAMS),
+            ({"sessionId": sid, "title": None}, ErrorCode.INVALID_PARAMS),
+            ({"sessionId": sid}, ErrorCode.INVALID_PARAMS),
+            ({"sessionId": sid, "title": "  "}, ErrorCode.INVALID_PARAMS),
+            ({"sessionId": sid, "title": "x" * (MAX_TITLE_LENGTH + 1)}, ErrorCode.INVALID_PARAMS),
+            ({"title": "T"}, ErrorCode.INVALID_PARAMS),
         ]
         for params, code in cases:
             before, answer = await peer.call("session/set_title", params)
@@ -109,7 +109,7 @@ async def test_r13_refused_requests_store_and_send_nothing(version: int) -> None
         assert peer.mirror.info(sid).title == "Generated"
         await peer.request("session/close", {"sessionId": sid})
         closed, answer = await set_title(peer, sid, "T")
-        assert (closed, answer["error"]["code"]) == ([], RESOURCE_NOT_FOUND)
+        assert (closed, answer["error"]["code"]) == ([], ErrorCode.RESOURCE_NOT_FOUND)
 
 
 class GatedStore(WrappedStore):

@@ -19,7 +19,7 @@ import trio
 import trio.testing
 
 from agent_meta import BaseAgent, OwnerOptions, RequestContext, serve_agent
-from agent_meta.agents.reference_agent import ReferenceAgent
+from agent_meta.agents.reference_agent._agent import ReferenceAgent
 from agent_meta.testing import RecordingTransport
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def exchange(
         agent = BadResults() if bad_results else ReferenceAgent()
         frames = trio.run(_trio, agent, lines, initialize, options)
     else:
-        from agent_meta.agents.sdk_agent import SdkReferenceAgent
+        from agent_meta.agents.sdk_agent._agent import SdkReferenceAgent
 
         make = SdkBadResults if bad_results else SdkReferenceAgent
         frames = _sdk(make, lines, initialize, options)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from agent_meta.testing import Message
+    from agent_meta.testing._mirror import Message
 
 SID = "sess-1"
 GUARD = 30.0  # seconds; only ever reached when something hangs

@@ -26,13 +26,13 @@ from agent_meta.testing import (
     ClientMirror,
     FailingTransport,
     GatedTransport,
-    Message,
     PipeRecorder,
     RecordingTransport,
     SlowTransport,
 )
 
 if TYPE_CHECKING:
+    from agent_meta.testing._mirror import Message
     from tests.drivers import Driver, Owner, VirtualTime
 
 SID = "sess-1"

@@ -15,7 +15,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from agent_meta import MemoryStore
-from agent_meta.core._jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND
+from agent_meta.core._jsonrpc import ErrorCode
 from agent_meta.owner._policy import LifetimePolicy
 from agent_meta.owner._titles import client_titles
 from agent_meta.sansio._titles import advertises_titles
@@ -79,9 +79,9 @@ async def test_a_the_proxy_answers_advertises_and_lists_for_an_agent_without_it(
         refused = await policy.answer_set_title(
             request(3, "session/set_title", sessionId="x", title="T")
         )
-        assert refused["error"]["code"] == RESOURCE_NOT_FOUND
+        assert refused["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND
         refused = await policy.answer_set_title(request(4, "session/set_title", sessionId="s"))
-        assert refused["error"]["code"] == INVALID_PARAMS
+        assert refused["error"]["code"] == ErrorCode.INVALID_PARAMS
         await relay(policy, owner, title_update("s", "the child's own"))
         await policy.request(request(5, "session/list"))
         listing = {"sessions": [{"sessionId": "s", "cwd": "/", "title": "the child's own"}]}

@@ -20,9 +20,9 @@ import pytest
 
 from agent_meta import MemoryStore
 from agent_meta.agents._common._storage import HistoryStore
-from agent_meta.agents.sdk_agent import SdkReferenceAgent
+from agent_meta.agents.sdk_agent._agent import SdkReferenceAgent
 from agent_meta.agents.sdk_agent._base import SdkSession
-from agent_meta.core._jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND
+from agent_meta.core._jsonrpc import ErrorCode
 from agent_meta.stores._sqlite import SQLiteStore
 from agent_meta.testing import ClientMirror
 from integration.sdk_mini_agent import MiniAgent
@@ -119,11 +119,11 @@ def test_r13_refused_requests_send_nothing_and_reach_neither_the_sdk_nor_the_sto
         sid = await start(client)
         await prompt(client, sid, "/title Generated")
         cases: list[tuple[Message, int]] = [
-            ({"sessionId": "nobody", "title": "T"}, RESOURCE_NOT_FOUND),
-            ({"sessionId": sid, "title": 3}, INVALID_PARAMS),
-            ({"sessionId": sid}, INVALID_PARAMS),
-            ({"sessionId": sid, "title": ""}, INVALID_PARAMS),
-            ({"sessionId": sid, "title": "x" * 8193}, INVALID_PARAMS),
+            ({"sessionId": "nobody", "title": "T"}, ErrorCode.RESOURCE_NOT_FOUND),
+            ({"sessionId": sid, "title": 3}, ErrorCode.INVALID_PARAMS),
+            ({"sessionId": sid}, ErrorCode.INVALID_PARAMS),
+            ({"sessionId": sid, "title": ""}, ErrorCode.INVALID_PARAMS),
+            ({"sessionId": sid, "title": "x" * 8193}, ErrorCode.INVALID_PARAMS),
         ]
         for params, code in cases:
             before, answer = await call(client, "session/set_title", params)

@@ -16,7 +16,7 @@ pytest.importorskip(
 
 from agent_meta import MemoryStore
 from agent_meta.agents.sdk_agent._agent_v2 import SdkReferenceAgentV2
-from agent_meta.core._jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND
+from agent_meta.core._jsonrpc import ErrorCode
 from agent_meta.testing import ClientMirror
 from tests.sdk_pair_v2 import V2_OPTIONS, run_v2
 from tests.test_sdk_agent_v2 import start, whole_turn
@@ -71,8 +71,8 @@ def test_r13_v2_the_adapter_answers_set_title_and_the_agent_title_stays_off() ->
             {"title": "Mine", "_meta": {"a": 1, "b": 2}},
         ]
         cases: list[tuple[Message, int]] = [
-            ({"sessionId": "nobody", "title": "T"}, RESOURCE_NOT_FOUND),
-            ({"sessionId": sid, "title": None}, INVALID_PARAMS),
+            ({"sessionId": "nobody", "title": "T"}, ErrorCode.RESOURCE_NOT_FOUND),
+            ({"sessionId": sid, "title": None}, ErrorCode.INVALID_PARAMS),
         ]
         for params, code in cases:
             before, answer = await call(client, "session/set_title", params)

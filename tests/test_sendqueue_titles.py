@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agent_meta import FrameTooLargeError, JsonRpcError, StoreCorruptError
-from agent_meta.core._jsonrpc import INVALID_PARAMS
+from agent_meta import FrameTooLargeError, JsonRpcError
+from agent_meta.core._errors import StoreCorruptError
+from agent_meta.core._jsonrpc import ErrorCode
 from agent_meta.sansio._edits import ClientTitle, Outcome
 from agent_meta.sansio._entries import StoreBatch
 from agent_meta.sansio._records import StoredLifetime, restore_state
@@ -255,7 +256,7 @@ def test_a_valid_request_reads_as_is() -> None:
 def test_a_bad_request_is_32602(params: object, why: str) -> None:
     with pytest.raises(JsonRpcError, match=why) as caught:
         read_title_request(params)
-    assert caught.value.code == INVALID_PARAMS
+    assert caught.value.code == ErrorCode.INVALID_PARAMS
 
 
 # -- initialize: advertising both shapes -------------------------------------------------------

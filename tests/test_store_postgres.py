@@ -24,14 +24,8 @@ skip_module_without_psycopg()  # before psycopg is imported (agent_meta.Postgres
 import psycopg
 import trio
 
-from agent_meta import (
-    PostgresStore,
-    StoreCorruptError,
-    StoredLifetime,
-    StoreError,
-    StoreLockedError,
-    StoreSchemaError,
-)
+from agent_meta import PostgresStore, StoredLifetime, StoreError
+from agent_meta.core._errors import StoreCorruptError, StoreLockedError, StoreSchemaError
 from agent_meta.stores._postgres import redact
 from agent_meta.testing import ClientMirror, RecordingTransport
 

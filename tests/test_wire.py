@@ -14,27 +14,32 @@ from pydantic import ValidationError
 
 from agent_meta import OMITTED, AgentMetaError, MetaValueError, SessionInfoPatch
 from agent_meta.wire import (
-    InvalidMessageError,
-    JsonRpcErrorObject,
     JsonRpcErrorResponse,
     JsonRpcNotification,
     JsonRpcRequest,
     JsonRpcSuccessResponse,
     MessageDecodeError,
-    MessageParseError,
     SessionInfoUpdate,
     SessionInfoUpdateV1,
+    encode_frame,
+    patch_from_update,
+)
+from agent_meta.wire import decode as decode_line
+from agent_meta.wire._convert import encode_session_update, update_from_patch
+from agent_meta.wire._decode import (
+    InvalidMessageError,
+    MessageParseError,
+    decode_message,
+    message_from_json,
+    parse_json_line,
+)
+from agent_meta.wire._models import (
+    MISSING,
+    JsonRpcErrorObject,
     SessionNotification,
     SessionNotificationV1,
     WireModel,
-    encode_frame,
-    encode_session_update,
-    patch_from_update,
-    update_from_patch,
 )
-from agent_meta.wire import decode as decode_line
-from agent_meta.wire._decode import decode_message, message_from_json, parse_json_line
-from agent_meta.wire._models import MISSING
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = _agent_options(parser, args)
     if args.runtime == "sdk":
         return _run_sdk_agent(parser, args, options)
-    from ..agents.reference_agent import ReferenceAgent
+    from ..agents.reference_agent._agent import ReferenceAgent
     from ..trio_connection._stdio import run_stdio_agent
 
     try:
@@ -400,7 +400,7 @@ write protects is written. Only for crash tests."""
 async def _serve_with_store(
     url: str, versions: tuple[int, ...], max_line: int, options: OwnerOptions
 ) -> None:
-    from ..agents.reference_agent import ReferenceAgent
+    from ..agents.reference_agent._agent import ReferenceAgent
     from ..stores._open import open_store
     from ..trio_connection._stdio import serve_stdio
 

@@ -241,7 +241,7 @@ async def open_asyncio_owner(
     the running asyncio loop.
 
     ``output`` is an :class:`asyncio.StreamWriter` (wrapped in an
-    :class:`~agent_meta.AsyncioStreamTransport`) or a :class:`~agent_meta.Transport` whose
+    ``AsyncioStreamTransport``) or a :class:`~agent_meta.Transport` whose
     ``send_frame`` is awaited on this loop; the owner never closes it. ``options`` and
     ``store`` are those of :func:`~agent_meta.open_owner` (a store's ``write`` is awaited on
     this loop; :class:`~agent_meta.SQLiteStore` runs on either runtime).

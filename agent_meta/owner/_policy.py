@@ -37,7 +37,7 @@ from ..core._errors import (
     StoreError,
     shown_id,
 )
-from ..core._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, JsonRpcError
+from ..core._jsonrpc import ErrorCode, JsonRpcError
 from ..sansio._modes import wire_mode
 from ..sansio._seam import LifetimeStep, LifetimeTracker, OutboundPlan, replaying_session
 from ..sansio._titles import (
@@ -183,7 +183,7 @@ class LifetimePolicy:
             raise _no_session(session_id, "was taken over by another connection") from None
         except FrameTooLargeError as exc:
             raise JsonRpcError(
-                INVALID_PARAMS, f"invalid params: 'title' is too long: {exc}"
+                ErrorCode.INVALID_PARAMS, f"invalid params: 'title' is too long: {exc}"
             ) from None
         if not accepted:
             raise _no_session(session_id, "was closed")
@@ -201,7 +201,7 @@ class LifetimePolicy:
             answer["error"] = exc.to_error()
         except StoreError:
             logger.exception("session/set_title: the lifetime store failed")
-            answer["error"] = {"code": INTERNAL_ERROR, "message": STORE_FAILED_MESSAGE}
+            answer["error"] = {"code": ErrorCode.INTERNAL_ERROR, "message": STORE_FAILED_MESSAGE}
         return answer
 
     async def rewrite(self, message: Mapping[str, object]) -> Mapping[str, object]:
@@ -239,5 +239,7 @@ class LifetimePolicy:
 
 def _no_session(session_id: str, why: str) -> JsonRpcError:
     return JsonRpcError(
-        RESOURCE_NOT_FOUND, f"session {shown_id(session_id)} {why}", {"sessionId": session_id}
+        ErrorCode.RESOURCE_NOT_FOUND,
+        f"session {shown_id(session_id)} {why}",
+        {"sessionId": session_id},
     )

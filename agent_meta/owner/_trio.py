@@ -158,7 +158,7 @@ async def open_owner(
     """Run a :class:`MetaOwner` writing to ``output`` for the duration of the block.
 
     ``output`` is any :class:`trio.abc.SendStream` (wrapped in a
-    :class:`~agent_meta.StreamTransport`) or a :class:`~agent_meta.Transport`; the owner never
+    ``StreamTransport``) or a :class:`~agent_meta.Transport`; the owner never
     closes it. ``options`` (an :class:`~agent_meta.OwnerOptions`) configures the rules.
 
     ``store``: a :class:`~agent_meta.LifetimeStore` (e.g. :class:`~agent_meta.SQLiteStore`)

@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, final
 
-from ..core._jsonrpc import INVALID_PARAMS, JsonRpcError, require_str
+from ..core._jsonrpc import ErrorCode, JsonRpcError, require_str
 from ._encode import EncodedUpdate
 
 if TYPE_CHECKING:
@@ -78,14 +78,16 @@ def read_title_request(params: object) -> TitleRequest:
     when ``sessionId`` is not a string, or ``title`` is not a string, shows nothing (empty or
     only whitespace) or is longer than :data:`MAX_TITLE_LENGTH`."""
     if not isinstance(params, Mapping):
-        raise JsonRpcError(INVALID_PARAMS, "invalid params: session/set_title takes an object")
+        raise JsonRpcError(
+            ErrorCode.INVALID_PARAMS, "invalid params: session/set_title takes an object"
+        )
     session_id = require_str(params, "sessionId")
     title = require_str(params, "title")
     if not title.strip():
-        raise JsonRpcError(INVALID_PARAMS, "invalid params: 'title' is empty")
+        raise JsonRpcError(ErrorCode.INVALID_PARAMS, "invalid params: 'title' is empty")
     if len(title) > MAX_TITLE_LENGTH:
         raise JsonRpcError(
-            INVALID_PARAMS,
+            ErrorCode.INVALID_PARAMS,
             f"invalid params: 'title' must not exceed {MAX_TITLE_LENGTH} characters "
             f"(it has {len(title)})",
             {"maxLength": MAX_TITLE_LENGTH, "length": len(title)},

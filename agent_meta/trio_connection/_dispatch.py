@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 import trio
 
 from ..core._errors import AgentMetaError, OwnerClosedError, StoreError, TransportBrokenError
-from ..core._jsonrpc import INVALID_REQUEST, REQUEST_CANCELLED, JsonRpcError
+from ..core._jsonrpc import ErrorCode, JsonRpcError
 from ..sansio._frames import session_of
 from ..sansio._gate import InboundGate
 from ..sansio._handler_errors import failure_of
@@ -178,7 +178,7 @@ class Dispatcher:
             if failure is not None:
                 logger.warning("%s failed after answering: %s", ctx.method, failure.error.message)
         elif work.scope.cancelled_caught:
-            cancelled = JsonRpcError(REQUEST_CANCELLED, "request cancelled")
+            cancelled = JsonRpcError(ErrorCode.REQUEST_CANCELLED, "request cancelled")
             await self._respond(ctx, {"error": cancelled.to_error()})
         elif failure is not None:
             await self._respond(ctx, {"error": failure.error.to_error()})
@@ -221,7 +221,9 @@ class Dispatcher:
         try:
             self._owner.set_protocol_version(version)
         except (AgentMetaError, RuntimeError) as exc:
-            raise JsonRpcError(INVALID_REQUEST, f"cannot initialize again: {exc}") from exc
+            raise JsonRpcError(
+                ErrorCode.INVALID_REQUEST, f"cannot initialize again: {exc}"
+            ) from exc
         self.protocol_version = version
         result = await self._agent.initialize(ctx, params)
         return {"protocolVersion": version, **result}
