@@ -12,19 +12,18 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from tests import drivers
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.strategies import json_values, session_info_patches
 
 import agent_meta
 import agent_meta.wire
 from agent_meta.sansio._edits import Outcome
-from agent_meta.sansio._entries import Outgoing
 from agent_meta.sansio._frames import build_notification, build_response
 from agent_meta.sansio._queue import SendQueue
 from agent_meta.testing import RecordingTransport
+from tests import drivers
+from tests.strategies import json_values, session_info_patches
 
 session_ids = st.text(min_size=1, max_size=8)
 notification_metas = st.one_of(
@@ -49,11 +48,11 @@ def rendered(
         notification_meta=notification_meta,
     )
     assert queue.submit(state, update) is Outcome.ACCEPTED
-    out = queue.next_action()
-    assert isinstance(out, Outgoing)
-    queue.written(out)
+    frame = queue.next_action()
+    assert isinstance(frame, bytes)
+    queue.written()
     assert queue.next_action() is None
-    return out.frame
+    return frame
 
 
 def written(
