@@ -45,7 +45,7 @@ from ._edits import ACCEPTED, FENCED, FULL, REFUSED, Edit, Outcome, plan_edit, s
 from ._encode import EncodedUpdate, encode_update
 from ._entries import InfoEntry, RawEntry, ResyncEntry, StoreBatch
 from ._fifo import EntryFifo
-from ._frames import info_frame, info_frames, patch_text
+from ._frames import publication_frame
 from ._modes import WireMode, wire_mode
 from ._publish import Publisher
 from ._records import restore_state
@@ -436,9 +436,8 @@ class SendQueue:
         """Fold ``update`` and hold its one frame for the writer, if the queue is idle, the
         lifetime needs no repair and one frame says it; ``False`` (nothing done) otherwise.
 
-        Every publication to an idle queue passes here, so the common frame (a v2 patch, or a
-        title) is built without going through :func:`info_frames`, and the idle checks and
-        the fold are written out. The frame takes no position in the :class:`FlushCursor`:
+        Every publication to an idle queue passes here, so the idle checks and the fold are
+        written out. The frame takes no position in the :class:`FlushCursor`:
         nothing counts as flushed while a frame is held or out."""
         writing = self._writing
         if writing.frame is not None or writing.frames is not None or self._fifo.entries:
@@ -455,22 +454,7 @@ class SendQueue:
         if store.enabled:
             store.changed(state)
         self._publications += 1
-        if mode.full_object or cleared:
-            frames = info_frames(
-                mode,
-                state,
-                update.title,
-                update.updated_at,
-                cleared,
-                patch,
-                update.notification_meta,
-            )
-            frame = frames[0]
-        else:
-            meta = None if patch is None else patch_text(patch)
-            frame = info_frame(
-                state.prefix, update.title, update.updated_at, meta, update.notification_meta
-            )
+        frame = publication_frame(mode, state, update)
         writing.hold_express(frame, state, store.target() if store.enabled else 0)
         return True
 
