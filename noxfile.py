@@ -15,11 +15,15 @@ import nox
 
 nox.options.error_on_missing_interpreters = True
 nox.options.sessions = ["tests", "lint", "docs", "integration"]
+# uv builds each session's venv in seconds where virtualenv and pip take minutes (most of a CI
+# run was installs); without uv on PATH, nox falls back to virtualenv and pip.
+nox.options.default_venv_backend = "uv|virtualenv"
 
 PYTHON = "3.11"
 ROOT = Path(__file__).parent
 NODE_CLIENT = ROOT / "integration" / "node"
 THIRDPARTY = ROOT / "integration" / "thirdparty"
+_SHORT_TIMEOUT = {"UV_HTTP_TIMEOUT": "30"}
 THIRDPARTY_VENVS = "AGENT_META_THIRDPARTY_BUILDS"
 """The report of the agent venvs' build (``integration/thirdparty/venvs.py``) the tests read."""
 
@@ -160,9 +164,12 @@ def thirdparty(session: nox.Session) -> None:
     )
     try:
         # Few retries and a short timeout: an offline machine skips in seconds, not minutes.
-        session.install(
-            "--retries", "2", "--timeout", "30", "-r", str(THIRDPARTY / "requirements.txt")
-        )
+        if session.venv_backend == "uv":
+            session.install("-r", str(THIRDPARTY / "requirements.txt"), env=_SHORT_TIMEOUT)
+        else:
+            session.install(
+                "--retries", "2", "--timeout", "30", "-r", str(THIRDPARTY / "requirements.txt")
+            )
     except nox.command.CommandFailed:
         os.killpg(builder.pid, signal.SIGTERM)
         builder.wait()

@@ -55,6 +55,7 @@ from .core._session_info import compose_session_info_patches as compose_session_
 from .core._timestamps import is_rfc3339 as is_rfc3339
 
 if _typing.TYPE_CHECKING:
+    from .core._errors import ConnectionClosedError as ConnectionClosedError
     from .core._jsonrpc import JsonRpcError as JsonRpcError
     from .owner._asyncio import AsyncioMetaOwner as AsyncioMetaOwner
     from .owner._asyncio import open_asyncio_owner as open_asyncio_owner
@@ -85,7 +86,6 @@ if _typing.TYPE_CHECKING:
     )
     from .trio_connection._connection import AgentConnection as AgentConnection
     from .trio_connection._outbound import ClientRequestError as ClientRequestError
-    from .trio_connection._outbound import ConnectionClosedError as ConnectionClosedError
     from .trio_connection._serve import serve_agent as serve_agent
     from .trio_connection._stdio import run_stdio_agent as run_stdio_agent
     from .trio_connection._stdio import serve_stdio as serve_stdio
@@ -97,7 +97,7 @@ _LAZY: dict[str, str] = {
     "SUPPORTED_PROTOCOL_VERSIONS": ".trio_connection._connection",
     "AgentConnection": ".trio_connection._connection",
     "ClientRequestError": ".trio_connection._outbound",
-    "ConnectionClosedError": ".trio_connection._outbound",
+    "ConnectionClosedError": ".core._errors",
     "serve_agent": ".trio_connection._serve",
     "run_stdio_agent": ".trio_connection._stdio",
     "serve_stdio": ".trio_connection._stdio",

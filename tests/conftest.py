@@ -16,10 +16,10 @@ import inspect
 import os
 
 import pytest
-from tests.drivers import NAMES, Driver, VirtualTime, get
 from hypothesis import settings
 
 from integration.postgres_fixtures import postgres_server, postgres_url  # noqa: F401 (fixtures)
+from tests.drivers import NAMES, Driver, VirtualTime, get
 
 settings.register_profile("default", deadline=None)
 settings.register_profile("thorough", deadline=None, max_examples=1000)

@@ -7,7 +7,6 @@ import copy
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.strategies import json_values, meta_keys
 
 from agent_meta import (
     OMITTED,
@@ -18,6 +17,7 @@ from agent_meta import (
     apply_meta_patch,
     merge_agui_metadata,
 )
+from tests.strategies import json_values, meta_keys
 
 agui_metadata = st.dictionaries(meta_keys, json_values, max_size=5)
 """AG-UI metadata: any JSON value under a key, ``null`` included (it is data)."""

@@ -16,7 +16,7 @@ from agent_meta.tools._check import _offer
 from agent_meta.tools._peer import AgentPeer
 
 ROOT = Path(__file__).resolve().parent.parent
-BROKEN = ROOT / "tests" / "broken_agents"
+
 #: A hung check fails its test instead of the suite.
 BOUND = 120
 
@@ -71,7 +71,7 @@ def prompts(texts: list[str]) -> list[str]:
 
 
 def broken(name: str) -> list[str]:
-    return [sys.executable, str(BROKEN / f"{name}.py")]
+    return [sys.executable, "-m", f"tests.broken_agents.{name}"]
 
 
 # --------------------------------------------------------------------------- passing agents

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from agent_meta.cli import _main as _cli
 
 from agent_meta import __version__
 from agent_meta.agents.reference_agent import COMMANDS
+from agent_meta.cli import _main as _cli
 from agent_meta.cli._main import build_parser, main
 from agent_meta.core._jsonrpc import (
     INVALID_PARAMS,

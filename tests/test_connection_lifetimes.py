@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from tests.peer import serve
 
 from agent_meta import BaseAgent, JsonRpcError, RequestContext, UnknownSessionError
 from agent_meta.core._jsonrpc import RESOURCE_NOT_FOUND
+from tests.peer import serve
 
 if TYPE_CHECKING:
     from agent_meta.core._json import JsonObject

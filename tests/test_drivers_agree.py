@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from tests import drivers
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agent_meta
 from agent_meta.testing import GatedTransport, PipeRecorder
+from tests import drivers
 
 SESSIONS = ("s1", "s2")
 KEYS = ("a", "b")

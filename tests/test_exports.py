@@ -115,6 +115,8 @@ WIRE_NAMES = [
     "optional_str",
     "PARSE_ERROR",
     "patch_from_update",
+    "Replay",
+    "replay_of",
     "REQUEST_CANCELLED",
     "RequestId",
     "require_object_list",
@@ -144,7 +146,6 @@ TESTING_NAMES = [
 SDK_NAMES = [
     "SUPPORTED_SDK_RANGE",
     "AdapterStatistics",
-    "InvalidEntry",
     "MessageSource",
     "SdkAdapter",
     "SdkRelease",

@@ -23,7 +23,6 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.reporting import show_lines
 
 from agent_meta import MetaValueError
 from agent_meta.agents.reference_agent import ReferenceAgent
@@ -43,6 +42,7 @@ from agent_meta.wire import (
 )
 from agent_meta.wire import decode as decode_line
 from agent_meta.wire._decode import decode_message
+from tests.reporting import show_lines
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

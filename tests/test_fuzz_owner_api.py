@@ -26,11 +26,9 @@ import os
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Literal
 
-from tests import drivers
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.reporting import show_lines
 
 import agent_meta
 from agent_meta import (
@@ -42,6 +40,8 @@ from agent_meta import (
     UnknownSessionError,
 )
 from agent_meta.testing import ClientMirror, RecordingTransport
+from tests import drivers
+from tests.reporting import show_lines
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

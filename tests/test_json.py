@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.strategies import json_scalars, json_values, meta_keys
 
 from agent_meta import JsonValue, MetaValueError, json_copy
 from agent_meta.core._json import INT_LIMIT, MAX_DEPTH, PLAIN_DEPTH, is_plain_json, json_object_copy
@@ -26,6 +25,7 @@ from agent_meta.sansio._encode import (
     member_size,
 )
 from agent_meta.sansio._frames import encode_json
+from tests.strategies import json_scalars, json_values, meta_keys
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -16,12 +16,12 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
-from tests import drivers
 import pytest
 
 import agent_meta as am
 from agent_meta import OwnerOptions
 from agent_meta.testing import ClientMirror, GatedTransport, PipeRecorder, RecordingTransport
+from tests import drivers
 
 if TYPE_CHECKING:
     import concurrent.futures

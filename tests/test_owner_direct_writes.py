@@ -24,11 +24,11 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.reporting import show_lines
 
 import agent_meta
 from agent_meta import OwnerOptions
 from agent_meta.testing import ClientMirror
+from tests.reporting import show_lines
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator

@@ -23,7 +23,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tests import drivers
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,6 +30,7 @@ from hypothesis import strategies as st
 import agent_meta
 from agent_meta import FrameLostError, FrameNotSentError, OwnerOptions
 from agent_meta.testing import ClientMirror
+from tests import drivers
 
 SESSIONS = ("s0", "s1", "s2")
 KEYS = ("a", "b", "c", "agent-meta", "zed.dev/x")

@@ -42,13 +42,13 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from tests import drivers
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import agent_meta
 from agent_meta.testing import ClientMirror, GatedTransport, Message
+from tests import drivers
 
 SID = "sess-prefix"
 Held = dict[str, list[agent_meta.SessionInfo]]

@@ -13,7 +13,6 @@ from collections.abc import Iterator, Mapping
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.strategies import json_values, meta_keys, meta_updates, patch_objects, stored_meta
 
 from agent_meta import (
     OMITTED,
@@ -29,6 +28,7 @@ from agent_meta import (
     fold_meta_patches,
 )
 from agent_meta.core._json import MAX_DEPTH
+from tests.strategies import json_values, meta_keys, meta_updates, patch_objects, stored_meta
 
 
 def container_ids(value: object) -> Iterator[int]:

@@ -23,11 +23,11 @@ skip_module_without_psycopg()  # before psycopg is imported (agent_meta.Postgres
 
 import psycopg
 import trio
-from test_run import PLAIN_AGENT, ROOT, info_updates, start, stderr_of, supervised
 
 import agent_meta
 from agent_meta import PostgresStore, SQLiteStore, StoreError
 from agent_meta.agents._common._storage import HistoryStore, SessionRecord
+from tests.test_run import PLAIN_AGENT, ROOT, info_updates, start, stderr_of, supervised
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -16,16 +16,18 @@ import pytest
 import trio
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.strategies import meta_updates
 
 from agent_meta import OMITTED, fold_meta_patches
+from agent_meta.sansio._lines import LineSplitter
 from agent_meta.testing import ClientMirror
+from agent_meta.tools._findings import WATCHED_LINE_BYTES, take_lines
 from agent_meta.tools._peer import AgentPeer
 from agent_meta.tools._proxy import _Reporter
-from agent_meta.tools._watch import LineSplitter, Watcher, patch_meta
+from agent_meta.tools._watch import Watcher
+from tests.strategies import meta_updates
 
 ROOT = Path(__file__).resolve().parent.parent
-BROKEN = ROOT / "tests" / "broken_agents"
+
 AGENT = [sys.executable, "-m", "agent_meta", "agent"]
 PROXY = [sys.executable, "-m", "agent_meta", "proxy"]
 #: Every subprocess run is bounded: a hung proxy fails the test instead of the suite.
@@ -105,15 +107,6 @@ def test_the_fold_is_the_clients(version: int, updates: list[Any]) -> None:
     assert watcher.meta("s") == mirror.meta("s")
     if version == 2:
         assert watcher.meta("s") == fold_meta_patches(None, updates)
-
-
-@given(st.lists(meta_updates, max_size=8))
-def test_patch_meta_is_the_v2_rule(updates: list[Any]) -> None:
-    stored = None
-    for meta in updates:
-        if meta is not OMITTED:
-            stored = patch_meta(stored, meta)
-    assert stored == fold_meta_patches(None, updates)
 
 
 # --------------------------------------------------------------------------- per-frame rules
@@ -527,26 +520,45 @@ def test_a_failed_close_fences_nothing() -> None:
 # --------------------------------------------------------------------------- line splitting
 
 
-def test_the_splitter_holds_partial_lines() -> None:
-    splitter = LineSplitter()
-    assert splitter.feed(b'{"a"') == []
-    assert splitter.feed(b":1}\n{") == [b'{"a":1}']
-    assert splitter.feed(b"}\n\nx\ny") == [b"{}", b"", b"x"]
-    assert splitter.finish() == b"y"
-    assert splitter.finish() is None
+def lines_of(splitter: LineSplitter, chunk: bytes) -> tuple[list[bytes], int]:
+    splitter.feed(chunk)
+    return take_lines(splitter)
 
 
-def test_the_splitter_skips_a_line_too_long_to_watch() -> None:
-    splitter = LineSplitter(limit=8)
-    assert splitter.feed(b"12345") == []
-    assert splitter.feed(b"67890") == []  # over the limit: dropped from watching
-    assert splitter.feed(b"abc\nok\n") == [b"ok"]
-    assert splitter.skipped == 1
-    assert splitter.feed(b"tail") == []
-    assert splitter.finish() == b"tail"
+def test_the_watched_lines_hold_partial_lines_and_skip_blank_ones() -> None:
+    splitter = LineSplitter(max_line_bytes=WATCHED_LINE_BYTES)
+    assert lines_of(splitter, b'{"a"') == ([], 0)
+    assert lines_of(splitter, b":1}\n{") == ([b'{"a":1}'], 0)
+    assert lines_of(splitter, b"}\r\n\n  \nx\ny") == ([b"{}", b"x"], 0)
+    assert lines_of(splitter, b"") == ([b"y"], 0)  # the end: an unterminated last line
+    assert lines_of(splitter, b"") == ([], 0)
+
+
+def test_a_line_too_long_to_watch_is_skipped_and_counted() -> None:
+    splitter = LineSplitter(max_line_bytes=8)
+    assert lines_of(splitter, b"12345") == ([], 0)
+    assert lines_of(splitter, b"67890") == ([], 1)  # over the limit: dropped from watching
+    assert lines_of(splitter, b"abc\nok\n") == ([b"ok"], 0)
+    assert lines_of(splitter, b"tail") == ([], 0)
+    assert lines_of(splitter, b"") == ([b"tail"], 0)
 
 
 # --------------------------------------------------------------------------- the real proxy
+
+
+def test_the_command_line_of_the_tools_loads_no_pydantic_rich_or_asyncio() -> None:
+    """A proxy must start fast: pydantic (agent_meta.wire) alone took half a second to import,
+    and rich and asyncio are not needed either (the timeline's terminal table loads rich when
+    it draws one). Building the command line imports every tool."""
+    code = (
+        "import sys; from agent_meta.cli._main import build_parser; build_parser(); "
+        "print(sorted(m for m in ('pydantic', 'rich', 'asyncio') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.strip() == "[]", done.stdout
+
 
 SCRIPTED_AGENT = textwrap.dedent(
     """
@@ -745,7 +757,7 @@ def test_the_proxy_reports_a_broken_agent(tmp_path: Path, agent: str, found: lis
         [
             sys.executable, "-m", "agent_meta", "check", "--protocol", "2",
             "--prompt", '/meta set stage "working"',
-            "--", *proxied(log, [sys.executable, str(BROKEN / f"{agent}.py")]),
+            "--", *proxied(log, [sys.executable, "-m", f"tests.broken_agents.{agent}"]),
         ],
         capture_output=True, text=True, timeout=BOUND, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 import trio.testing
-from tests.peer import Peer, serve
 
 from agent_meta import OwnerOptions, SQLiteStore, serve_agent
 from agent_meta.agents.reference_agent import COMMANDS, ReferenceAgent
 from agent_meta.core._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from agent_meta.testing import ClientMirror
+from tests.peer import Peer, serve
 
 if TYPE_CHECKING:
     import sqlite3
@@ -84,7 +84,8 @@ async def test_initialize_v2_and_v1_shapes() -> None:
     async with serve(ReferenceAgent()) as peer:
         result = (await peer.request("initialize", {"protocolVersion": 2, "info": INFO}))["result"]
         assert result["info"]["name"] == "agent-meta-reference"
-        assert result["capabilities"] == {"session": {}}
+        # session/set_title is the connection's (R13): advertised in both shapes
+        assert result["capabilities"] == {"session": {"setTitle": {}, "title": {}}}
         assert "agentCapabilities" not in result
     async with serve(ReferenceAgent(), mirror_version=1) as peer:
         result = (await peer.request("initialize", {"protocolVersion": 1}))["result"]
@@ -92,7 +93,13 @@ async def test_initialize_v2_and_v1_shapes() -> None:
         assert result["agentInfo"]["name"] == "agent-meta-reference"
         capabilities = result["agentCapabilities"]
         assert capabilities["loadSession"] is True
-        assert capabilities["sessionCapabilities"] == {"resume": {}, "close": {}, "list": {}}
+        assert capabilities["sessionCapabilities"] == {
+            "resume": {},
+            "close": {},
+            "list": {},
+            "setTitle": {},
+            "title": {},
+        }
 
 
 @pytest.mark.parametrize("version", [1, 2])

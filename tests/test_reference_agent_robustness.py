@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from tests.agent_process import AgentProcess, Message, prompt_params, request, spawn
 
 from agent_meta import SQLiteStore
 from agent_meta.testing import ClientMirror
+from tests.agent_process import AgentProcess, Message, prompt_params, request, spawn
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
+
 from tests.agent_process import BOUND, AgentProcess, prompt_params, request
 
 if TYPE_CHECKING:

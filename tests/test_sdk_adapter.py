@@ -12,7 +12,6 @@ from typing import Any
 
 import acp
 import pytest
-from tests.sdk_pair import RawClient, run
 
 from agent_meta import (
     OMITTED,
@@ -23,6 +22,7 @@ from agent_meta import (
 from agent_meta.sdk import SdkAdapter, open_stream_adapter
 from agent_meta.sdk._release import installed_release
 from integration.sdk_mini_agent import MiniAgent, info
+from tests.sdk_pair import RawClient, run
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
 
@@ -475,7 +475,11 @@ def test_a_bad_line_is_answered_and_the_connection_goes_on(
     asyncio.run(run(MiniAgent, scenario, max_line_bytes=100))
 
 
-def test_a_bad_notification_is_never_answered() -> None:
+def test_a_notification_that_is_no_message_is_answered_as_json_rpc_says() -> None:
+    """JSON-RPC 2.0 answers ``{"jsonrpc": "2.0", "method": 1}`` with ``-32600`` and ``id:
+    null`` (its examples): without a valid method it is no notification (the trio connection
+    answers it alike, ``tests/test_gate_runtimes.py``)."""
+
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
         await client.send_line(b'{"jsonrpc": "2.0", "method": 3}')
         answer = await client.call("initialize", {"protocolVersion": 1})
@@ -483,7 +487,8 @@ def test_a_bad_notification_is_never_answered() -> None:
         assert adapter.statistics().refused_lines == 1
 
     client, _ = go(scenario)
-    assert [m for m in client.messages if "error" in m] == []
+    refused = [m for m in client.messages if "error" in m]
+    assert [(m["id"], m["error"]["code"]) for m in refused] == [(None, -32600)]
 
 
 # -- a transport that fails -------------------------------------------------------------------

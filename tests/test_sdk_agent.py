@@ -14,7 +14,6 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from tests.sdk_pair import RawClient, run
 
 from agent_meta.agents._common._storage import HistoryStore
 from agent_meta.agents.sdk_agent import SdkReferenceAgent
@@ -24,6 +23,7 @@ from agent_meta.wire import (
     REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
 )
+from tests.sdk_pair import RawClient, run
 
 if TYPE_CHECKING:
     from agent_meta.sdk import SdkAdapter

@@ -25,20 +25,18 @@ pytest.importorskip(
     "acp.experimental.v2", reason="the installed official SDK has no ACP v2 side (before 1.0)"
 )
 
-from tests.sdk_pair_v2 import run_auto, run_v2
-
 from agent_meta.agents._common._storage import HistoryStore
 from agent_meta.agents.sdk_agent import SdkReferenceAgent
 from agent_meta.agents.sdk_agent._agent_v2 import SdkReferenceAgentV2
 from agent_meta.testing import ClientMirror
 from agent_meta.wire import INVALID_PARAMS, REQUEST_CANCELLED, RESOURCE_NOT_FOUND
+from tests.sdk_pair_v2 import run_auto, run_v2
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from tests.sdk_pair import RawClient
-
     from agent_meta.sdk import SdkAdapter
+    from tests.sdk_pair import RawClient
 
 Message = dict[str, Any]
 

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import acp
 import pytest
-from tests.sdk_pair import GUARD, RawClient, pipe_reader, pipe_writer, run
 
 from agent_meta import OwnerOptions, open_asyncio_owner
 from agent_meta.sdk import SdkAdapter
 from agent_meta.sdk._release import installed_release
 from integration.sdk_mini_agent import MiniAgent
+from tests.sdk_pair import GUARD, RawClient, pipe_reader, pipe_writer, run
 
 if TYPE_CHECKING:
     from collections.abc import Callable

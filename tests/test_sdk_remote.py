@@ -11,9 +11,9 @@ import json
 from typing import Any, cast
 
 import pytest
-from tests.failing_store import FailingStore
 
 from agent_meta import OwnerClosedError, OwnerOptions
+from tests.failing_store import FailingStore
 
 remote_module = pytest.importorskip(
     "agent_meta.sdk._remote",

@@ -11,6 +11,7 @@ import signal
 
 import pytest
 import trio
+
 from tests.agent_process import AgentProcess, prompt_params, request, spawn
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes

@@ -15,11 +15,11 @@ import pytest
 pytest.importorskip("acp.experimental.v2", reason="this SDK release has no ACP v2 side")
 
 from acp.experimental import v2
-from tests.sdk_pair import RawClient, run_entry
 
 from agent_meta.sdk import run_v2_agent, serve_router
 from integration.sdk_mini_agent import MiniAgent
 from integration.sdk_v2_mini_agent import V2Agent
+from tests.sdk_pair import RawClient, run_entry
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.strategies import rfc3339_timestamps, session_info_patches, session_infos, stored_meta
 
 from agent_meta import (
     OMITTED,
@@ -22,6 +21,7 @@ from agent_meta import (
     compose_session_info_patches,
     is_rfc3339,
 )
+from tests.strategies import rfc3339_timestamps, session_info_patches, session_infos, stored_meta
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

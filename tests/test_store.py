@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
-from tests.failing_store import FailingStore, WrappedStore
 
 from agent_meta import (
     MemoryStore,
@@ -27,6 +26,7 @@ from agent_meta import (
 from agent_meta.stores._sqlite import SQLiteStore
 from agent_meta.stores._urls import redact_url
 from agent_meta.testing import ClientMirror, FailingTransport, RecordingTransport
+from tests.failing_store import FailingStore, WrappedStore
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

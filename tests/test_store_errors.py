@@ -10,14 +10,14 @@ import logging
 from typing import TYPE_CHECKING
 
 import pytest
-from tests.failing_store import WrappedStore
-from tests.peer import serve
-from tests.sdk_pair import RawClient, run
 
 from agent_meta import BaseAgent, RequestContext, StoredLifetime, StoreError
 from agent_meta.agents.reference_agent import ReferenceAgent
 from agent_meta.core._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND
 from integration.sdk_mini_agent import MiniAgent
+from tests.failing_store import WrappedStore
+from tests.peer import serve
+from tests.sdk_pair import RawClient, run
 
 if TYPE_CHECKING:
     from agent_meta.core._json import JsonObject

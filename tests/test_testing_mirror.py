@@ -1,17 +1,26 @@
-"""ClientMirror: the independent client-side reducer, checked against literal wire frames."""
+"""ClientMirror: the one client-side fold, checked against literal wire frames, the RFD's
+conformance cases, and the library's patch core."""
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.strategies import session_info_patches
 
-from agent_meta import OMITTED, SessionInfo, SessionInfoPatch, apply_session_info_patch
+from agent_meta import (
+    OMITTED,
+    SessionInfo,
+    SessionInfoPatch,
+    apply_meta_patch,
+    apply_session_info_patch,
+)
 from agent_meta.testing import ClientMirror, MirrorError
+from agent_meta.testing._mirror import fold_meta
+from tests.strategies import meta_updates, session_info_patches, stored_meta
 
 
 def info_frame(session_id: str = "s", *, params_meta: Any = OMITTED, **update: Any) -> str:
@@ -101,6 +110,73 @@ def test_v2_mirror_agrees_with_the_core(patches: list[SessionInfoPatch]) -> None
         assert mirror.info("s") == expected
 
 
+@given(stored_meta, st.lists(meta_updates, max_size=8))
+def test_the_v2_rule_is_the_cores_from_any_stored_state(
+    stored: dict[str, Any] | None, updates: list[Any]
+) -> None:
+    """The mirror's rule and ``apply_meta_patch`` agree update by update, whatever the client
+    held first (keys no update mentions included)."""
+    held = copy.deepcopy(stored) or None  # fold_meta changes it; a client never holds {}
+    expected: Any = stored
+    for update in updates:
+        held = fold_meta(held, copy.deepcopy(update), 2)
+        expected = apply_meta_patch(expected, update)
+        assert held == expected
+
+
+# The conformance cases of the ACP RFD "v2 Metadata Patches": stored, incoming, result.
+RFD_CONFORMANCE = [
+    pytest.param({"a": 1, "b": 2}, OMITTED, {"a": 1, "b": 2}, id="omitted"),
+    pytest.param({"a": 1, "b": 2}, None, None, id="null-clears"),
+    pytest.param({"a": 1, "b": 2}, {}, {"a": 1, "b": 2}, id="empty-object"),
+    pytest.param({"a": 1, "b": 2}, {"a": 3}, {"a": 3, "b": 2}, id="replace-one-key"),
+    pytest.param({"a": 1, "b": 2}, {"a": None}, {"b": 2}, id="remove-one-key"),
+    pytest.param(None, {"a": None}, None, id="remove-on-nothing"),
+    pytest.param({"a": {"x": 1, "y": 2}}, {"a": {"x": 3}}, {"a": {"x": 3}}, id="no-nested-merge"),
+    pytest.param({"a": [1, 2]}, {"a": [3]}, {"a": [3]}, id="arrays-replace"),
+    pytest.param(None, {"a": {"x": None}}, {"a": {"x": None}}, id="nested-null-is-data"),
+    # ... "They should also cover unknown keys, a clear followed by an object":
+    pytest.param({"a": 1}, {"zed.dev/new": True}, {"a": 1, "zed.dev/new": True}, id="unknown-key"),
+    pytest.param({"a": 1}, {"never-sent": None}, {"a": 1}, id="remove-unknown-key"),
+    pytest.param(
+        {"zed.dev/progress": 0.5, "acme.dev/review": {"state": "pending"}},
+        {"zed.dev/progress": None, "acme.dev/review": {"reviewer": "sam"}, "proxy.dev/route": "e"},
+        {"acme.dev/review": {"reviewer": "sam"}, "proxy.dev/route": "e"},
+        id="the-rfd-example",
+    ),
+]
+
+
+@pytest.mark.parametrize(("stored", "incoming", "result"), RFD_CONFORMANCE)
+def test_the_rfd_conformance_cases(stored: Any, incoming: Any, result: Any) -> None:
+    mirror = ClientMirror(2)
+    if stored is not None:
+        mirror.feed(info_frame(meta=stored))
+    mirror.feed(info_frame() if incoming is OMITTED else info_frame(meta=incoming))
+    assert mirror.meta("s") == result
+    assert apply_meta_patch(stored, incoming) == result
+
+
+def test_a_clear_followed_by_an_object_keeps_only_the_object() -> None:
+    assert fold(
+        2, info_frame(meta={"a": 1, "b": 2}), info_frame(meta=None), info_frame(meta={"c": 3})
+    ) == {"c": 3}
+
+
+def test_a_replay_over_stale_metadata_resets_nothing_on_its_own() -> None:
+    """The RFD: replay applies patches as live delivery does and never resets metadata
+    implicitly. A client that held ``{"stale", "live"}`` keeps the stale key through a replay of
+    history that does not remove it; ``_meta: null`` and the snapshot after the replay (R4)
+    leave exactly the current state."""
+    mirror = ClientMirror(2)
+    mirror.feed(info_frame(meta={"stale": 1, "live": 2}))
+    mirror.feed(info_frame(meta={"live": 1}))  # replayed history
+    assert mirror.meta("s") == {"stale": 1, "live": 1}
+    mirror.feed(info_frame(meta=None))
+    mirror.feed(info_frame(meta={"live": 2}))
+    assert mirror.meta("s") == {"live": 2}
+
+
 def test_same_frames_differ_between_v1_and_v2() -> None:
     lines = [
         '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":'
@@ -121,6 +197,17 @@ def test_protocol_version_validated() -> None:
         ClientMirror(3)
     assert ClientMirror().protocol_version == 2
     assert ClientMirror(1).protocol_version == 1
+
+
+def test_the_protocol_version_set_once_negotiated_rules_later_frames() -> None:
+    mirror = ClientMirror(1)  # as a proxy starts, before initialize is answered
+    mirror.feed(info_frame(meta={"a": 1}))
+    mirror.protocol_version = 2
+    mirror.feed(info_frame(meta={"b": 2}))
+    assert mirror.meta("s") == {"a": 1, "b": 2}
+    with pytest.raises(ValueError, match="protocol_version"):
+        mirror.protocol_version = 3
+    assert mirror.protocol_version == 2
 
 
 # --- title / updatedAt ----------------------------------------------------------------------
@@ -166,6 +253,8 @@ def test_malformed_meta_raises_and_changes_nothing(version: int, bad: object) ->
         mirror.feed(line)
     assert isinstance(caught.value, AssertionError)
     assert json.dumps(bad) in str(caught.value)  # the frame is quoted
+    assert caught.value.reason.startswith("update._meta is a")  # the same, without the frame
+    assert json.dumps(bad) not in caught.value.reason
     assert mirror.meta("s") == {"a": 1}
     assert len(mirror.messages) == 1
     assert len(mirror.frames_for("s")) == 1
@@ -356,3 +445,47 @@ def test_feed_bytes_many_lines_in_one_chunk_and_blank_lines() -> None:
 def test_feed_bytes_rejects_str() -> None:
     with pytest.raises(TypeError):
         ClientMirror().feed_bytes("text")  # type: ignore[arg-type]
+
+
+# --- without a transcript: the proxy's fold ---------------------------------------------------
+
+
+def test_without_a_transcript_only_each_sessions_view_is_kept() -> None:
+    mirror = ClientMirror(2, transcript=False)
+    message = json.loads(info_frame(meta={"a": {"x": 1}}, title="T"))
+    assert mirror.feed(message) is message  # not copied
+    view = mirror.view("s")
+    assert view is not None
+    assert view is mirror.view("s")  # the mirror's own record: reading it costs nothing
+    assert view.meta is not None
+    assert view.meta["a"] is message["params"]["update"]["_meta"]["a"]  # values are adopted
+    assert (view.title, view.updated_at) == ("T", OMITTED)
+    mirror.feed_bytes(info_frame(meta={"b": 2}).encode())
+    assert mirror.meta("s") == {"a": {"x": 1}, "b": 2}
+    assert mirror.info("s") == SessionInfo(title="T", meta={"a": {"x": 1}, "b": 2})
+    with pytest.raises(RuntimeError, match="transcript"):
+        _ = mirror.messages
+    with pytest.raises(RuntimeError, match="transcript"):
+        mirror.frames_for("s")
+    with pytest.raises(RuntimeError, match="transcript"):
+        mirror.notification_meta("s")
+    mirror.reset("s")
+    assert mirror.view("s") is None
+    assert mirror.session_ids == []
+
+
+def test_without_a_transcript_a_malformed_update_still_changes_nothing() -> None:
+    mirror = ClientMirror(1, transcript=False)
+    mirror.feed(info_frame(meta={"a": 1}, title="T"))
+    with pytest.raises(MirrorError, match="title is a number, not a string or null"):
+        mirror.feed(json.loads(info_frame(meta={"b": 2}, title=5)))
+    assert mirror.info("s") == SessionInfo(title="T", meta={"a": 1})
+
+
+def test_the_v1_rule_leaves_what_was_held_as_it_was() -> None:
+    """The watcher reads what a v1 client held before a frame after folding it."""
+    held = {"a": 1}
+    assert fold_meta(held, {"b": None}, 1) == {"b": None}
+    assert fold_meta(held, None, 1) is held
+    assert fold_meta(held, {}, 1) is None
+    assert held == {"a": 1}

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "SHOWN_ID_LENGTH",
     "AgentMetaError",
+    "ConnectionClosedError",
     "FrameLostError",
     "FrameNotSentError",
     "FrameTooLargeError",
@@ -119,6 +120,11 @@ class StoreSchemaError(StoreError):
 
 class StoreCorruptError(StoreError):
     """The file, or a stored record, is damaged; nothing was loaded from it."""
+
+
+class ConnectionClosedError(AgentMetaError):
+    """The connection's input ended (or it shut down) before the client answered a request,
+    so no answer can arrive any more."""
 
 
 class FrameNotSentError(AgentMetaError):

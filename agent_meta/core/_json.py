@@ -15,15 +15,19 @@ Decisions, so that nothing is silently lost:
 - Subclasses of ``str``/``int``/``float`` (for example ``StrEnum`` or ``IntEnum`` members) are
   stored as the plain base value they hold, again as ``json.dumps`` writes them.
 - Cycles are rejected, and so is nesting deeper than :data:`MAX_DEPTH`.
+
+Reading JSON off the wire is as strict (:data:`STRICT_JSON`): no ``NaN`` or ``Infinity``, no
+number a double cannot hold.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterable, Mapping
 from math import inf as _inf
 from math import isfinite as _isfinite
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from ._errors import MetaValueError
 
@@ -31,13 +35,16 @@ __all__ = [
     "INT_LIMIT",
     "MAX_DEPTH",
     "PLAIN_DEPTH",
+    "STRICT_JSON",
     "JsonObject",
     "JsonValue",
+    "NumberOverflowError",
     "int_fits",
     "is_plain_json",
     "json_copy",
     "json_object_copy",
     "nesting_depth",
+    "reject_json_constant",
 ]
 
 JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
@@ -58,6 +65,32 @@ _INT_BOUND: Final[float] = _inf if INT_LIMIT is None else INT_LIMIT
 _INT_FLOOR: Final[float] = -_INT_BOUND
 """Its negation, computed once: negating a 4,300-digit integer copies it (about 600
 instructions), and every integer published is checked against both."""
+
+
+class NumberOverflowError(ValueError):
+    """A JSON number that no double can hold (``1e400``)."""
+
+
+def reject_json_constant(name: str) -> Any:
+    """``parse_constant`` for a JSON decoder: ``NaN``, ``Infinity`` and ``-Infinity`` are not
+    JSON."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not _isfinite(value):
+        raise NumberOverflowError(f"{text} overflows a JSON number")
+    return value
+
+
+STRICT_JSON: Final = json.JSONDecoder(
+    parse_constant=reject_json_constant, parse_float=_finite_float
+)
+"""JSON as the wire allows it: no ``NaN`` or ``Infinity``, no number a double cannot hold
+(:class:`NumberOverflowError`); both are a ``ValueError``. Built once: ``json.loads`` with
+options builds a decoder per call. It imports nothing heavy, so the client-side tools decode
+with it too."""
 
 
 def nesting_depth(value: object) -> int:

@@ -327,6 +327,7 @@ class OwnerBase(abc.ABC):
             store_writes=queue.store_batches,
             taken_over=c.taken_over,
             direct_writes=0 if self._direct is None else self._direct.frames,
+            suppressed_titles=c.suppressed_titles,
         )
 
     # -- other frames --------------------------------------------------------------------

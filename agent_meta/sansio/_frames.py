@@ -38,6 +38,7 @@ __all__ = [
     "fragment",
     "info_frame",
     "info_frames",
+    "join_response_frames",
     "notification_frame_text",
     "object_text",
     "patch_text",
@@ -321,4 +322,10 @@ def build_response_batch(responses: Sequence[Mapping[str, object]]) -> bytes:
         frames.append(
             build_response(item["id"], result=item.get("result"), error=item.get("error"))
         )
+    return join_response_frames(frames)
+
+
+def join_response_frames(frames: Sequence[bytes]) -> bytes:
+    """One line holding the responses of ``frames`` (each a response frame, as
+    :func:`build_response` makes them) as one JSON array."""
     return b"[" + b",".join(frame[:-1] for frame in frames) + b"]\n"

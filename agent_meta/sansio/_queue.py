@@ -27,6 +27,9 @@ Where each rule is decided:
 - R10 :class:`~agent_meta.sansio._modes.WireMode`, chosen by :meth:`set_protocol_version`.
 - R11 :meth:`SendQueue.lost` marks the lifetime for a repair resync before its next frame.
 - R12 sizes checked before anything changes (``check_sizes``, :meth:`check_frame_size`).
+- R13 :meth:`SendQueue.submit` applies a :class:`~agent_meta.sansio._edits.ClientTitle` and, once
+  the title is the client's, drops the ``title`` of every other publication and seed
+  (:func:`~agent_meta.sansio._titles.without_title`), counted in ``suppressed_titles``.
 
 The parts are classes of their own, as h11 keeps ``ConnectionState`` apart from
 ``Connection``: each owns its state and changes nothing else, and none holds another. The
@@ -41,7 +44,17 @@ from typing import TYPE_CHECKING, final
 from ..core._errors import FrameTooLargeError
 from ._cursor import FlushCursor
 from ._durability import Durability
-from ._edits import ACCEPTED, FENCED, FULL, REFUSED, Edit, Outcome, plan_edit, settle_edit
+from ._edits import (
+    ACCEPTED,
+    FENCED,
+    FULL,
+    REFUSED,
+    ClientTitle,
+    Edit,
+    Outcome,
+    plan_edit,
+    settle_edit,
+)
 from ._encode import EncodedUpdate, encode_update
 from ._entries import InfoEntry, RawEntry, ResyncEntry, StoreBatch
 from ._fifo import EntryFifo
@@ -52,6 +65,7 @@ from ._records import restore_state
 from ._registry import LifetimeRegistry
 from ._render import FrameRenderer
 from ._state import check_sizes
+from ._titles import without_title
 from ._writing import Writing
 
 if TYPE_CHECKING:
@@ -87,6 +101,8 @@ class QueueStatistics:
     """Lifetimes another holder took over."""
     peak_queued_frames: int
     """The most frames ever queued at once."""
+    suppressed_titles: int
+    """Titles dropped from the agent's publications and seeds: the title is the client's (R13)."""
 
 
 class SendQueue:
@@ -115,6 +131,7 @@ class SendQueue:
         self._bytes_written = 0
         self._write_failures = 0
         self._taken_over = 0
+        self._suppressed_titles = 0
         self.set_protocol_version(options.protocol_version)
 
     # -- configuration -------------------------------------------------------------------
@@ -150,6 +167,8 @@ class SendQueue:
         state = self.lifetimes.new(session_id)
         if record is not None:
             restore_state(state, record, location, self.max_frame_bytes)
+        if seed is not None and state.client_title and seed.title is not None:
+            seed = self._suppress_title(seed)  # the restored title is the client's (R13)
         if seed is not None:
             check_sizes(state, seed, self.max_frame_bytes)
         self.lifetimes.add(state)
@@ -201,6 +220,10 @@ class SendQueue:
         update: EncodedUpdate | None
         if type(edit) is EncodedUpdate:  # a plain publication: the common case
             update = edit
+            if state.client_title and edit.title is not None:
+                update = self._suppress_title(edit)  # the title is the client's (R13)
+        elif type(edit) is ClientTitle:
+            return self._client_title(state, edit, express)
         else:
             planned = plan_edit(edit, state, self.options.failure_path, self.encode)
             if planned is REFUSED:
@@ -222,6 +245,11 @@ class SendQueue:
         if state.closed:
             self._fenced += 1
             return FENCED
+        if state.client_title and update.title is not None:
+            suppressed = self._suppress_title(update)  # the title is the client's (R13)
+            if suppressed is None:
+                return ACCEPTED
+            update = suppressed
         check_sizes(state, update, self.max_frame_bytes)
         state.apply(update)
         self._store.changed(state)
@@ -421,6 +449,7 @@ class SendQueue:
             repairs=renderer.repairs,
             taken_over=self._taken_over,
             peak_queued_frames=self._fifo.peak_frames,
+            suppressed_titles=self._suppressed_titles,
         )
 
     # -- internals: producers ------------------------------------------------------------
@@ -482,6 +511,29 @@ class SendQueue:
     def _append(self, entry: Entry) -> None:
         entry.pos = self._cursor.append()
         self._fifo.append(entry)
+
+    def _client_title(self, state: LifetimeState, edit: ClientTitle, express: bool) -> Outcome:
+        """The client set ``state``'s title (R13): its confirmation is queued (a publication:
+        :attr:`Outcome.FULL`, having changed nothing, when it needs room and there is none),
+        or, without ``confirm``, it only becomes known (a resync tells the client if it
+        differs from what was known). Either way the title is the client's from now on."""
+        update = edit.update
+        check_sizes(state, update, self.max_frame_bytes)
+        if edit.confirm:
+            expressed = express and self._express(state, update)
+            if not expressed and self._publish(state, update) is FULL:
+                return FULL
+        elif state.title != update.title:
+            state.apply(update)
+            self.resync(state)
+        state.client_title = True
+        self._store.changed(state)
+        return ACCEPTED
+
+    def _suppress_title(self, update: EncodedUpdate) -> EncodedUpdate | None:
+        """``update`` without the title the agent gave it, counted (R13)."""
+        self._suppressed_titles += 1
+        return without_title(update)
 
     # -- internals: the writer -----------------------------------------------------------
     def _next_frame(self) -> bool:

@@ -19,7 +19,6 @@ Needs the ``sdk`` extra (``pip install 'agent-meta[sdk]'``; every SDK release fr
 from typing import TYPE_CHECKING, Any
 
 from ._adapter import AdapterStatistics as AdapterStatistics
-from ._adapter import InvalidEntry as InvalidEntry
 from ._adapter import MessageSource as MessageSource
 from ._adapter import SdkAdapter as SdkAdapter
 from ._release import SUPPORTED_SDK_RANGE as SUPPORTED_SDK_RANGE
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 __all__ = [
     "SUPPORTED_SDK_RANGE",
     "AdapterStatistics",
-    "InvalidEntry",
     "MessageSource",
     "SdkAdapter",
     "SdkRelease",

@@ -11,7 +11,10 @@ through the owner's FIFO (R2): responses, notifications and agent-to-client requ
 What the lifetimes need around those messages (open on ``session/new``, resync before a
 ``session/load`` or ``session/resume`` response, end on ``session/close``, the negotiated
 version) is planned by the sans-IO :class:`~agent_meta.sansio._seam.LifetimeTracker`; this
-module carries the plan out.
+module carries the plan out. ``session/set_title``, which the SDK has no method for, is answered
+by the adapter before the SDK sees it, and the SDK's ``initialize`` and ``session/list`` results
+are rewritten to advertise it and to list the client's titles (R13, both decided by the
+:class:`~agent_meta.owner._policy.LifetimePolicy`).
 
 Cancellation: :meth:`SdkAdapter.send` is the owner's call underneath, so a cancelled send either
 queued its whole message or nothing of it.
@@ -24,31 +27,28 @@ import collections
 import dataclasses
 import logging
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, final
 
-from ..core._errors import (
-    STORE_FAILED_MESSAGE,
-    FrameTooLargeError,
-    MetaValueError,
-    StoreError,
-    UnknownSessionError,
-)
-from ..core._jsonrpc import INTERNAL_ERROR
+from ..core._errors import FrameTooLargeError, MetaValueError, StoreError, UnknownSessionError
 from ..owner._policy import LifetimePolicy
-from ..sansio._gate import InboundGate, InvalidEntry, Release
+from ..sansio._gate import InboundGate
+from ..sansio._handler_errors import failure_of
+from ..sansio._titles import SET_TITLE
 from ._release import SdkRelease, UnsupportedSdkError, installed_release
 from ._streams import REPLAYING, SeamReader, SeamSender, marking_dispatcher
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
 
     from ..owner._asyncio import AsyncioMetaOwner
     from ..owner._lifetime import SessionLifetime
     from ..owner._statistics import OwnerStatistics
     from ..owner._threadsafe import ThreadsafeOwner
+    from ..sansio._gate import Undecodable
     from ..sansio._seam import InfoUpdate, OutboundPlan
 
-__all__ = ["AdapterStatistics", "InvalidEntry", "MessageSource", "SdkAdapter"]
+__all__ = ["AdapterStatistics", "MessageSource", "SdkAdapter"]
 
 logger = logging.getLogger("agent_meta.sdk")
 
@@ -57,9 +57,13 @@ class MessageSource(Protocol):
     """Where an adapter reads the client's messages from: the NDJSON reader of a stdio pipe,
     or the SDK's own in-memory transport under its HTTP and WebSocket servers."""
 
-    async def receive(self) -> dict[str, Any] | list[dict[str, Any] | InvalidEntry] | None:
-        """The next message from the client, or the entries of a batch (each a message, or the
-        error an entry that is no message earns); ``None`` once the input has ended."""
+    async def receive(
+        self,
+    ) -> dict[str, Any] | Sequence[dict[str, Any] | Undecodable] | Undecodable | None:
+        """The next message from the client, or the entries of a batch (each a message, or
+        what makes an entry no message), or what makes a line no message (a
+        :class:`~agent_meta.wire.MessageDecodeError`: the adapter answers it); ``None`` once
+        the input has ended."""
         ...
 
     async def close(self) -> None:
@@ -92,12 +96,19 @@ class AdapterStatistics:
     written unchanged as replay, not folded (the resync that follows restores the state on the
     client). Updates other tasks send meanwhile are live and absorbed."""
     refused_lines: int
-    """Inbound lines answered with an error instead of reaching the SDK (not JSON, too long,
-    not a JSON-RPC message)."""
+    """Inbound lines and batch entries that are no JSON-RPC message (not JSON, too long, not a
+    message), kept from the SDK: answered with an error, unless shaped like a response."""
     refused_requests: int
     """Requests the adapter answered with an error as ACP says, where the SDK would have
     served them (before ``initialize``, an id already in flight, a version the runtime does
     not serve ...): see :mod:`agent_meta.sansio._gate`."""
+    ignored_notifications: int
+    """Notifications kept from the SDK: array params, a ``$/cancel_request`` of no request
+    still unanswered (or, before 1.0, of one that is no prompt), a ``session/cancel`` whose
+    ``sessionId`` is no string."""
+    replaced_responses: int
+    """Responses of the SDK that could not be sent as they were, and went out as ``-32603`` (a
+    result not JSON or over the frame limit) or without their error's ``data``."""
     completed_params: int
     """Requests passed to the SDK with a field it requires filled in (``mcpServers: []``)."""
     translated_cancels: int
@@ -141,8 +152,6 @@ class SdkAdapter:
         self._marks_in_dispatcher = False
         self._warned: set[str] = set()
         self._opening: dict[str, asyncio.Event] = {}
-        self.refused_lines = 0
-        """Inbound lines the source answered with an error (see :class:`AdapterStatistics`)."""
 
     @property
     def owner(self) -> AsyncioMetaOwner:
@@ -194,8 +203,10 @@ class SdkAdapter:
             dropped_fields=tracked.dropped_fields,
             passed_through_updates=tracked.passed_through_updates,
             replayed_updates=tracked.replayed_updates,
-            refused_lines=self.refused_lines,
+            refused_lines=gated.refused_lines,
             refused_requests=gated.refused_requests,
+            ignored_notifications=gated.ignored_notifications,
+            replaced_responses=gated.replaced_responses,
             completed_params=gated.completed_params,
             translated_cancels=gated.translated_cancels,
             batches=gated.batches,
@@ -206,7 +217,12 @@ class SdkAdapter:
         """What the adapter answers before the SDK sees a message (see
         :mod:`agent_meta.sansio._gate`)."""
         if self._gate is None:
-            self._gate = InboundGate(cancels_prompts=not self.release.cancels_requests)
+            self._gate = InboundGate(
+                max_frame_bytes=self._owner.max_frame_bytes,
+                cancels_prompts=not self.release.cancels_requests,
+                completes_params=True,
+                initializes_once=True,
+            )
         return self._gate
 
     def connection_kwargs(self, *, versions: Sequence[int] | None = None) -> dict[str, Any]:
@@ -266,11 +282,15 @@ class SdkAdapter:
         entries are handed over one by one. At the end of the input it returns ``None`` once no
         request of the client is still being answered (as agent_meta's own connection does),
         unless the agent waits for the client, which can no longer answer. Cancelling it
-        loses no message: one taken from the source and not handed over stays queued."""
+        loses no message: one taken from the source and not handed over stays queued.
+        A ``session/set_title`` is answered here and never handed over (R13)."""
         while True:
             message = await self._next_admitted()
             if message is None:
                 return None
+            if _answered_here(message):
+                await self._answer_here(message)
+                continue
             if not self._marks_in_dispatcher:
                 if self.release.dispatcher:
                     self._warn_once(
@@ -291,9 +311,12 @@ class SdkAdapter:
         its replay token."""
         try:
             return True, await self._policy.request(message)
-        except StoreError:
-            logger.exception("%s: the lifetime store failed", message.get("method"))
-            error = {"code": INTERNAL_ERROR, "message": STORE_FAILED_MESSAGE}
+        except StoreError as exc:
+            failure = failure_of(exc)
+            assert failure is not None  # a store failure is answered
+            method = message.get("method")
+            logger.exception("%s failed: %s", method, failure.error.message)
+            error = failure.error.to_error()
             await self.send({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
             return False, None
 
@@ -305,18 +328,37 @@ class SdkAdapter:
             if item is None:
                 await self._input_ended()
                 return None
-            if isinstance(item, list):
+            if isinstance(item, Sequence):
                 batch = gate.admit_batch(item)
                 self._ready.extend(batch.messages)
                 if batch.answer is not None:
-                    await self._owner.send_response_batch(batch.answer)
+                    await self._owner.send_encoded(batch.answer, None)
+                continue
+            if not isinstance(item, dict):  # a line that is no message
+                logger.warning("refused an inbound line: %s", item)
+                refusal = gate.refuse(item)
+                if refusal is not None:
+                    await self._owner.send_encoded(refusal, None)
                 continue
             admission = gate.admit(item)
-            if admission.error is not None:
-                await self._owner.send_response(admission.request_id, error=admission.error)
+            if admission.answer is not None:
+                await self._owner.send_encoded(admission.answer, None)
             elif admission.message is not None:
                 self._ready.append(admission.message)
+            else:
+                logger.info("ignoring a notification: %s", admission.ignored)
         return self._ready.popleft()
+
+    async def _answer_here(self, message: Mapping[str, Any]) -> None:
+        """Answer a ``session/set_title`` (R13): its confirmation, then its response, both
+        through :meth:`send` (a batch's answer collects it). Cancelled before the response is
+        queued, the request goes back to the front of what the SDK gets next."""
+        try:
+            answer = await self._policy.answer_set_title(message)
+            await self.send(answer)
+        except BaseException:
+            self._ready.appendleft(message)
+            raise
 
     async def _input_ended(self) -> None:
         """Wait until the SDK may stop: the client's requests answered, within the owner's
@@ -342,10 +384,17 @@ class SdkAdapter:
 
         A ``session_info_update`` for a session with an open lifetime is published on it (its
         fields join the known state, R1); every other message is written as it is, after what
-        was queued before it (R2). Raises :class:`~agent_meta.MetaValueError` for a message that
-        is not JSON-RPC or not JSON, and :class:`~agent_meta.UnknownSessionError` for a request
-        to the client about a session whose lifetime has ended (it would never be answered).
+        was queued before it (R2), except a response that cannot be sent (a result not JSON or
+        over the frame limit: ``-32603`` instead, as the gate says). An ``initialize`` or
+        ``session/list`` result is rewritten first (R13: it advertises ``session/set_title``, it
+        lists the client's titles); a listing the store cannot be read for is answered
+        ``-32603``. Raises :class:`~agent_meta.MetaValueError` for a message that is not
+        JSON-RPC or not JSON, and :class:`~agent_meta.UnknownSessionError` for a request to the
+        client about a session whose lifetime has ended (it would never be answered).
         """
+        if "method" not in message:
+            await self._respond(await self._rewritten(message))
+            return
         plan = self._policy.response(message, replaying=REPLAYING.get())
         if plan.update is not None and plan.session_id is not None:
             await self._absorb(plan.session_id, plan.update)
@@ -403,28 +452,55 @@ class SdkAdapter:
         self._warned.add(kind)
         logger.warning("%s (said once per connection; counted in statistics())", message)
 
-    async def _write(self, message: Mapping[str, Any], plan: OutboundPlan) -> None:
-        owner = self._owner
-        method = message.get("method")
-        params = message.get("params")
-        if method is not None and "id" not in message:
-            await owner.send_notification(method, params)
-            return
-        if method is None and "error" not in message and "result" not in message:
+    async def _rewritten(self, response: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``response`` as the policy rewrites it (R13), or the error it earns when the store
+        that a listing's titles are read from fails."""
+        try:
+            return await self._policy.rewrite(response)
+        except StoreError as exc:
+            failure = failure_of(exc)
+            assert failure is not None  # a store failure is answered
+            logger.exception("%s", failure.error.message)
+            error = failure.error.to_error()
+            return {"jsonrpc": "2.0", "id": response.get("id"), "error": error}
+
+    async def _respond(self, message: Mapping[str, Any]) -> None:
+        """Queue a response as the gate says (alone, or with the batch it completes), after the
+        lifetime step it needs."""
+        if "error" not in message and "result" not in message:
             raise MetaValueError("not a JSON-RPC message: no method, result or error")
         gate = self.gate
-        release = gate.outbound(message)
+        answer = gate.respond(message)
+        if answer.replaced is not None:
+            logger.error("the response to request %r: %s", message.get("id"), answer.replaced)
+        self._policy.response(answer.response, replaying=REPLAYING.get())
         try:
-            if method is not None:
-                if not await owner.send_request(message["id"], method, params):
-                    raise UnknownSessionError(f"session {plan.session_id!r} has ended")
-            elif release is Release.BATCH:
-                await owner.send_response_batch(gate.completed)
-            elif release is Release.WRITE:
-                if "error" in message:
-                    await owner.send_response(message.get("id"), error=message["error"])
-                else:
-                    await owner.send_response(message.get("id"), result=message["result"])
+            if answer.frame is not None:
+                await self._owner.send_encoded(answer.frame, None)
+                gate.sent(answer)
         finally:
             if gate.may_stop:
                 self._settled.set()  # the end of the input waited for this answer
+
+    async def _write(self, message: Mapping[str, Any], plan: OutboundPlan) -> None:
+        """Queue a notification or a request to the client as it is."""
+        owner = self._owner
+        method = message["method"]
+        params = message.get("params")
+        if "id" not in message:
+            await owner.send_notification(method, params)
+            return
+        gate = self.gate
+        gate.sent_request(message["id"])
+        try:
+            if not await owner.send_request(message["id"], method, params):
+                raise UnknownSessionError(f"session {plan.session_id!r} has ended")
+        finally:
+            if gate.may_stop:
+                self._settled.set()  # the end of the input waited for this request
+
+
+def _answered_here(message: Mapping[str, Any]) -> bool:
+    """Whether the adapter answers ``message`` itself: a ``session/set_title`` request (R13;
+    the SDK has no such method)."""
+    return message.get("method") == SET_TITLE and "id" in message

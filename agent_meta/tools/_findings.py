@@ -1,10 +1,11 @@
 """What ``agent-meta proxy`` and ``agent-meta check`` report on, and the pieces they share.
 
 The rules a client can observe (:data:`RULES`), a :class:`Finding` against one, the
-:class:`Frame` record of one line read, the client's fold of a ``_meta`` update
-(:func:`patch_meta`), what a v1 client misreads in one (:func:`v1_misreading`), and the
-:class:`LineSplitter` that cuts a byte stream into lines. The
-:class:`~agent_meta.tools._watch.Watcher` judges frames with them.
+:class:`Frame` record of one line read, what a v1 client misreads in a ``_meta`` update
+(:func:`v1_misreading`), and the lines of a watched byte stream (:func:`take_lines`, with the
+library's own :class:`~agent_meta.sansio._lines.LineSplitter`). The
+:class:`~agent_meta.tools._watch.Watcher` judges frames with them; what the client holds is
+folded by :class:`~agent_meta.testing.ClientMirror`.
 """
 
 from __future__ import annotations
@@ -13,18 +14,18 @@ import dataclasses
 import json
 from typing import Any, Final, Literal, TypeAlias
 
+from ..sansio._lines import IncompleteLineError, LineSplitter, LineTooLongError
+
 __all__ = [
     "RULES",
+    "WATCHED_LINE_BYTES",
     "Finding",
     "Frame",
-    "LineSplitter",
     "Meta",
     "Rule",
     "Source",
-    "json_kind",
-    "patch_meta",
-    "replace_meta",
     "short_meta",
+    "take_lines",
     "v1_misreading",
 ]
 
@@ -73,7 +74,9 @@ RULES: Final = (
 )
 """Every rule, in report order. ``state`` needs a client that asks; only ``check`` does."""
 
-RULE_IDS: Final = frozenset(rule.id for rule in RULES)
+WATCHED_LINE_BYTES: Final = 64 * 2**20
+"""A longer line is forwarded but not watched: a peer that never ends a line cannot make the
+watcher hold unbounded memory."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -109,34 +112,6 @@ class Frame:
     findings: tuple[Finding, ...] = ()
 
 
-def patch_meta(stored: Meta, update: Meta) -> Meta:
-    """Apply a v2 ``_meta`` update (``None`` clears) to ``stored``, in place; return the result.
-
-    Per top-level key: ``null`` removes, any other value replaces. No metadata is ``None``.
-    ``stored`` is changed, so pass a copy if the caller keeps the old value.
-    """
-    if update is None:
-        return None
-    result = stored if stored is not None else {}
-    for key, value in update.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = value
-    return result or None
-
-
-def replace_meta(stored: Meta, meta: Meta) -> Meta:
-    """The v1 rule: an object replaces ``stored`` whole (a copy); ``null`` means omitted."""
-    return stored if meta is None else dict(meta) or None
-
-
-def json_kind(value: object) -> str:
-    """How a finding names the JSON type of ``value`` ("an object", "a number" ...)."""
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
-    return names.get(type(value), "a number" if isinstance(value, int | float) else "unknown")
-
-
 def v1_misreading(held: Meta, meta: Meta) -> str | None:
     """What a v1 client makes of ``meta`` that the agent did not mean (``held``: what it
     stores before), or ``None``: a ``null`` that keeps metadata, or a key set to ``null``."""
@@ -156,52 +131,23 @@ def v1_misreading(held: Meta, meta: Meta) -> str | None:
     )
 
 
-class LineSplitter:
-    """Cuts a byte stream into lines (without their newline) for the watcher.
-
-    Whatever the stream holds is forwarded elsewhere; this only decides what the watcher sees.
-    A line longer than ``limit`` bytes is cut off and counted in :attr:`skipped`, so a peer
-    that never ends a line cannot make the watcher hold unbounded memory.
-    """
-
-    def __init__(self, limit: int = 64 * 2**20) -> None:
-        self._limit = limit
-        self._held = bytearray()
-        self._skipping = False
-        self.skipped = 0
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The lines that ``chunk`` completes, in order."""
-        end = chunk.rfind(b"\n")
-        if end < 0:
-            self._hold(chunk)
-            return []
-        lines = chunk[:end].split(b"\n")
-        if self._skipping:
-            del lines[0]  # the end of a line too long to watch
-            self._skipping = False
-        elif self._held:
-            lines[0] = bytes(self._held) + lines[0]
-            self._held.clear()
-        self._hold(chunk[end + 1 :])
-        return lines
-
-    def finish(self) -> bytes | None:
-        """What is left at the end of the stream: an unterminated last line, or ``None``."""
-        rest = None if self._skipping or not self._held else bytes(self._held)
-        self._held.clear()
-        self._skipping = False
-        return rest
-
-    def _hold(self, data: bytes) -> None:
-        if self._skipping:
-            return
-        if len(self._held) + len(data) > self._limit:
-            self._held.clear()
-            self._skipping = True
-            self.skipped += 1
-            return
-        self._held += data
+def take_lines(splitter: LineSplitter) -> tuple[list[bytes], int]:
+    """The non-blank lines ``splitter`` holds complete, for the watcher, and how many lines it
+    skipped as too long to watch. Once the end of the stream is fed, what is left is an
+    unterminated last line, if any: it comes as the one line then."""
+    lines: list[bytes] = []
+    too_long = 0
+    while True:
+        try:
+            line = splitter.next_line()
+        except LineTooLongError:
+            too_long += 1
+            continue
+        except IncompleteLineError as exc:
+            line = exc.partial
+        if line is None:
+            return lines, too_long
+        lines.append(line)
 
 
 def short_meta(meta: object, limit: int = 160) -> str:

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .._agent_command import exit_status
-from ._watch import Frame, LineSplitter, Watcher
+from ..sansio._lines import LineSplitter
+from ._findings import WATCHED_LINE_BYTES, Frame, take_lines
+from ._watch import Watcher
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from ._watch import Meta
+    from ._findings import Meta
 
 __all__ = ["AgentExitedError", "AgentPeer", "NoAnswerError", "Reply"]
 
@@ -197,7 +199,7 @@ class AgentPeer:
         return time.monotonic() - self._started
 
     async def _read(self) -> None:
-        splitter = LineSplitter()
+        splitter = LineSplitter(max_line_bytes=WATCHED_LINE_BYTES)
         try:
             while True:
                 try:
@@ -206,11 +208,11 @@ class AgentPeer:
                     break
                 if not chunk:
                     break
-                for line in splitter.feed(bytes(chunk)):
-                    if line.strip():
-                        await self._take(self.watcher.observe("agent", line, self._now()))
-            rest = splitter.finish()
-            if rest is not None and rest.strip():
+                splitter.feed(chunk)
+                for line in take_lines(splitter)[0]:
+                    await self._take(self.watcher.observe("agent", line, self._now()))
+            splitter.feed(b"")
+            for rest in take_lines(splitter)[0]:  # an unterminated last line
                 self.frames.append(self.watcher.observe("agent", rest, self._now(), last=True))
         finally:
             self._ended.set()

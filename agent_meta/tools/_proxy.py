@@ -30,7 +30,9 @@ from typing import IO, TYPE_CHECKING, Final
 import trio
 
 from .._agent_command import add_agent_command, exit_status
-from ._watch import Frame, LineSplitter, Source, Watcher
+from ..sansio._lines import LineSplitter
+from ._findings import WATCHED_LINE_BYTES, Frame, Source, take_lines
+from ._watch import Watcher
 
 if TYPE_CHECKING:
     import argparse
@@ -101,11 +103,11 @@ class _Tap:
         self._stamped = (-1.0, "")
 
     def stage(self, source: Source, lines: Sequence[bytes], *, last: bool = False) -> None:
-        """Queue ``lines`` (just read from ``source``) for the watcher; call before forwarding."""
+        """Queue ``lines`` (just read from ``source``, none blank) for the watcher; call before
+        forwarding."""
         t = time.monotonic() - self._started
         for line in lines:
-            if line.strip():
-                self._pending.append((source, line, t, last))
+            self._pending.append((source, line, t, last))
 
     def drain(self) -> None:
         """Watch everything staged, oldest first; log and report what it shows."""
@@ -168,13 +170,13 @@ async def _pump(
     If ``send`` breaks (the other side is gone), reading stops and ``receive`` is closed, so
     the writer on that side sees a broken pipe as it would without the proxy.
     """
-    splitter = LineSplitter()
-    skipped = 0
+    splitter = LineSplitter(max_line_bytes=WATCHED_LINE_BYTES)
     try:
         while chunk := await _receive(receive):
-            tap.stage(source, splitter.feed(chunk))
-            if splitter.skipped != skipped:
-                skipped = splitter.skipped
+            splitter.feed(chunk)
+            lines, too_long = take_lines(splitter)
+            tap.stage(source, lines)
+            if too_long:
                 tap.note(f"a line from the {source} is too long to watch; it was forwarded")
             try:
                 await send.send_all(chunk)
@@ -182,9 +184,8 @@ async def _pump(
                 tap.drain()
                 return
             tap.drain()
-        rest = splitter.finish()
-        if rest is not None:
-            tap.stage(source, [rest], last=True)
+        splitter.feed(b"")
+        tap.stage(source, take_lines(splitter)[0], last=True)
         tap.drain()
     finally:
         with trio.CancelScope(shield=True):

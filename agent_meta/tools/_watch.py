@@ -1,15 +1,12 @@
 """The session-info rules a client can observe, checked frame by frame (sans-IO).
 
 ``agent-meta proxy`` and ``agent-meta check`` both feed every line of an ACP connection, in the
-order it was read, to one :class:`Watcher`. It folds each ``session_info_update`` per session
-with the patch rule of the negotiated protocol version (what the client now holds) and reports
-a :class:`Finding` wherever the agent breaks a rule the client can see. It does no I/O and never
-raises on bad input: a malformed line is a finding, not an error.
-
-The fold is written out here (a few lines) instead of calling :func:`agent_meta.apply_meta_patch`:
-it updates the parsed frames' own objects in place, which a long-running proxy needs to stay
-cheap, and an independent reducer does not repeat a bug of the library's core. A property test
-holds both to the same result.
+order it was read, to one :class:`Watcher`. What the client holds is folded by the client's own
+fold, a :class:`~agent_meta.testing.ClientMirror` of the negotiated protocol version (without a
+transcript, so a proxy that runs for days keeps only each session's state); the watcher reports
+a :class:`Finding` wherever the agent breaks a rule the client can see, and keeps what the
+agent itself holds, by the same rule (:func:`~agent_meta.testing._mirror.fold_meta`). It does no
+I/O and never raises on bad input: a malformed line is a finding, not an error.
 """
 
 from __future__ import annotations
@@ -19,23 +16,12 @@ import dataclasses
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Final
 
-from ..core._sentinel import OMITTED, Omitted
+from ..core._json import STRICT_JSON
+from ..core._replay import replay_of
+from ..core._sentinel import OMITTED
 from ..core._timestamps import is_rfc3339
-from ..wire._decode import STRICT_JSON
-from ._findings import (
-    RULES,
-    Finding,
-    Frame,
-    LineSplitter,
-    Meta,
-    Rule,
-    Source,
-    json_kind,
-    patch_meta,
-    replace_meta,
-    short_meta,
-    v1_misreading,
-)
+from ..testing._mirror import ClientMirror, MirrorError, fold_meta
+from ._findings import RULES, Finding, Frame, Meta, Rule, Source, short_meta, v1_misreading
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -44,12 +30,10 @@ __all__ = [
     "RULES",
     "Finding",
     "Frame",
-    "LineSplitter",
     "Meta",
     "Rule",
     "Source",
     "Watcher",
-    "patch_meta",
     "short_meta",
 ]  # the shared pieces are re-exported from _findings, where they live
 
@@ -73,7 +57,8 @@ _WINDOW_EVIDENCE: Final = 200
 
 @dataclasses.dataclass(slots=True)
 class _Session:
-    """What the client holds for one session, what the agent holds, and whether it is fenced.
+    """What the watcher keeps of one session beside what the client holds (its mirror's view):
+    what the agent holds, and whether the session is fenced.
 
     ``known`` is the agent's ``_meta`` as its frames show it: its publications folded with the
     client's rule, except the frames of a replay window (history, not publications; a resync
@@ -81,9 +66,6 @@ class _Session:
     ``session/close`` response starts the next lifetime with nothing known.
     """
 
-    title: str | None | Omitted = OMITTED
-    updated_at: str | None | Omitted = OMITTED
-    meta: Meta = None
     as_v2: Meta = None  # v1 only: the same frames folded with the v2 rule, for diagnosis
     known: Meta = None
     closed_by: int | None = None  # seq of the session/close response while fenced
@@ -124,6 +106,7 @@ class Watcher:
 
     def __init__(self) -> None:
         self.protocol_version = 1
+        self._client = ClientMirror(1, transcript=False)
         self.failed: Counter[str] = Counter()
         self.exercised: Counter[str] = Counter()
         self._seq = 0
@@ -136,27 +119,26 @@ class Watcher:
     @property
     def session_ids(self) -> list[str]:
         """Every session that received a ``session_info_update``, in first-seen order."""
-        return list(self._sessions)
+        return self._client.session_ids
 
     def meta(self, session: str) -> Meta:
         """A copy of the ``_meta`` the client holds for ``session`` (``None``: none)."""
-        view = self._sessions.get(session)
+        view = self._client.view(session)
         return None if view is None or view.meta is None else dict(view.meta)
 
     def meta_as_v2(self, session: str) -> Meta:
         """On v1: the ``_meta`` the same frames give under the v2 patch rule (else :meth:`meta`)."""
-        view = self._sessions.get(session)
-        if view is None:
-            return None
-        value = view.as_v2 if self.protocol_version == 1 else view.meta
-        return None if value is None else dict(value)
+        if self.protocol_version != 1:
+            return self.meta(session)
+        watched = self._sessions.get(session)
+        return None if watched is None or watched.as_v2 is None else dict(watched.as_v2)
 
     def state(self, session: str) -> dict[str, Any]:
         """What the client holds: ``title``, ``updatedAt`` (when ever set) and ``_meta``.
 
-        The values are the watcher's own; serialize them before the next :meth:`observe`.
+        The values are the client mirror's own; serialize them before the next :meth:`observe`.
         """
-        view = self._sessions.get(session)
+        view = self._client.view(session)
         if view is None:
             return {"_meta": None}
         state: dict[str, Any] = {}
@@ -239,12 +221,9 @@ class Watcher:
             view.closed_by = None  # asking for the session again reopens it
         params = message.get("params")
         request.restore = True
-        request.replay = method == "session/load" or (
-            self.protocol_version >= 2
-            and isinstance(params, dict)
-            and params.get("replayFrom") is not None
-        )
-        request.meta_before = None if view is None or view.meta is None else dict(view.meta)
+        replay = replay_of(method, params, protocol_version=self.protocol_version)
+        request.replay = replay.may_replay
+        request.meta_before = self.meta(session)
         self._windows.setdefault(session, []).append(request)
 
     def _agent_call(self, frame: Frame, message: dict[str, Any]) -> None:
@@ -255,32 +234,35 @@ class Watcher:
             if message["method"] == "session/update":
                 self.fail(frame, "shape", "session/update without a string params.sessionId")
             return
-        view = self._sessions.get(session)
-        if view is not None and view.closed_by is not None:
+        watched = self._sessions.get(session)
+        if watched is not None and watched.closed_by is not None:
             self.fail(
                 frame,
                 "fence",
-                f"{_what(message)} after the session/close response (frame #{view.closed_by})",
-                view.closed_by,
+                f"{_what(message)} after the session/close response (frame #{watched.closed_by})",
+                watched.closed_by,
             )
-        if message["method"] == "session/update":
+        if message["method"] == "session/update" and "id" not in message:
             update = params.get("update") if isinstance(params, dict) else None
             if isinstance(update, dict):
-                self._session_update(frame, view, session, update)
+                self._session_update(frame, message, session, update)
             else:
                 self.fail(frame, "shape", "session/update without an update object")
 
     def _session_update(
-        self, frame: Frame, view: _Session | None, session: str, update: dict[str, Any]
+        self, frame: Frame, message: dict[str, Any], session: str, update: dict[str, Any]
     ) -> None:
         """A ``session/update`` of ``session``: fold session info, and note what a replay
         window sees (see ``resync``)."""
         kind = update.get("sessionUpdate")
         windows = self._windows.get(session, ())
         if kind == "session_info_update":
+            watched = self._sessions.get(session)
+            if watched is None:
+                watched = self._sessions[session] = _Session()
             # What the agent held before this frame, should it be a resync (R4 restores it).
-            known = None if not windows or view is None or view.known is None else dict(view.known)
-            resync = self._info_update(frame, view, session, update, windows)
+            known = None if not windows or watched.known is None else dict(watched.known)
+            resync = self._info_update(frame, session, watched, message, windows)
             for request in windows:
                 request.window.append(frame.seq)
                 request.info_frames += 1
@@ -295,81 +277,67 @@ class Watcher:
     def _info_update(
         self,
         frame: Frame,
-        view: _Session | None,
         session: str,
-        update: dict[str, Any],
+        watched: _Session,
+        message: dict[str, Any],
         windows: Sequence[_Request],
     ) -> bool:
-        """Fold one ``session_info_update``; return whether it is a resync (see ``resync``)."""
-        if view is None:
-            view = self._sessions[session] = _Session()
+        """Fold one ``session_info_update`` into what the client holds (its mirror: a malformed
+        one is a ``shape`` finding and folds nothing) and judge it; return whether it is a
+        resync (see ``resync``)."""
         self.exercised["shape"] += 1
-        if "title" in update:
-            title = update["title"]
-            if title is None or isinstance(title, str):
-                view.title = title
-            else:
-                self.fail(frame, "shape", f"title is {json_kind(title)}, not a string or null")
-        if "updatedAt" in update:
-            self._updated_at(frame, view, update["updatedAt"])
-        if "_meta" not in update:
+        before = self._client.view(session)
+        held = None if before is None else before.meta  # on v1 a fold leaves it as it was
+        try:
+            self._client.feed(message)
+        except MirrorError as exc:
+            self.fail(frame, "shape", f"{exc.reason} (not folded)")
             return False
-        return self._meta_update(frame, view, update["_meta"], windows)
-
-    def _meta_update(
-        self, frame: Frame, view: _Session, meta: object, windows: Sequence[_Request]
-    ) -> bool:
-        """Fold a ``_meta`` into what the client holds, and into what the agent holds unless
-        it is replay or fenced; return whether it is a resync (see ``resync``)."""
-        if meta is not None and not isinstance(meta, dict):
-            self.fail(
-                frame, "shape", f"_meta is {json_kind(meta)}, not an object or null (not folded)"
-            )
+        update = message["params"]["update"]
+        updated_at = update.get("updatedAt")
+        if isinstance(updated_at, str) and self.protocol_version >= 2:
+            # v2's schema says RFC 3339 (format date-time); v1's says ISO 8601, which allows a
+            # local time without an offset, so v1 stamps are not judged.
+            self.exercised["updated-at"] += 1
+            if not is_rfc3339(updated_at):
+                self.fail(
+                    frame, "updated-at", f"updatedAt {updated_at!r} is not RFC 3339 with an offset"
+                )
+        meta = update.get("_meta", OMITTED)
+        if meta is OMITTED:
             return False
         v2 = self.protocol_version >= 2
-        if view.closed_by is None and not (windows and any(r.replay for r in windows)):
-            view.known = patch_meta(view.known, meta) if v2 else replace_meta(view.known, meta)
+        if watched.closed_by is None and not (windows and any(r.replay for r in windows)):
+            watched.known = fold_meta(watched.known, meta, 2 if v2 else 1)
         if v2:
-            view.meta = patch_meta(view.meta, meta)
             return meta is None
-        self._v1_meta(frame, view, meta, replay=bool(windows))
+        self._v1_meta(frame, watched, held, meta, replay=bool(windows))
         # A v1 resync is one _meta object. A null there is the agent's resync too, made with v2
         # vocabulary: v1-meaning reports it when it leaves the client stale.
         return True
 
-    def _updated_at(self, frame: Frame, view: _Session, value: object) -> None:
-        if value is not None and not isinstance(value, str):
-            self.fail(frame, "shape", f"updatedAt is {json_kind(value)}, not a string or null")
-            return
-        if isinstance(value, str) and self.protocol_version >= 2:
-            # v2's schema says RFC 3339 (format date-time); v1's says ISO 8601, which allows a
-            # local time without an offset, so v1 stamps are not judged.
-            self.exercised["updated-at"] += 1
-            if not is_rfc3339(value):
-                message = f"updatedAt {value!r} is not RFC 3339 with an offset"
-                self.fail(frame, "updated-at", message)
-        view.updated_at = value
-
-    def _v1_meta(self, frame: Frame, view: _Session, meta: Meta, *, replay: bool) -> None:
-        """v1: an object replaces the stored ``_meta`` whole; ``null`` is the same as omitted.
-        In a load or resume window (``replay``: history as the agent sent it) a finding waits
-        until a later object replaces what the client stored, or the window ends."""
+    def _v1_meta(
+        self, frame: Frame, watched: _Session, held: Meta, meta: Meta, *, replay: bool
+    ) -> None:
+        """v1: an object replaces the stored ``_meta`` whole; ``null`` is the same as omitted
+        (``held``: what the client stored before). In a load or resume window (``replay``:
+        history as the agent sent it) a finding waits until a later object replaces what the
+        client stored, or the window ends."""
         self.exercised["v1-meaning"] += 1
-        view.as_v2 = patch_meta(view.as_v2, meta)
-        message = v1_misreading(view.meta, meta)
+        watched.as_v2 = fold_meta(watched.as_v2, meta, 2)
+        message = v1_misreading(held, meta)
         if meta is not None:
-            view.meta = meta or None
-            view.deferred.clear()  # what they left the client is replaced whole
+            watched.deferred.clear()  # what they left the client is replaced whole
         if message is not None and replay:
-            view.deferred.append((frame.seq, message))
+            watched.deferred.append((frame.seq, message))
         elif message is not None:
             self.fail(frame, "v1-meaning", message)
 
     def _report_deferred(self, frame: Frame, session: str, request: _Request) -> None:
         """At the end of a session's last load or resume window: what nothing replaced."""
-        view = self._sessions.get(session)
-        while view is not None and view.deferred and not self._windows[session]:
-            seq, message = view.deferred.popleft()
+        watched = self._sessions.get(session)
+        while watched is not None and watched.deferred and not self._windows[session]:
+            seq, message = watched.deferred.popleft()
             where = f"in the {request.method} window (frame #{request.seq})"
             message += f"; {where}, and no later _meta object replaced it before the response"
             self.fail(frame, "v1-meaning", message, seq, session=session)
@@ -393,9 +361,9 @@ class Watcher:
         """The answer to a request of ``session``: a close fences it, a load or resume ends
         its window and is judged (``resync``)."""
         if request.method == "session/close" and ok:
-            view = self._sessions.setdefault(session, _Session())
-            view.closed_by = frame.seq
-            view.known = None  # the lifetime ended: a reopen starts a fresh one (R5)
+            watched = self._sessions.setdefault(session, _Session())
+            watched.closed_by = frame.seq
+            watched.known = None  # the lifetime ended: a reopen starts a fresh one (R5)
             self.exercised["fence"] += 1
         if request.restore:
             self._windows[session].remove(request)
@@ -408,6 +376,7 @@ class Watcher:
         version = result.get("protocolVersion") if isinstance(result, dict) else None
         if type(version) is int and version >= 1:
             self.protocol_version = version
+            self._client.protocol_version = min(version, 2)  # a later version folds as v2
 
     def _check_snapshot(self, frame: Frame, session: str, request: _Request) -> bool:
         """R4: a resync clears, then restores what the agent holds when that is not nothing.
@@ -416,19 +385,20 @@ class Watcher:
         Return whether the snapshot was missing (a finding); else a completed resync makes what
         the client holds the agent's known state.
         """
-        view = self._sessions.get(session)
+        watched = self._sessions.get(session)
         resync = request.resync_at
-        if view is None or resync is None:
+        if watched is None or resync is None:
             return False
         if request.last_replay is not None and resync < request.last_replay:
             return False  # not a resync: _check_resync reports it
         expected = request.known_at_resync
         if expected is not None and not request.replay:  # _check_resync counts a replay
             self.exercised["resync"] += 1
-        if expected is None or view.meta is not None:
-            view.known = None if view.meta is None else dict(view.meta)
+        held = self.meta(session)
+        if expected is None or held is not None:
+            watched.known = held
             return False
-        view.known = expected  # the agent still holds it; the client was told otherwise
+        watched.known = expected  # the agent still holds it; the client was told otherwise
         snapshot = f"no snapshot of {short_meta(expected)}"
         if self.protocol_version >= 2:
             why = f"_meta: null (#{resync}) came, but {snapshot} followed it"
@@ -447,8 +417,7 @@ class Watcher:
         return True
 
     def _check_resync(self, frame: Frame, session: str, request: _Request) -> None:
-        view = self._sessions.get(session)
-        after = None if view is None else view.meta
+        after = self.meta(session)
         before = request.meta_before
         if before is None and after is None and not request.info_frames:
             return  # nothing held, nothing sent: the agent published no metadata

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..core._errors import AgentMetaError
+from ..core._errors import AgentMetaError, ConnectionClosedError
 from ..core._jsonrpc import INVALID_REQUEST
-from ..wire._models import MISSING, JsonRpcErrorResponse
 
 if TYPE_CHECKING:
-    from ..core._json import JsonValue
-    from ..wire._models import JsonRpcSuccessResponse
+    from collections.abc import Mapping
 
-__all__ = ["ClientRequestError", "ConnectionClosedError", "OutboundRequests", "PendingRequest"]
+    from ..core._json import JsonValue
+
+__all__ = ["ClientRequestError", "OutboundRequests", "PendingRequest"]
 
 logger = logging.getLogger("agent_meta.connection")
 
@@ -46,11 +46,6 @@ class ClientRequestError(AgentMetaError):
         self.code = code
         self.message = message
         self.data = data
-
-
-class ConnectionClosedError(AgentMetaError):
-    """The connection's input ended (or it shut down) before the client answered a request,
-    so no answer can arrive any more."""
 
 
 class PendingRequest:
@@ -106,22 +101,27 @@ class OutboundRequests:
     def forget(self, pending: PendingRequest) -> None:
         self._pending.pop(pending.request_id, None)
 
-    def answer(self, message: JsonRpcSuccessResponse | JsonRpcErrorResponse) -> None:
-        """Route a response from the client to the request it answers."""
-        pending = self._pending.pop(message.id, None) if type(message.id) is int else None
+    def answer(self, message: Mapping[str, Any]) -> None:
+        """Route a response from the client (checked to be a valid one) to the request it
+        answers."""
+        request_id = message.get("id")
+        pending = self._pending.pop(request_id, None) if type(request_id) is int else None
         if pending is None:
-            logger.warning("ignoring a response to unknown request id %r", message.id)
+            logger.warning("ignoring a response to unknown request id %r", request_id)
             return
-        if isinstance(message, JsonRpcErrorResponse):
-            error = message.error
-            data = None if error.data is MISSING else error.data
+        if "error" in message:
+            error = message["error"]
             pending.settle(
                 error=ClientRequestError(
-                    pending.method, pending.request_id, error.code, error.message, data
+                    pending.method,
+                    pending.request_id,
+                    error["code"],
+                    error["message"],
+                    error.get("data"),
                 )
             )
         else:
-            pending.settle(result=message.result)
+            pending.settle(result=message["result"])
 
     def malformed(self, request_id: int | str | None, reason: str) -> None:
         """A response-shaped message that is not a valid response: it fails the request it

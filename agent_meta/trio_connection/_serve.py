@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Literal
 
 import trio
 
-from ..core._jsonrpc import PARSE_ERROR, JsonRpcError
 from ..owner._failures import unwritten_error
 from ..owner._trio import open_owner
 from ..sansio._options import OwnerOptions
@@ -105,11 +104,11 @@ async def _read_loop(
         try:
             line = await reader.receive_line()
         except LineTooLongError as exc:
-            await dispatcher.send_error(None, JsonRpcError(PARSE_ERROR, str(exc)))
+            await dispatcher.refuse(exc)
             continue
         except IncompleteLineError as exc:
             logger.warning("%s", exc)
-            await dispatcher.send_error(None, JsonRpcError(PARSE_ERROR, str(exc)))
+            await dispatcher.refuse(exc)
             return
         if line is None:
             return

@@ -51,8 +51,9 @@ class SessionWork:
     def __init__(self, connection: AgentConnection, outbound: OutboundRequests) -> None:
         self._connection = connection
         self._outbound = outbound
-        self.in_flight: dict[RequestId | None, Work] = {}
-        """Requests being handled, by request id."""
+        self.handlers: list[Work] = []
+        """Requests being handled (one answered early, ``ctx.respond()``, until its handler
+        ends: its id may then name a new request too)."""
         self._tasks: list[Work] = []  # background tasks
         self._background: trio.Nursery | None = None
         self._requests: trio.Nursery | None = None
@@ -86,26 +87,33 @@ class SessionWork:
 
         self._background.start_soon(run, name=name or None)
 
-    def cancel_request(self, request_id: object) -> None:
-        """``$/cancel_request``: cancel the request's handler, or call the callback it chose
-        (:meth:`RequestContext.on_cancel_request`). ACP v2: "Receivers MUST ignore this
-        notification for an unknown or already-answered request ID", so a request answered
-        with ``ctx.respond()`` whose handler works on (a v2 prompt's turn) is left alone."""
-        if type(request_id) is not int and type(request_id) is not str:
+    def cancel_request(self, request_id: RequestId) -> None:
+        """``$/cancel_request`` of the request ``request_id`` names, still unanswered (the
+        :class:`~agent_meta.sansio._gate.InboundGate` passes on no other): cancel its handler,
+        or call the callback it chose (:meth:`RequestContext.on_cancel_request`)."""
+        work = self._unanswered(request_id)
+        if work is None or work.ctx is None:
             return
-        work = self.in_flight.get(request_id)
-        if work is None or work.ctx is None or work.ctx.responded:
-            return  # unknown or already answered: ignored
         callback = work.ctx._on_cancel
         if callback is None:
             work.scope.cancel()
         else:
             callback()
 
+    def _unanswered(self, request_id: RequestId | None) -> Work | None:
+        """The request of that id still unanswered (at most one: the gate refuses an id in
+        flight), if any."""
+        for work in self.handlers:
+            ctx = work.ctx
+            if ctx is not None and ctx.request_id == request_id and not ctx.responded:
+                return work
+        return None
+
     async def end_session(self, session_id: str, *, keep: RequestId | None = None) -> None:
         """See :meth:`AgentConnection.end_session_work`."""
         while True:
-            work = [w for rid, w in self.in_flight.items() if rid != keep]
+            closing = self._unanswered(keep)  # the request doing the closing
+            work = [w for w in self.handlers if w is not closing]
             work += self._tasks
             work = [w for w in work if w.session_id == session_id]
             if not work:
@@ -125,19 +133,19 @@ class SessionWork:
             self._outbound.close("the agent is shutting down")
 
     async def _wind_down(self, grace: float) -> None:
-        sessions = {w.session_id for w in [*self.in_flight.values(), *self._tasks]}
+        sessions = {w.session_id for w in [*self.handlers, *self._tasks]}
         for session_id in sessions - {None}:
             assert session_id is not None
             await self._cancel_agent_work(session_id)
-        for work in [*self.in_flight.values(), *self._tasks]:
+        for work in [*self.handlers, *self._tasks]:
             if work.method != FOREGROUND:
                 work.scope.cancel()
         # Only now: a request the cancellations reached was withdrawn, not failed.
         self._outbound.close("the agent is shutting down")
         with trio.move_on_after(grace):
-            for work in list(self.in_flight.values()):
+            for work in list(self.handlers):
                 await work.done.wait()
-        for work in list(self.in_flight.values()):
+        for work in list(self.handlers):
             work.scope.cancel()
 
     async def _cancel_agent_work(self, session_id: str) -> None:

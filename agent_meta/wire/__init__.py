@@ -13,6 +13,7 @@ omitted ``_meta`` stay distinct through every model here (see ``docs/wire.md``).
 - :func:`patch_from_update`, :func:`update_from_patch`: to and from the pure core's
   :class:`~agent_meta.SessionInfoPatch`.
 - JSON-RPC and ACP error codes, :class:`~agent_meta.JsonRpcError`, :func:`negotiate_version`,
+  :func:`replay_of` (whether a ``session/load`` or ``session/resume`` replays: :class:`Replay`),
   and what a handler checks its params with (:func:`require_str`, :func:`optional_str`,
   :func:`require_object_list`: ``-32602`` naming the field).
 """
@@ -30,6 +31,8 @@ from ..core._jsonrpc import negotiate_version as negotiate_version
 from ..core._jsonrpc import optional_str as optional_str
 from ..core._jsonrpc import require_object_list as require_object_list
 from ..core._jsonrpc import require_str as require_str
+from ..core._replay import Replay as Replay
+from ..core._replay import replay_of as replay_of
 from ._convert import encode_session_update as encode_session_update
 from ._convert import patch_from_update as patch_from_update
 from ._convert import update_from_patch as update_from_patch
@@ -72,6 +75,7 @@ __all__ = [
     "JsonRpcSuccessResponse",
     "MessageDecodeError",
     "MessageParseError",
+    "Replay",
     "RequestId",
     "SessionInfoUpdate",
     "SessionInfoUpdateV1",
@@ -84,6 +88,7 @@ __all__ = [
     "negotiate_version",
     "optional_str",
     "patch_from_update",
+    "replay_of",
     "require_object_list",
     "require_str",
     "update_from_patch",

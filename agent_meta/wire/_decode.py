@@ -9,12 +9,12 @@ read, so that a connection answers it and goes on.
 from __future__ import annotations
 
 import json
-import math
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
 from pydantic import ValidationError
 
 from ..core._errors import AgentMetaError
+from ..core._json import STRICT_JSON, NumberOverflowError, reject_json_constant
 from ._models import (
     INT64_MAX,
     INT64_MIN,
@@ -28,19 +28,23 @@ from ._models import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 __all__ = [
-    "STRICT_JSON",
     "BatchEntry",
     "InvalidMessageError",
     "MessageDecodeError",
     "MessageParseError",
+    "RawMessage",
     "decode",
     "decode_message",
+    "decode_raw",
     "message_from_json",
     "parse_json_line",
 ]
+
+
+_T = TypeVar("_T")
 
 
 class MessageDecodeError(AgentMetaError, ValueError):
@@ -51,6 +55,9 @@ class MessageDecodeError(AgentMetaError, ValueError):
     """
 
     code: ClassVar[int]
+    is_response: bool = False
+    """Whether the message is shaped like a response (:class:`InvalidMessageError`): never
+    answered."""
 
     def __init__(self, message: str, *, request_id: int | str | None = None) -> None:
         super().__init__(message)
@@ -83,22 +90,6 @@ class InvalidMessageError(MessageDecodeError):
         self.is_response = is_response
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _OverflowError(f"{text} overflows a JSON number")
-    return value
-
-
-STRICT_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-"""JSON as the wire allows it: no ``NaN`` or ``Infinity``, no number a double cannot hold (a
-``ValueError``). Built once: ``json.loads`` with options builds a decoder per call."""
-
-
 def parse_json_line(line: bytes | str) -> Any:
     """Parse one NDJSON line (surrounding whitespace and the newline allowed) into JSON data.
 
@@ -111,7 +102,7 @@ def parse_json_line(line: bytes | str) -> Any:
         raise MessageParseError(f"not a JSON message: {exc}") from None
     try:
         return STRICT_JSON.decode(text)
-    except _OverflowError as exc:
+    except NumberOverflowError as exc:
         raise MessageParseError(
             f"not a JSON message: {exc}", request_id=_id_despite_overflow(text)
         ) from None
@@ -121,14 +112,10 @@ def parse_json_line(line: bytes | str) -> Any:
         raise MessageParseError("not a JSON message: nested too deeply to parse") from None
 
 
-class _OverflowError(ValueError):
-    """A JSON number that no double can hold."""
-
-
 def _id_despite_overflow(text: str) -> int | str | None:
     """The ``id`` of an otherwise valid message holding a number too large for a double."""
     try:
-        data = json.loads(text, parse_constant=_reject_constant, parse_float=lambda _: 0.0)
+        data = json.loads(text, parse_constant=reject_json_constant, parse_float=lambda _: 0.0)
     except (ValueError, RecursionError):
         return None
     return _readable_id(data) if isinstance(data, dict) else None
@@ -184,6 +171,9 @@ def message_from_json(data: Any) -> JsonRpcMessage:
 BatchEntry: TypeAlias = "JsonRpcMessage | InvalidMessageError"
 """One entry of a batch: a message, or the error its entry earns (answered with ``id: null``)."""
 
+RawMessage: TypeAlias = "dict[str, Any]"
+"""A JSON-RPC message as it was received: its JSON object, checked to be a valid message."""
+
 
 def decode(line: bytes | str) -> JsonRpcMessage | list[BatchEntry]:
     """Decode one NDJSON line: a single message, or a JSON-RPC batch (a non-empty array).
@@ -197,15 +187,35 @@ def decode(line: bytes | str) -> JsonRpcMessage | list[BatchEntry]:
     data = parse_json_line(line)
     if not isinstance(data, list):
         return message_from_json(data)
+    return _entries(data, message_from_json)
+
+
+def decode_raw(line: bytes | str) -> RawMessage | list[RawMessage | InvalidMessageError]:
+    """Decode one NDJSON line as :func:`decode` does, but keep each message as the JSON object
+    received (what a connection hands on, and the SDK reads), once it is checked to be one."""
+    data = parse_json_line(line)
+    if not isinstance(data, list):
+        return _checked(data)
+    return _entries(data, _checked)
+
+
+def _checked(data: Any) -> RawMessage:
+    message_from_json(data)  # raises unless it is a valid message: a JSON object
+    checked: RawMessage = data
+    return checked
+
+
+def _entries(data: list[Any], decode_entry: Callable[[Any], _T]) -> list[_T | InvalidMessageError]:
+    """The entries of a batch, each decoded on its own (see :func:`decode`)."""
     if not data:
         raise InvalidMessageError("an empty batch is not a valid request")
-    entries: list[BatchEntry] = []
+    entries: list[_T | InvalidMessageError] = []
     for item in data:
         if isinstance(item, list):
             entries.append(InvalidMessageError("a batch entry cannot be a batch"))
             continue
         try:
-            entries.append(message_from_json(item))
+            entries.append(decode_entry(item))
         except InvalidMessageError as exc:
             if not exc.is_response:
                 exc.request_id = None

@@ -6,7 +6,7 @@ session is still open.
 
 from typing import Any
 
-from _base import Agent, main
+from tests.broken_agents._base import Agent, main
 
 
 class FrameAfterClose(Agent):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from _base import Agent, Session, main
+from tests.broken_agents._base import Agent, Session, main
 
 DELAY = 0.05
 """Seconds between the prompt's response and its session-info frames."""

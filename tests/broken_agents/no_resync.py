@@ -5,7 +5,7 @@ is left with a state the agent no longer holds. Like many agents, its session/li
 carry no ``_meta``, so only the resync rule can see this.
 """
 
-from _base import Agent, Session, main
+from tests.broken_agents._base import Agent, Session, main
 
 
 class NoResync(Agent):

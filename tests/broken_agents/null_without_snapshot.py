@@ -6,7 +6,7 @@ while the agent still holds some. It offers no session/list, so no ``state`` com
 see it: only what the agent had published, read from the frames, shows the snapshot missing.
 """
 
-from _base import Agent, Session, main
+from tests.broken_agents._base import Agent, Session, main
 
 
 class NullWithoutSnapshot(Agent):

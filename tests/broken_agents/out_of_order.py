@@ -7,7 +7,7 @@ frames in the order received ends elsewhere.
 
 from typing import Any
 
-from _base import Agent, Session, main
+from tests.broken_agents._base import Agent, Session, main
 
 
 class OutOfOrder(Agent):

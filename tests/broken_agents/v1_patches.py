@@ -8,7 +8,7 @@ it is correct.
 
 from typing import Any
 
-from _base import Agent, Session, main
+from tests.broken_agents._base import Agent, Session, main
 
 
 class V1Patches(Agent):

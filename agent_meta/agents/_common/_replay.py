@@ -13,7 +13,7 @@ import json
 from typing import TYPE_CHECKING, Literal
 
 from agent_meta import JsonRpcError
-from agent_meta.wire import INVALID_PARAMS
+from agent_meta.wire import INVALID_PARAMS, Replay, replay_of
 
 if TYPE_CHECKING:
     from agent_meta import JsonObject, JsonValue
@@ -72,18 +72,20 @@ def check_replayable(
         )
 
 
-def replay_requested(replay_from: JsonValue) -> bool:
-    """Whether a v2 ``session/resume`` with this ``replayFrom`` replays the conversation:
-    ``{"type": "start"}`` does, an absent or ``null`` one does not, and any other cursor is
-    refused (``-32602``): the agent knows no other, and the Rust schema's ``ReplayFrom::Other``
-    says to reject a cursor rather than guess where to replay from."""
-    if isinstance(replay_from, dict) and replay_from.get("type") == "start":
-        return True
-    if replay_from is None:
+def replay_requested(method: str, params: JsonValue, protocol_version: int) -> bool:
+    """Whether the reference agents replay the conversation for this load or resume: where ACP
+    asks for replay (:func:`~agent_meta.wire.replay_of`: a load, a v2 resume with a cursor),
+    from the start. A v1 resume replays nothing (ACP v1: it never does), and a cursor other
+    than ``{"type": "start"}`` is refused (``-32602``): the agent knows no other, and the Rust
+    schema's ``ReplayFrom::Other`` says to reject a cursor rather than guess where to replay
+    from. (A cursor that is no cursor never gets here: the connection refuses it.)"""
+    if replay_of(method, params, protocol_version=protocol_version) is not Replay.ASKED:
         return False
+    cursor = params.get("replayFrom") if isinstance(params, dict) else None
+    if method == "session/load" or (isinstance(cursor, dict) and cursor.get("type") == "start"):
+        return True
     raise JsonRpcError(
-        INVALID_PARAMS,
-        f"unsupported replayFrom {replay_from!r}: only {{'type': 'start'}} is known",
+        INVALID_PARAMS, f"unsupported replayFrom {cursor!r}: only {{'type': 'start'}} is known"
     )
 
 

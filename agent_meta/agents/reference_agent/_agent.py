@@ -204,7 +204,7 @@ class ReferenceAgent(BaseAgent):
     async def resume_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         session = await self._taken_session(params)
         require_str(params, "cwd")
-        replay = ctx.protocol_version >= 2 and replay_requested(params.get("replayFrom"))
+        replay = replay_requested(ctx.method, params, ctx.protocol_version)
         await self._restore(ctx, session, replay=replay)
         return {}
 

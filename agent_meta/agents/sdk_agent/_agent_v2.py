@@ -213,7 +213,7 @@ class SdkReferenceAgentV2(SdkAgentBase[Any]):
             else replay_from.model_dump(mode="json", by_alias=True, exclude_unset=True)
         )
         try:
-            replay = replay_requested(cursor)
+            replay = replay_requested("session/resume", {"replayFrom": cursor}, 2)
         except JsonRpcError as exc:
             raise request_error(exc) from None
         if not await self._stoppable(session.restores, self._restore(session, replay=replay)):
