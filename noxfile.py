@@ -42,12 +42,14 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff (lint, format), mypy --strict, the import-layer contracts, the complexity limits."""
+    """ruff (lint, format), mypy --strict, the import-layer contracts, no runtime import
+    circle, the complexity limit (and, as information, the largest modules and classes)."""
     session.install("-e", ".[lint,test,demo,sdk-http,postgres]")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
     session.run("lint-imports")  # the layer contracts of docs/architecture.md
+    session.run("python", "tools/import_cycles.py")  # no module imports its importer
     session.run("python", "tools/complexity.py")
 
 

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 import agent_meta
 import agent_meta.wire
 from agent_meta.sansio._edits import Outcome
-from agent_meta.sansio._entries import Outgoing
 from agent_meta.sansio._frames import build_notification, build_response
 from agent_meta.sansio._queue import SendQueue
 from agent_meta.testing import RecordingTransport
@@ -50,11 +49,11 @@ def rendered(
         notification_meta=notification_meta,
     )
     assert queue.submit(state, update) is Outcome.ACCEPTED
-    out = queue.next_action()
-    assert isinstance(out, Outgoing)
-    queue.written(out)
+    frame = queue.next_action()
+    assert isinstance(frame, bytes)
+    queue.written()
     assert queue.next_action() is None
-    return out.frame
+    return frame
 
 
 def written(

@@ -58,7 +58,7 @@ def test_r13_the_client_title_is_confirmed_then_the_agent_title_is_dropped_and_t
     assert drain(q) == [info({"_meta": {"a": 1}})]
     assert s.snapshot().title == "mine"
     assert s.client_title
-    assert q.counters.suppressed_titles == 1
+    assert q.statistics().suppressed_titles == 1
 
 
 @pytest.mark.parametrize("title", ["generated", None])
@@ -70,7 +70,7 @@ def test_r13_a_publication_of_only_a_title_sends_nothing(title: str | None) -> N
     assert q.submit(s, enc(title=title)) is Outcome.ACCEPTED
     assert drain(q) == []
     assert s.snapshot().title == "mine"
-    assert q.counters.suppressed_titles == 1
+    assert q.statistics().suppressed_titles == 1
 
 
 def test_r13_notification_meta_of_a_dropped_title_still_travels_on_its_frame() -> None:
@@ -119,7 +119,8 @@ def test_r13_a_queued_agent_title_is_overtaken_by_the_client_title_it_merges_wit
     q = make_queue()
     s = opened(q)
     publish(q, s, enc(meta={"x": 1}))
-    q.written(take(q))  # the writer is busy with nothing; the next ones queue up
+    take(q)  # the writer is busy with nothing; the next ones queue up
+    q.written()
     publish(q, s, enc(title="generated", meta={"a": 1}))
     set_by_client(q, s, "mine")
     publish(q, s, enc(title="late", meta={"b": 2}))
@@ -135,7 +136,7 @@ def test_r13_a_seed_title_is_dropped_too() -> None:
     assert q.seed(s, enc(title="known", meta={"k": 1})) is Outcome.ACCEPTED
     assert s.snapshot().title == "mine"
     assert s.snapshot().meta == {"k": 1}
-    assert q.counters.suppressed_titles == 2
+    assert q.statistics().suppressed_titles == 2
 
 
 def test_r13_without_room_nothing_changes() -> None:
@@ -205,7 +206,7 @@ def test_r13_the_confirmation_is_written_only_once_the_flag_and_title_are_stored
 
 def take_written(q: SendQueue) -> Any:
     out = take(q)
-    q.written(out)
+    q.written()
     return out
 
 
@@ -218,7 +219,7 @@ def test_r13_a_restored_lifetime_keeps_dropping_agent_titles() -> None:
     assert s.snapshot().meta == {"k": 1}  # the rest of the seed stands
     publish(q, s, enc(title="generated"))
     assert s.snapshot().title == "mine"
-    assert q.counters.suppressed_titles == 2
+    assert q.statistics().suppressed_titles == 2
 
 
 def test_r13_a_record_marking_a_client_title_without_one_is_corrupt() -> None:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..sansio._records import restore_state
 from ..sansio._state import LifetimeState
+from ._failures import store_failed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,7 +33,7 @@ async def client_titles(owner: OwnerBase, session_ids: Sequence[str]) -> dict[st
     try:
         records = await store.read_many(elsewhere)
     except Exception as exc:
-        raise owner._store_failed(exc) from exc
+        raise store_failed(exc, store.location) from exc
     for session_id, record in records.items():
         if record.client_title:
             state = LifetimeState(session_id)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from ..core._errors import MetaPathError
 from ..core._sentinel import OMITTED, Omitted
@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from ._state import FailureIncident, LifetimeState
 
 __all__ = [
+    "ACCEPTED",
+    "FENCED",
+    "FULL",
+    "REFUSED",
     "ClientTitle",
     "DomainEdit",
     "Edit",
@@ -58,6 +62,15 @@ class Outcome(enum.Enum):
     """A stale failure report or a late resolution: nothing changed (R7)."""
     FULL = "full"
     """It needs queue room and there is none: nothing changed; submit it again later."""
+
+
+# The outcomes by name, for the send path: on Python 3.11 every attribute of an enum class goes
+# through ``EnumType.__getattr__`` (about 900 instructions), and a publication compares its
+# outcome a dozen times between the handle and the queue.
+ACCEPTED: Final = Outcome.ACCEPTED
+FENCED: Final = Outcome.FENCED
+REFUSED: Final = Outcome.REFUSED
+FULL: Final = Outcome.FULL
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -128,10 +141,10 @@ def plan_edit(
             and current.incident_id == new.incident_id
             and current.revision > new.revision
         ):
-            return Outcome.REFUSED  # stale: a newer revision of this incident is shown
+            return REFUSED  # stale: a newer revision of this incident is shown
         return _domain_update(state, failure_path, edit.record, False, encode)
     if current != edit.incident:
-        return Outcome.REFUSED  # a late resolution: another incident or revision is shown
+        return REFUSED  # a late resolution: another incident or revision is shown
     return _domain_update(state, failure_path, OMITTED, True, encode)
 
 

@@ -42,7 +42,6 @@ class LifetimeState:
     """The known session info of one session lifetime (pure; mutated only by the send queue)."""
 
     __slots__ = (
-        "absorbed_through",
         "client_title",
         "closed",
         "epoch",
@@ -54,6 +53,7 @@ class LifetimeState:
         "prefix",
         "resync_entry",
         "session_id",
+        "snapshots",
         "taken_over",
         "title",
         "updated_at",
@@ -78,7 +78,7 @@ class LifetimeState:
         self.taken_over = False
         """Another holder took the lifetime over: it ended here, and publishers are told."""
         # Bookkeeping of the send queue (opaque here).
-        self.absorbed_through = 0  # queue positions up to here are in a snapshot sent
+        self.snapshots = 0  # snapshots rendered: each carries the entries queued before it
         self.open_entry: object | None = None
         self.resync_entry: object | None = None
 
