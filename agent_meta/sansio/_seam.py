@@ -96,6 +96,9 @@ class ReplayStart:
     replays: bool = True
     """Whether the request replays history (a v2 ``session/resume`` without ``replayFrom``
     does not): only then is what its handler sends taken as replay."""
+    held: bool = False
+    """Whether the lifetime held its state before the request (open, or kept by the store):
+    what is replayed is then history; otherwise the replay is all there is to build it from."""
 
 
 @final
@@ -208,7 +211,7 @@ class LifetimeTracker:
         if held is None:
             held = existed(session_id)
         self._replays[token] = (session_id, held, replays)
-        return ReplayStart(session_id, token, replays)
+        return ReplayStart(session_id, token, replays, held)
 
     def outbound(
         self,
