@@ -1,4 +1,7 @@
-"""Whether parsed JSON is one JSON-RPC 2.0 message, decided without building a model.
+"""One NDJSON line to JSON, and whether that JSON is one JSON-RPC 2.0 message, without pydantic.
+
+:func:`parse_line` is the wire's JSON (no ``NaN`` or ``Infinity``, no number a double cannot
+hold, UTF-8).
 
 :func:`envelope_fault` is the rule the wire decoder applies before it builds its pydantic
 envelope (:func:`agent_meta.wire._decode.message_from_json`), and what a connection that only
@@ -12,12 +15,23 @@ message). Anything else earns ``-32600 Invalid Request``.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Final, final
+import json
+import math
+from typing import TYPE_CHECKING, Any, Final, final
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["INT64_MAX", "INT64_MIN", "EnvelopeFault", "envelope_fault", "readable_id"]
+__all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
+    "STRICT_JSON",
+    "EnvelopeFault",
+    "LineParseError",
+    "envelope_fault",
+    "parse_line",
+    "readable_id",
+]
 
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
@@ -27,6 +41,66 @@ _NOTIFICATION: Final = frozenset({"jsonrpc", "method", "params"})
 _SUCCESS: Final = frozenset({"jsonrpc", "id", "result"})
 _ERROR: Final = frozenset({"jsonrpc", "id", "error"})
 _ERROR_OBJECT: Final = frozenset({"code", "message", "data"})
+
+
+class LineParseError(ValueError):
+    """A line is not JSON (or not UTF-8): answer ``-32700 Parse error``. ``request_id`` is the
+    readable id of a line that is JSON except for a number no double can hold (``1e400``)."""
+
+    def __init__(self, message: str, *, request_id: int | str | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class _OverflowError(ValueError):
+    """A JSON number that no double can hold."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _OverflowError(f"{text} overflows a JSON number")
+    return value
+
+
+STRICT_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+"""JSON as the wire allows it: no ``NaN`` or ``Infinity``, no number a double cannot hold (a
+``ValueError``). Built once: ``json.loads`` with options builds a decoder per call."""
+
+
+def parse_line(line: bytes | str) -> Any:
+    """Parse one NDJSON line (surrounding whitespace and the newline allowed) into JSON data.
+
+    Raises :class:`LineParseError` for invalid UTF-8, invalid JSON, ``NaN`` / ``Infinity`` and
+    numbers too large for a float.
+    """
+    try:
+        text = line.decode("utf-8") if isinstance(line, bytes | bytearray) else line
+    except ValueError as exc:
+        raise LineParseError(f"not a JSON message: {exc}") from None
+    try:
+        return STRICT_JSON.decode(text)
+    except _OverflowError as exc:
+        raise LineParseError(
+            f"not a JSON message: {exc}", request_id=_id_despite_overflow(text)
+        ) from None
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise LineParseError(f"not a JSON message: {exc}") from None
+    except RecursionError:
+        raise LineParseError("not a JSON message: nested too deeply to parse") from None
+
+
+def _id_despite_overflow(text: str) -> int | str | None:
+    """The ``id`` of an otherwise valid message holding a number too large for a double."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant, parse_float=lambda _: 0.0)
+    except (ValueError, RecursionError):
+        return None
+    return readable_id(data) if isinstance(data, dict) else None
 
 
 @final

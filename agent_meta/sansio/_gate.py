@@ -320,6 +320,11 @@ class InboundGate:
         """Requests of the client passed to the agent and not answered yet."""
         return len(self._in_flight)
 
+    def unanswered(self) -> list[_RequestId]:
+        """The ids of the client's requests passed to the agent and not answered yet, oldest
+        first (an agent that dies leaves them to be answered by whoever runs it)."""
+        return list(self._in_flight)
+
 
 def _malformed_cursor(params: object) -> bool:
     """Whether a v2 ``session/resume`` carries a ``replayFrom`` that is no cursor (the SDK's

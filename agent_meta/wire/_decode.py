@@ -8,13 +8,17 @@ read, so that a connection answers it and goes on.
 
 from __future__ import annotations
 
-import json
-import math
-from typing import Any, ClassVar, Final, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 from pydantic import ValidationError
 
-from ..core._envelope import envelope_fault, readable_id
+from ..core._envelope import (
+    STRICT_JSON,
+    LineParseError,
+    envelope_fault,
+    parse_line,
+    readable_id,
+)
 from ..core._errors import AgentMetaError
 from ._models import (
     MESSAGE_TYPES,
@@ -79,55 +83,16 @@ class InvalidMessageError(MessageDecodeError):
         self.is_response = is_response
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _OverflowError(f"{text} overflows a JSON number")
-    return value
-
-
-STRICT_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-"""JSON as the wire allows it: no ``NaN`` or ``Infinity``, no number a double cannot hold (a
-``ValueError``). Built once: ``json.loads`` with options builds a decoder per call."""
-
-
 def parse_json_line(line: bytes | str) -> Any:
     """Parse one NDJSON line (surrounding whitespace and the newline allowed) into JSON data.
 
     Raises :class:`MessageParseError` for invalid UTF-8, invalid JSON, ``NaN`` / ``Infinity``
-    and numbers too large for a float.
+    and numbers too large for a float (the rule of :func:`agent_meta.core._envelope.parse_line`).
     """
     try:
-        text = line.decode("utf-8") if isinstance(line, bytes | bytearray) else line
-    except ValueError as exc:
-        raise MessageParseError(f"not a JSON message: {exc}") from None
-    try:
-        return STRICT_JSON.decode(text)
-    except _OverflowError as exc:
-        raise MessageParseError(
-            f"not a JSON message: {exc}", request_id=_id_despite_overflow(text)
-        ) from None
-    except ValueError as exc:  # JSONDecodeError is a ValueError
-        raise MessageParseError(f"not a JSON message: {exc}") from None
-    except RecursionError:
-        raise MessageParseError("not a JSON message: nested too deeply to parse") from None
-
-
-class _OverflowError(ValueError):
-    """A JSON number that no double can hold."""
-
-
-def _id_despite_overflow(text: str) -> int | str | None:
-    """The ``id`` of an otherwise valid message holding a number too large for a double."""
-    try:
-        data = json.loads(text, parse_constant=_reject_constant, parse_float=lambda _: 0.0)
-    except (ValueError, RecursionError):
-        return None
-    return readable_id(data) if isinstance(data, dict) else None
+        return parse_line(line)
+    except LineParseError as exc:
+        raise MessageParseError(str(exc), request_id=exc.request_id) from None
 
 
 def message_from_json(data: Any) -> JsonRpcMessage:
