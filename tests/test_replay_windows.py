@@ -7,7 +7,7 @@ import pytest
 
 from agent_meta import OMITTED, SessionInfo, SessionInfoPatch
 from agent_meta.core._patch import replacement_patch, same_json
-from agent_meta.sansio._replay import Missing, ReplayWindows, Settlement, Verdict, child_patch
+from agent_meta.sansio._replay import Missing, ReplayWindows, Settlement, Verdict
 
 NOTHING = SessionInfo()
 
@@ -16,6 +16,15 @@ def windows(version: int = 2, *, replace_meta: bool = False) -> ReplayWindows:
     made = ReplayWindows(replace_meta=replace_meta)
     made.protocol_version = version
     return made
+
+
+def answer(
+    w: ReplayWindows, request_id: int = 1, *, success: bool = True, known: SessionInfo = NOTHING
+) -> Settlement | None:
+    """The child answers the load or resume ``request_id``."""
+    session = w.answering(request_id)
+    assert session is not None
+    return w.answered(session, success=success, known=known)
 
 
 def codex_v2_resume(w: ReplayWindows) -> list[Verdict]:
@@ -38,19 +47,19 @@ def codex_v2_resume(w: ReplayWindows) -> list[Verdict]:
 def test_frames_of_a_replaying_window_are_replay_and_live_outside_it() -> None:
     w = windows()
     assert w.info("s", SessionInfoPatch(title="live")) is Verdict.LIVE
-    w.opened("s", held=True, replays=True)
+    w.opened("s", 1, held=True, replays=True)
     assert w.in_window("s")
     assert w.info("s", SessionInfoPatch(title="old")) is Verdict.REPLAY
-    w.answered("s", success=True, known=NOTHING)
+    answer(w, success=True, known=NOTHING)
     assert not w.in_window("s")
     assert w.info("s", SessionInfoPatch(title="late")) is Verdict.LIVE
 
 
 def test_a_v2_resume_without_replay_carries_live_state() -> None:
     w = windows()
-    w.opened("s", held=True, replays=False)
+    w.opened("s", 1, held=True, replays=False)
     assert w.info("s", SessionInfoPatch(meta={"a": 1})) is Verdict.LIVE
-    settled = w.answered("s", success=True, known=SessionInfo(meta={"a": 1}))
+    settled = answer(w, success=True, known=SessionInfo(meta={"a": 1}))
     assert settled is not None
     assert settled.seed is None  # published already
     assert settled.missing == Missing(resync=True)  # the client's _meta was never defined
@@ -58,19 +67,19 @@ def test_a_v2_resume_without_replay_carries_live_state() -> None:
 
 def test_replay_over_a_held_lifetime_is_history_and_the_owner_resyncs() -> None:
     w = windows()
-    w.opened("s", held=True, replays=True)
+    w.opened("s", 1, held=True, replays=True)
     w.info("s", SessionInfoPatch(title="New session", meta={"stage": "new"}))
     w.other("s", "user_message_chunk")
     known = SessionInfo(title="Work", meta={"stage": "working"})
-    assert w.answered("s", success=True, known=known) == Settlement(None, Missing(resync=True))
+    assert answer(w, success=True, known=known) == Settlement(None, Missing(resync=True))
 
 
 def test_the_childs_own_v2_resync_is_its_state_and_leaves_nothing_missing() -> None:
     w = windows()
-    w.opened("s", held=True, replays=True)
+    w.opened("s", 1, held=True, replays=True)
     assert set(codex_v2_resume(w)) == {Verdict.REPLAY}
     known = SessionInfo(title="Title: hello", meta={"codex": "active", "old": 1})
-    settled = w.answered("s", success=True, known=known)
+    settled = answer(w, success=True, known=known)
     assert settled is not None
     # The lifetime takes the snapshot: codex idle, jetbrains set, the key it lacks removed.
     assert settled.seed == SessionInfoPatch(meta={"codex": "idle", "jetbrains": {}, "old": None})
@@ -80,11 +89,11 @@ def test_the_childs_own_v2_resync_is_its_state_and_leaves_nothing_missing() -> N
 def test_what_the_childs_resync_lacks_is_sent_as_a_patch() -> None:
     """The child's resync defines ``_meta`` but not ``updatedAt``, which the owner knows."""
     w = windows()
-    w.opened("s", held=True, replays=True)
+    w.opened("s", 1, held=True, replays=True)
     w.info("s", SessionInfoPatch(meta=None))
     w.info("s", SessionInfoPatch(meta={"a": 1}))
     known = SessionInfo(updated_at="2026-01-01T00:00:00Z", meta={"a": 1})
-    settled = w.answered("s", success=True, known=known)
+    settled = answer(w, success=True, known=known)
     assert settled == Settlement(
         None, Missing(patch=SessionInfoPatch(updated_at="2026-01-01T00:00:00Z"))
     )
@@ -92,11 +101,11 @@ def test_what_the_childs_resync_lacks_is_sent_as_a_patch() -> None:
 
 def test_a_clear_followed_by_history_was_history() -> None:
     w = windows()
-    w.opened("s", held=True, replays=True)
+    w.opened("s", 1, held=True, replays=True)
     w.info("s", SessionInfoPatch(meta=None))
     w.other("s", "agent_message_chunk")  # the replay goes on: that clear was replayed
     w.info("s", SessionInfoPatch(meta={"old": 1}))
-    settled = w.answered("s", success=True, known=SessionInfo(meta={"now": 1}))
+    settled = answer(w, success=True, known=SessionInfo(meta={"now": 1}))
     # Not the child's state; but the client's _meta is known since the clear: patch it.
     missing = Missing(patch=SessionInfoPatch(meta={"old": None, "now": 1}))
     assert settled == Settlement(None, missing)
@@ -104,22 +113,22 @@ def test_a_clear_followed_by_history_was_history() -> None:
 
 def test_status_updates_after_the_clear_do_not_undo_the_resync() -> None:
     w = windows()
-    w.opened("s", held=True, replays=True)
+    w.opened("s", 1, held=True, replays=True)
     w.info("s", SessionInfoPatch(meta=None))
     for kind in ("state_update", "usage_update", "available_commands_update"):
         w.other("s", kind)
     w.info("s", SessionInfoPatch(meta={"a": 1}))
-    settled = w.answered("s", success=True, known=SessionInfo(meta={"a": 1}))
+    settled = answer(w, success=True, known=SessionInfo(meta={"a": 1}))
     assert settled == Settlement(None, Missing())
 
 
 def test_a_lifetime_that_held_nothing_is_built_from_the_whole_replay() -> None:
     w = windows()
-    w.opened("s", held=False, replays=True)
+    w.opened("s", 1, held=False, replays=True)
     w.info("s", SessionInfoPatch(title="T", meta={"a": 1, "b": 2}))
     w.other("s", "user_message_chunk")
     w.info("s", SessionInfoPatch(meta={"b": None, "c": 3}))
-    settled = w.answered("s", success=True, known=NOTHING)
+    settled = answer(w, success=True, known=NOTHING)
     assert settled is not None
     assert settled.seed == SessionInfoPatch(title="T", meta={"a": 1, "c": 3})
     assert settled.missing == Missing(resync=True)  # the client folded partial objects
@@ -127,10 +136,10 @@ def test_a_lifetime_that_held_nothing_is_built_from_the_whole_replay() -> None:
 
 def test_on_v1_the_full_object_is_always_sent() -> None:
     w = windows(1)
-    w.opened("s", held=True, replays=True)
+    w.opened("s", 1, held=True, replays=True)
     w.info("s", SessionInfoPatch(meta=None))  # no clear on v1: just "omitted"
     w.info("s", SessionInfoPatch(meta={"a": 1}))
-    settled = w.answered("s", success=True, known=SessionInfo(meta={"a": 1}))
+    settled = answer(w, success=True, known=SessionInfo(meta={"a": 1}))
     assert settled == Settlement(None, Missing(resync=True))
 
 
@@ -141,29 +150,29 @@ def test_a_v1_child_sending_whole_objects_replaces_with_replace_meta(
     replace_meta: bool, expected: dict[str, int]
 ) -> None:
     w = windows(1, replace_meta=replace_meta)
-    w.opened("s", held=False, replays=True)
+    w.opened("s", 1, held=False, replays=True)
     w.info("s", SessionInfoPatch(meta={"a": 1}))
     w.info("s", SessionInfoPatch(meta={"b": 2}))
-    settled = w.answered("s", success=True, known=NOTHING)
+    settled = answer(w, success=True, known=NOTHING)
     assert settled is not None
     assert settled.seed == SessionInfoPatch(meta=expected)
 
 
 def test_replace_meta_does_not_apply_on_v2() -> None:
     w = windows(2, replace_meta=True)
-    w.opened("s", held=False, replays=True)
+    w.opened("s", 1, held=False, replays=True)
     w.info("s", SessionInfoPatch(meta={"a": 1}))
     w.info("s", SessionInfoPatch(meta={"b": 2}))
-    settled = w.answered("s", success=True, known=NOTHING)
+    settled = answer(w, success=True, known=NOTHING)
     assert settled is not None
     assert settled.seed == SessionInfoPatch(meta={"a": 1, "b": 2})
 
 
 def test_a_failed_load_settles_nothing_and_leaves_no_tail() -> None:
     w = windows()
-    w.opened("s", held=False, replays=True)
+    w.opened("s", 1, held=False, replays=True)
     w.info("s", SessionInfoPatch(title="x"))
-    assert w.answered("s", success=False, known=NOTHING) is None
+    assert answer(w, success=False, known=NOTHING) is None
     assert not w.in_window("s")
     w.other("s", "agent_message_chunk")
     assert w.info("s", SessionInfoPatch(title="y")) is Verdict.LIVE
@@ -171,8 +180,8 @@ def test_a_failed_load_settles_nothing_and_leaves_no_tail() -> None:
 
 def test_history_after_the_response_makes_later_info_stale_until_the_client_asks() -> None:
     w = windows()
-    w.opened("s", held=True, replays=True)
-    w.answered("s", success=True, known=NOTHING)
+    w.opened("s", 1, held=True, replays=True)
+    answer(w, success=True, known=NOTHING)
     assert w.info("s", SessionInfoPatch(meta={"late": 1})) is Verdict.LIVE  # a late update
     w.other("s", "state_update")  # status is not history
     assert w.info("s", SessionInfoPatch(meta={"late": 2})) is Verdict.LIVE
@@ -185,43 +194,33 @@ def test_history_after_the_response_makes_later_info_stale_until_the_client_asks
 
 def test_a_resume_without_replay_leaves_no_tail() -> None:
     w = windows()
-    w.opened("s", held=True, replays=False)
-    w.answered("s", success=True, known=NOTHING)
+    w.opened("s", 1, held=True, replays=False)
+    answer(w, success=True, known=NOTHING)
     w.other("s", "agent_message_chunk")
     assert w.info("s", SessionInfoPatch(title="t")) is Verdict.LIVE
 
 
 def test_close_forgets_the_window_and_the_tail() -> None:
     w = windows()
-    w.opened("s", held=True, replays=True)
+    w.opened("s", 1, held=True, replays=True)
     w.closed("s")
     assert not w.in_window("s")
-    assert w.answered("s", success=True, known=NOTHING) is None
+    assert answer(w, success=True, known=NOTHING) is None
 
 
 def test_two_loads_of_one_session_share_a_window() -> None:
     w = windows()
-    w.opened("s", held=False, replays=True)
-    w.opened("s", held=False, replays=True)
+    w.opened("s", 1, held=False, replays=True)
+    w.opened("s", 2, held=False, replays=True)
     w.info("s", SessionInfoPatch(title="T"))
-    first = w.answered("s", success=True, known=NOTHING)
+    first = answer(w, success=True, known=NOTHING)
     assert first is not None
     assert first.seed == SessionInfoPatch(title="T")
     assert w.in_window("s")
     w.info("s", SessionInfoPatch(title="T"))  # the second load's replay
-    second = w.answered("s", success=True, known=SessionInfo(title="T"))
+    second = answer(w, 2, success=True, known=SessionInfo(title="T"))
     assert second == Settlement(None, Missing(resync=True))  # held now: replay is history
     assert not w.in_window("s")
-
-
-def test_child_patch_turns_a_whole_object_into_the_replacing_patch() -> None:
-    patch = SessionInfoPatch(title="t", meta={"b": 2})
-    known = SessionInfo(meta={"a": 1, "b": 2})
-    assert child_patch(patch, known, replace_meta=False) is patch
-    replaced = child_patch(patch, known, replace_meta=True)
-    assert replaced == SessionInfoPatch(title="t", meta={"a": None})
-    cleared = SessionInfoPatch(meta=None)
-    assert child_patch(cleared, known, replace_meta=True) is cleared
 
 
 def test_replacement_patch() -> None:
@@ -255,9 +254,9 @@ def test_same_json(a: object, b: object, same: bool) -> None:
 
 def test_an_unknown_title_is_never_sent_as_missing() -> None:
     w = windows()
-    w.opened("s", held=True, replays=True)
+    w.opened("s", 1, held=True, replays=True)
     w.info("s", SessionInfoPatch(title="child", meta=None))
-    settled = w.answered("s", success=True, known=SessionInfo())
+    settled = answer(w, success=True, known=SessionInfo())
     assert settled is not None
     assert settled.seed == SessionInfoPatch(title="child")
     assert settled.missing == Missing()

@@ -48,7 +48,6 @@ __all__ = [
     "ReplayWindows",
     "Settlement",
     "Verdict",
-    "child_patch",
 ]
 
 STATUS_UPDATES: Final = frozenset(
@@ -172,7 +171,7 @@ class _Window:
 class ReplayWindows:
     """The load and resume windows of one connection to a child agent, and their tails."""
 
-    __slots__ = ("_tails", "_windows", "protocol_version", "replace_meta")
+    __slots__ = ("_requests", "_tails", "_windows", "protocol_version", "replace_meta")
 
     def __init__(self, *, replace_meta: bool = False) -> None:
         self.replace_meta = replace_meta
@@ -181,22 +180,31 @@ class ReplayWindows:
         self.protocol_version = 1
         """The negotiated version (the driver sets it when ``initialize`` is answered)."""
         self._windows: dict[str, _Window] = {}
+        # The loads and resumes sent to the child and not answered: request id -> session.
+        self._requests: dict[object, str] = {}
         # Sessions whose replaying window was answered: whether history came since.
         self._tails: dict[str, bool] = {}
 
     @property
-    def _replaces(self) -> bool:
+    def replaces(self) -> bool:
+        """Whether the child's ``_meta`` objects replace the whole ``_meta`` (``replace_meta``
+        on v1); otherwise they are shallow patches."""
         return self.replace_meta and self.protocol_version < 2
+
+    def watching(self, session_id: str) -> bool:
+        """Whether a ``session_info_update`` of ``session_id`` needs :meth:`info`'s verdict
+        (a window or a tail is open); otherwise it is live."""
+        return session_id in self._windows or session_id in self._tails
 
     def in_window(self, session_id: str) -> bool:
         """Whether a load or resume of ``session_id`` is unanswered."""
         return session_id in self._windows
 
     # -- the client's requests -----------------------------------------------------------
-    def opened(self, session_id: str, *, held: bool, replays: bool) -> None:
-        """A ``session/load`` or ``session/resume`` of ``session_id`` goes to the child.
-        ``held``: its lifetime held its state before (open, or kept by the store); ``replays``:
-        the request replays history (every v1 load and resume; a v2 resume with
+    def opened(self, session_id: str, request_id: object, *, held: bool, replays: bool) -> None:
+        """A ``session/load`` or ``session/resume`` of ``session_id`` (``request_id``) goes to
+        the child. ``held``: its lifetime held its state before (open, or kept by the store);
+        ``replays``: the request replays history (every v1 load and resume; a v2 resume with
         ``replayFrom``). A second one while the first is unanswered joins its window."""
         self._tails.pop(session_id, None)
         window = self._windows.get(session_id)
@@ -204,6 +212,12 @@ class ReplayWindows:
             window = self._windows[session_id] = _Window(held=held, replays=replays)
         window.replays = window.replays or replays
         window.pending += 1
+        self._requests[request_id] = session_id
+
+    def answering(self, request_id: object) -> str | None:
+        """The session of the load or resume a response of the child answers, if it answers one
+        (then call :meth:`answered`)."""
+        return self._requests.pop(request_id, None)
 
     def asked(self, session_id: str) -> None:
         """The client sent another request about ``session_id``: a replay's tail ends."""
@@ -217,12 +231,11 @@ class ReplayWindows:
             if self._tails.get(session_id):
                 return Verdict.STALE
             return Verdict.LIVE
-        replaces = self._replaces
-        window.child.apply(patch, replace_meta=replaces, partial_defines=True)
+        window.child.apply(patch, replace_meta=self.replaces, partial_defines=True)
         if self.protocol_version >= 2 and patch.meta is None:
             window.resync = _Fold()  # the child's own resync may begin here
         if window.resync is not None:
-            window.resync.apply(patch, replace_meta=replaces, partial_defines=True)
+            window.resync.apply(patch, replace_meta=self.replaces, partial_defines=True)
         window.view.apply(patch, replace_meta=self.protocol_version < 2, partial_defines=False)
         return Verdict.REPLAY if window.replays else Verdict.LIVE
 
@@ -238,8 +251,9 @@ class ReplayWindows:
 
     # -- responses ---------------------------------------------------------------------------
     def answered(self, session_id: str, *, success: bool, known: SessionInfo) -> Settlement | None:
-        """The child answered a load or resume of ``session_id``; ``known`` is the lifetime's
-        state now. On success, how to settle it (:class:`Settlement`), else ``None``."""
+        """The child answered a load or resume of ``session_id`` (see :meth:`answering`);
+        ``known`` is the lifetime's state now. On success, how to settle it
+        (:class:`Settlement`), else ``None``."""
         window = self._windows.get(session_id)
         if window is None:
             return None
@@ -260,7 +274,8 @@ class ReplayWindows:
         return Settlement(seed, missing)
 
     def closed(self, session_id: str) -> None:
-        """The session's lifetime ended: forget its window and tail."""
+        """The session's lifetime ended: forget its window and tail (a load or resume of it
+        still unanswered finds none)."""
         self._windows.pop(session_id, None)
         self._tails.pop(session_id, None)
 
@@ -304,18 +319,3 @@ def _differs(held: object, wanted: str | None | Omitted) -> str | None | Omitted
     if wanted is OMITTED or held == wanted:
         return OMITTED
     return wanted
-
-
-def child_patch(
-    patch: SessionInfoPatch, known: SessionInfo, *, replace_meta: bool
-) -> SessionInfoPatch:
-    """A live publication of the child as the lifetime's patch: as it is, or (``replace_meta``,
-    a v1 child that sends whole objects) with its ``_meta`` object turned into the patch that
-    replaces what the lifetime holds."""
-    if not replace_meta or not isinstance(patch.meta, dict):
-        return patch
-    return SessionInfoPatch(
-        title=patch.title,
-        updated_at=patch.updated_at,
-        meta=replacement_patch(known.meta, patch.meta),
-    )

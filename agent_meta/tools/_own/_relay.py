@@ -1,0 +1,432 @@
+"""What becomes of each message between the client and the child: :class:`Relay`.
+
+Every line the child sends reaches the client through the owner's one FIFO, in order: a
+``session_info_update`` as a publication into its session's lifetime (rendered for the
+negotiated version), anything else as the child's own bytes. Every line of the client reaches
+the child as the client's own bytes. Around them, the same sans-IO decisions as agent_meta's
+own connections and its SDK adapter:
+
+- the inbound gate (:class:`~agent_meta.sansio._gate.InboundGate`) refuses what ACP refuses
+  before an agent sees it, with the errors ``agent-meta agent`` answers (``-32700``,
+  ``-32600``, ``-32602``); malformed lines never reach the child;
+- the lifetime policy (:class:`~agent_meta.owner._policy.LifetimePolicy`) opens a session's
+  lifetime at ``session/new``'s response and at a load or resume request (from the store, with
+  ``--store``), resyncs before a load or resume response, and ends it before a
+  ``session/close`` response, so nothing of a closed session reaches the client (R6);
+- the replay windows (:class:`~agent_meta.sansio._replay.ReplayWindows`) tell the child's
+  replay from its own resync and its live state, and what the client lacks at the response.
+
+What the child sends that cannot be state (a line that is not JSON or too long, a
+``session_info_update`` the owner refuses, stale replay) is not forwarded: it is reported,
+counted in :class:`RelayStatistics`, and the session goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import TYPE_CHECKING, Any, Final, final
+
+import trio
+
+from ...core._envelope import LineParseError, envelope_fault, parse_line
+from ...core._errors import STORE_FAILED_MESSAGE, FrameTooLargeError, MetaValueError, StoreError
+from ...core._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RESOURCE_NOT_FOUND
+from ...core._patch import replacement_patch
+from ...core._session_info import SessionInfo, SessionInfoPatch
+from ...owner._policy import LifetimePolicy
+from ...sansio._frames import session_of
+from ...sansio._gate import InboundGate
+from ...sansio._replay import ReplayWindows, Verdict
+from ...sansio._seam import LifetimeStep, is_request_id
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from ...owner._trio import MetaOwner
+    from ...sansio._seam import InfoUpdate, OutboundPlan, RequestId
+
+__all__ = ["Relay", "RelayStatistics"]
+
+_INFO: Final = "session_info_update"
+
+
+@final
+@dataclasses.dataclass(slots=True)
+class RelayStatistics:
+    """What a :class:`Relay` did with the lines of both sides (the owner counts its frames)."""
+
+    client_lines: int = 0
+    """Lines of the client forwarded to the child."""
+    refused_client_lines: int = 0
+    """Lines of the client answered with an error (or dropped: a malformed response) instead."""
+    child_lines: int = 0
+    """Lines of the child taken (forwarded, published or settled)."""
+    bad_child_lines: int = 0
+    """Lines of the child that are not JSON, or too long: not forwarded."""
+    published: int = 0
+    """``session_info_update`` frames of the child published into their lifetime."""
+    malformed_updates: int = 0
+    """``session_info_update`` frames the owner refused (a ``_meta`` that is no object, a title
+    that is no string, too large ...): not forwarded."""
+    replayed: int = 0
+    """``session_info_update`` frames of a load or resume window forwarded as sent."""
+    stale: int = 0
+    """``session_info_update`` frames of history replayed after the response: not forwarded."""
+    passed_through: int = 0
+    """``session_info_update`` frames forwarded as sent: no lifetime was open for their session
+    (sent before ``session/new`` answered, say), or they carry fields the owner does not know."""
+    resyncs: int = 0
+    """Load and resume responses the owner's full resync preceded."""
+    patched: int = 0
+    """Load and resume responses a patch of what the client lacked preceded."""
+    fenced_requests: int = 0
+    """Requests of the child about a closed session: not forwarded, answered with an error."""
+    unanswered: int = 0
+    """Requests of the client answered with an error because the child exited first."""
+
+
+@final
+class Relay:
+    """The messages of one client and one child, through one owner."""
+
+    def __init__(
+        self,
+        owner: MetaOwner,
+        child_stdin: trio.abc.SendStream,
+        report: Callable[[str, str], None],
+        *,
+        replace_meta: bool = False,
+    ) -> None:
+        self._owner = owner
+        self._child_stdin = child_stdin
+        self._to_child = trio.StrictFIFOLock()  # both pumps write to the child
+        self._child_gone = False
+        self._report = report
+        self._policy = LifetimePolicy(owner)
+        self._gate = InboundGate()
+        self._windows = ReplayWindows(replace_meta=replace_meta)
+        self._raw_in_window: set[str] = set()
+        self.statistics = RelayStatistics()
+
+    @property
+    def gate(self) -> InboundGate:
+        return self._gate
+
+    # -- the client's lines ----------------------------------------------------------------
+    async def client_line(self, line: bytes) -> None:
+        """One line of the client: answered here, or forwarded to the child as it is."""
+        try:
+            data = parse_line(line)
+        except LineParseError as exc:
+            await self.refuse_client(exc.request_id, PARSE_ERROR, str(exc))
+            return
+        if isinstance(data, list):
+            await self._client_batch(line, data)
+            return
+        fault = envelope_fault(data)
+        if fault is not None:
+            if fault.is_response:  # JSON-RPC never answers a response
+                self.statistics.refused_client_lines += 1
+                self._report("client", f"dropped a malformed response: {fault.message}")
+                return
+            await self.refuse_client(fault.request_id, INVALID_REQUEST, fault.message)
+            return
+        error = await self._admit(data)
+        if error is not None:
+            await self._answer_client(data.get("id"), error)
+            return
+        await self._send_child(line)
+
+    async def refuse_client(self, request_id: RequestId, code: int, message: str) -> None:
+        """Answer a line of the client that never reaches the child (``request_id``: the id it
+        could still be read with, else ``None``)."""
+        self.statistics.refused_client_lines += 1
+        self._report("client", f"refused a line ({code}): {message}")
+        await self._owner.send_response(request_id, error={"code": code, "message": message})
+
+    async def client_ended(self) -> None:
+        """The client's input ended: so does the child's."""
+        async with self._to_child:
+            self._child_gone = True
+            await self._child_stdin.aclose()
+
+    async def _client_batch(self, line: bytes, entries: list[Any]) -> None:
+        """A JSON-RPC batch: forwarded as it is when the child may see every entry; otherwise
+        the refused entries are answered in one array and the rest forwarded as a batch."""
+        if not entries:
+            await self.refuse_client(None, INVALID_REQUEST, "an empty batch is not a request")
+            return
+        answers: list[dict[str, Any]] = []
+        passed: list[dict[str, Any]] = []
+        for entry in entries:
+            fault = envelope_fault(entry)
+            if fault is not None:
+                if not fault.is_response:
+                    invalid = {"code": INVALID_REQUEST, "message": fault.message}
+                    answers.append({"id": None, "error": invalid})
+                continue
+            refused = await self._admit(entry)
+            if refused is None:
+                passed.append(entry)
+            elif "id" in entry:
+                answers.append({"id": entry.get("id"), "error": refused})
+        if answers:
+            self.statistics.refused_client_lines += 1
+            await self._owner.send_response_batch(answers)
+        if len(passed) == len(entries):
+            await self._send_child(line)
+        elif passed:
+            await self._send_child(json.dumps(passed, separators=(",", ":")).encode())
+
+    async def _admit(self, message: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Let a message of the client through to the child; the error it is answered with
+        instead, if any (the gate's refusals; a lifetime store that cannot be read)."""
+        admission = self._gate.admit(message)
+        if admission.error is not None:
+            self._report("client", f"refused {message.get('method')!r}: {admission.error}")
+            return admission.error
+        if admission.message is None or "method" not in message or "id" not in message:
+            return None  # a notification or an answer to the child: the policy has no part
+        try:
+            replay = await self._policy.open_replay(message)
+        except StoreError as exc:
+            self._report("store", f"{message.get('method')}: the lifetime store failed: {exc}")
+            error = {"code": INTERNAL_ERROR, "message": STORE_FAILED_MESSAGE}
+            self._gate.outbound({"id": message.get("id"), "error": error})
+            return error
+        if replay is not None:
+            self._windows.opened(
+                replay.session_id, message["id"], held=replay.held, replays=replay.replays
+            )
+        else:
+            session_id = session_of(message.get("params"))
+            if session_id is not None:
+                self._windows.asked(session_id)
+        return None
+
+    async def _answer_client(self, request_id: object, error: dict[str, Any]) -> None:
+        self.statistics.refused_client_lines += 1
+        if is_request_id(request_id):
+            await self._owner.send_response(request_id, error=error)
+
+    async def _send_child(self, line: bytes) -> None:
+        """Write one line to the child (dropped once its input is closed)."""
+        async with self._to_child:
+            if self._child_gone:
+                return
+            try:
+                await self._child_stdin.send_all(line + b"\n")
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._child_gone = True
+                self._report("agent", "the agent's input is closed: nothing more reaches it")
+                return
+        self.statistics.client_lines += 1
+
+    # -- the child's lines -------------------------------------------------------------------
+    async def child_line(self, line: bytes) -> None:
+        """One line of the child: published, settled or forwarded."""
+        try:
+            message = parse_line(line)
+        except LineParseError as exc:
+            self.child_bad_line(f"not forwarded, not JSON: {exc}: {_shown(line)}")
+            return
+        if not isinstance(message, dict | list):
+            self.child_bad_line(f"not forwarded, not a JSON-RPC message: {_shown(line)}")
+            return
+        self.statistics.child_lines += 1
+        frame = line + b"\n"
+        if isinstance(message, list):
+            await self._child_batch(message, frame)
+        elif "method" not in message:
+            await self._child_response(message, frame)
+        elif "id" in message:
+            await self._child_request(message, frame)
+        elif message["method"] == "session/update":
+            await self._child_update(message, frame)
+        else:
+            await self._owner.send_encoded(frame, session_of(message.get("params")))
+
+    def child_bad_line(self, why: str) -> None:
+        """A line of the child that cannot be forwarded (not JSON, too long): said and counted."""
+        self.statistics.bad_child_lines += 1
+        self._report("agent", why)
+
+    async def child_ended(self, status: int) -> None:
+        """The child's output ended and it exited with ``status``: the client's requests it
+        left unanswered are answered with an error."""
+        for request_id in self._gate.unanswered():
+            self.statistics.unanswered += 1
+            error = {
+                "code": INTERNAL_ERROR,
+                "message": f"internal error: the agent exited (status {status}) before answering",
+            }
+            self._gate.outbound({"id": request_id, "error": error})
+            await self._owner.send_response(request_id, error=error)
+
+    async def _child_batch(self, entries: list[Any], frame: bytes) -> None:
+        """An array from the child (the answer to a batch): each response is planned as one,
+        and the array forwarded as it is."""
+        for entry in entries:
+            if isinstance(entry, dict) and "method" not in entry:
+                await self._before_response(entry)
+        await self._owner.send_encoded(frame, None)
+
+    async def _child_response(self, message: dict[str, Any], frame: bytes) -> None:
+        await self._before_response(message)
+        await self._owner.send_encoded(frame, None)
+
+    async def _before_response(self, message: Mapping[str, Any]) -> None:
+        """What must happen before a response of the child is queued: the lifetime policy's
+        step (open, resync, close), after what a load or resume window needs."""
+        plan = await self._settle(message)
+        self._policy.carry_out(plan)
+        if plan.protocol_version is not None:
+            self._windows.protocol_version = self._owner.protocol_version
+        if plan.step is LifetimeStep.CLOSE and plan.session_id is not None:
+            self._windows.closed(plan.session_id)
+
+    async def _settle(self, message: Mapping[str, Any]) -> OutboundPlan:
+        """Plan a response of the child; at a load or resume response, make the lifetime the
+        child's state and queue what the client lacks (the plan keeps its resync only if the
+        client lacks everything)."""
+        self._gate.outbound(message)
+        request_id = message.get("id")
+        session_id = self._windows.answering(request_id) if is_request_id(request_id) else None
+        plan = self._policy.tracker.outbound(
+            message, self._owner.has_lifetime, offset_timestamps=self._owner.offset_timestamps
+        )
+        if session_id is None:
+            return plan
+        success = plan.step is LifetimeStep.RESYNC
+        if session_id in self._raw_in_window:
+            self._raw_in_window.discard(session_id)
+            # What the window forwarded raw is written first: no publication after the
+            # response may be merged into one queued before those frames (R3 across them).
+            await self._owner.wait_flushed()
+        if not self._owner.has_lifetime(session_id):
+            self._windows.answered(session_id, success=False, known=SessionInfo())
+            return plan
+        lifetime = self._owner.lifetime(session_id)
+        settled = self._windows.answered(session_id, success=success, known=lifetime.snapshot())
+        if settled is None:
+            return plan
+        if settled.seed is not None:
+            seed = settled.seed
+            lifetime.seed(title=seed.title, updated_at=seed.updated_at, meta=seed.meta)
+        missing = settled.missing
+        if missing.resync:
+            self.statistics.resyncs += 1
+            return plan
+        if missing.patch is not None:
+            self.statistics.patched += 1
+            patch = missing.patch
+            await lifetime.publish(title=patch.title, updated_at=patch.updated_at, meta=patch.meta)
+        return dataclasses.replace(plan, step=None)
+
+    async def _child_request(self, message: dict[str, Any], frame: bytes) -> None:
+        """A request of the child to the client: forwarded, unless its session has ended (the
+        child is then answered, so that it does not wait for ever)."""
+        self._gate.outbound(message)
+        session_id = session_of(message.get("params"))
+        if await self._owner.send_encoded(frame, session_id):
+            return
+        self.statistics.fenced_requests += 1
+        self._report("agent", f"dropped {message['method']!r}: session {session_id!r} is closed")
+        error = {"code": RESOURCE_NOT_FOUND, "message": f"session {session_id!r} is closed"}
+        answer = {"jsonrpc": "2.0", "id": message.get("id"), "error": error}
+        await self._send_child(json.dumps(answer, separators=(",", ":")).encode())
+
+    async def _child_update(self, message: dict[str, Any], frame: bytes) -> None:
+        params = message.get("params")
+        session_id = session_of(params)
+        update = params.get("update") if isinstance(params, dict) else None
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if session_id is None:
+            await self._owner.send_encoded(frame, None)
+            return
+        if kind != _INFO:
+            self._windows.other(session_id, kind)
+            await self._owner.send_encoded(frame, session_id)
+            return
+        owner = self._owner
+        plan = self._policy.tracker.outbound(
+            message, owner.has_lifetime, offset_timestamps=owner.offset_timestamps
+        )
+        info = plan.update
+        if info is None:  # no lifetime, or fields the owner would not reproduce: as sent
+            self.statistics.passed_through += 1
+            if owner.has_lifetime(session_id):
+                await owner.wait_flushed()  # see _settle: no merge across this frame
+            await owner.send_encoded(frame, session_id)
+            return
+        if self._windows.watching(session_id):
+            verdict = self._verdict(session_id, info, frame)
+            if verdict is Verdict.REPLAY:
+                self.statistics.replayed += 1
+                self._raw_in_window.add(session_id)
+                await owner.send_encoded(frame, session_id)
+                return
+            if verdict is not Verdict.LIVE:
+                return
+        await self._publish(session_id, info, frame)
+
+    def _verdict(self, session_id: str, info: InfoUpdate, frame: bytes) -> Verdict | None:
+        """The windows' verdict on an update (``None``: malformed, reported)."""
+        try:
+            patch = SessionInfoPatch(
+                title=info.title,  # type: ignore[arg-type]  # checked here (R12)
+                updated_at=info.updated_at,  # type: ignore[arg-type]
+                meta=info.meta,  # type: ignore[arg-type]
+            )
+        except MetaValueError as exc:
+            self._malformed(session_id, exc, frame)
+            return None
+        verdict = self._windows.info(session_id, patch)
+        if verdict is Verdict.STALE:
+            self.statistics.stale += 1
+            self._report(
+                "agent",
+                f"dropped stale session info of session {session_id!r}: history replayed after "
+                f"the load or resume response: {_shown(frame)}",
+            )
+        return verdict
+
+    async def _publish(self, session_id: str, info: InfoUpdate, frame: bytes) -> None:
+        """Publish an update of the child into its session's lifetime."""
+        lifetime = self._owner.lifetime(session_id)
+        meta = info.meta
+        if self._windows.replaces and isinstance(meta, dict):
+            try:
+                meta = replacement_patch(lifetime.snapshot().meta, meta)
+            except MetaValueError as exc:
+                self._malformed(session_id, exc, frame)
+                return
+        fields: dict[str, Any] = {
+            "title": info.title,
+            "updated_at": info.updated_at,
+            "meta": meta,
+            "notification_meta": info.notification_meta,
+        }
+        try:
+            try:
+                lifetime.publish_nowait(**fields)
+            except trio.WouldBlock:
+                await lifetime.publish(**fields)
+        except (MetaValueError, FrameTooLargeError) as exc:
+            self._malformed(session_id, exc, frame)
+            return
+        self.statistics.published += 1
+
+    def _malformed(self, session_id: str, exc: Exception, frame: bytes) -> None:
+        self.statistics.malformed_updates += 1
+        self._report(
+            "agent",
+            f"not forwarded: a session_info_update of session {session_id!r} that is not "
+            f"session info ({exc}): {_shown(frame)}",
+        )
+
+
+def _shown(line: bytes, limit: int = 300) -> str:
+    text = line.decode("utf-8", "replace").rstrip("\n")
+    return text if len(text) <= limit else text[:limit] + "..."
