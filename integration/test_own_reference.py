@@ -11,6 +11,7 @@ the agent command differs (the ``under_own`` fixture).
 from __future__ import annotations
 
 import sys
+
 import pytest
 
 from integration import harness, test_python_sdk, test_typescript_v1, test_typescript_v2
