@@ -140,9 +140,11 @@ async def test_v1_partial_objects_reach_the_client_as_whole_objects() -> None:
         session = await start(agent, 1)
         await turn(agent, session, text, 1)
         new = {"stage": "new"}  # what it publishes at session/new
-        sent = [new, {**new, "codex": 1}, {**new, "codex": 1, "jetbrains": 2}]
-        assert metas(agent.messages, session) == sent
-        assert fold(agent.messages, 1).meta(session) == sent[-1]
+        states = [new, {**new, "codex": 1}, {**new, "codex": 1, "jetbrains": 2}]
+        sent = metas(agent.messages, session)  # whole objects; coalescing may skip some
+        assert sent[-1] == states[-1]
+        assert all(state in states for state in sent), sent
+        assert fold(agent.messages, 1).meta(session) == states[-1]
         assert await agent.finish() == 0
 
 
@@ -247,7 +249,8 @@ async def test_bad_lines_of_the_child_are_reported_and_the_session_goes_on() -> 
         assert "this is no JSON" not in b"\n".join(agent.lines).decode()
         assert [m for m in agent.messages if m.get("method") == "_unruly/huge"] == []
         new = {"stage": "new"}  # what it publishes at session/new
-        assert metas(agent.messages, session) == [new, {**new, "ok": 1}]  # no [1, 2]
+        assert metas(agent.messages, session)[-1] == {**new, "ok": 1}  # no [1, 2]
+        assert [1, 2] not in metas(agent.messages, session)
         await agent.stdin.aclose()
         said = await stderr_of(agent)
     assert "not JSON" in said

@@ -35,10 +35,11 @@ from ...core._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RESOU
 from ...core._patch import replacement_patch
 from ...core._session_info import SessionInfo, SessionInfoPatch
 from ...owner._policy import LifetimePolicy
+from ...sansio._batch import PublicationBatch
 from ...sansio._frames import session_of
 from ...sansio._gate import InboundGate
 from ...sansio._replay import ReplayWindows, Verdict
-from ...sansio._seam import LifetimeStep, is_request_id
+from ...sansio._seam import LifetimeStep, info_update_of, is_request_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -97,6 +98,7 @@ class Relay:
         report: Callable[[str, str], None],
         *,
         replace_meta: bool = False,
+        coalesce: bool = True,
     ) -> None:
         self._owner = owner
         self._child_stdin = child_stdin
@@ -107,6 +109,8 @@ class Relay:
         self._gate = InboundGate()
         self._windows = ReplayWindows(replace_meta=replace_meta)
         self._raw_in_window: set[str] = set()
+        self._coalesce = coalesce
+        self._batch: PublicationBatch | None = None
         self.statistics = RelayStatistics()
 
     @property
@@ -235,6 +239,10 @@ class Relay:
             self.child_bad_line(f"not forwarded, not a JSON-RPC message: {_shown(line)}")
             return
         self.statistics.child_lines += 1
+        if type(message) is dict and message.get("method") == "session/update":
+            await self._child_update(message, line)
+            return
+        await self.flush()
         frame = line + b"\n"
         if isinstance(message, list):
             await self._child_batch(message, frame)
@@ -242,10 +250,33 @@ class Relay:
             await self._child_response(message, frame)
         elif "id" in message:
             await self._child_request(message, frame)
-        elif message["method"] == "session/update":
-            await self._child_update(message, frame)
         else:
             await self._owner.send_encoded(frame, session_of(message.get("params")))
+
+    async def flush(self) -> None:
+        """Publish the updates composed so far (the pump calls it once it has taken what the
+        child wrote: before it waits for more)."""
+        batch = self._batch
+        if batch is None:
+            return
+        self._batch = None
+        lifetime = self._owner.lifetime(batch.session_id)
+        try:
+            for publication in batch.take():
+                fields = dataclasses.asdict(publication)
+                try:
+                    lifetime.publish_nowait(**fields)
+                except trio.WouldBlock:
+                    await lifetime.publish(**fields)
+        except (MetaValueError, FrameTooLargeError) as exc:
+            self.statistics.malformed_updates += batch.count
+            self._report(
+                "agent",
+                f"not forwarded: {batch.count} session_info_update frames of session "
+                f"{batch.session_id!r} the owner refused ({exc})",
+            )
+            return
+        self.statistics.published += batch.count
 
     def child_bad_line(self, why: str) -> None:
         """A line of the child that cannot be forwarded (not JSON, too long): said and counted."""
@@ -337,23 +368,34 @@ class Relay:
         answer = {"jsonrpc": "2.0", "id": message.get("id"), "error": error}
         await self._send_child(json.dumps(answer, separators=(",", ":")).encode())
 
-    async def _child_update(self, message: dict[str, Any], frame: bytes) -> None:
+    async def _child_update(self, message: dict[str, Any], line: bytes) -> None:
+        """A ``session/update`` notification of the child (``line``, without its newline):
+        composed into the batch, published, or forwarded as it is."""
+        if "id" in message:  # a request named session/update: not the client's to ignore
+            await self.flush()
+            await self._child_request(message, line + b"\n")
+            return
         params = message.get("params")
         session_id = session_of(params)
         update = params.get("update") if isinstance(params, dict) else None
         kind = update.get("sessionUpdate") if isinstance(update, dict) else None
-        if session_id is None:
-            await self._owner.send_encoded(frame, None)
-            return
-        if kind != _INFO:
-            self._windows.other(session_id, kind)
-            await self._owner.send_encoded(frame, session_id)
+        if session_id is None or kind != _INFO or not isinstance(update, dict):
+            await self.flush()
+            if session_id is not None:
+                self._windows.other(session_id, kind)
+            await self._owner.send_encoded(line + b"\n", session_id)
             return
         owner = self._owner
-        plan = self._policy.tracker.outbound(
-            message, owner.has_lifetime, offset_timestamps=owner.offset_timestamps
-        )
-        info = plan.update
+        assert isinstance(params, dict)  # session_of found a session id in it
+        info = None
+        if owner.has_lifetime(session_id):
+            info = info_update_of(params, update, offset_timestamps=owner.offset_timestamps)
+        if info is not None and self._composes(session_id, info):
+            assert self._batch is not None
+            self._batch.add(info)
+            return
+        await self.flush()
+        frame = line + b"\n"
         if info is None:  # no lifetime, or fields the owner would not reproduce: as sent
             self.statistics.passed_through += 1
             if owner.has_lifetime(session_id):
@@ -370,6 +412,20 @@ class Relay:
             if verdict is not Verdict.LIVE:
                 return
         await self._publish(session_id, info, frame)
+
+    def _composes(self, session_id: str, info: InfoUpdate) -> bool:
+        """Whether a live update joins the batch of the updates composed so far (which is
+        published first when it belongs to another session)."""
+        if not self._coalesce or self._windows.replaces or self._windows.watching(session_id):
+            return False
+        if not PublicationBatch.composable(info):
+            return False
+        batch = self._batch
+        if batch is not None and batch.session_id != session_id:
+            return False
+        if batch is None:
+            self._batch = PublicationBatch(session_id)
+        return True
 
     def _verdict(self, session_id: str, info: InfoUpdate, frame: bytes) -> Verdict | None:
         """The windows' verdict on an update (``None``: malformed, reported)."""

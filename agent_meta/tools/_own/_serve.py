@@ -26,6 +26,7 @@ import trio
 from ...core._errors import OwnerClosedError, StoreError, TransportBrokenError
 from ...core._jsonrpc import PARSE_ERROR
 from ...owner._trio import open_owner
+from ...owner._trio_stream import StreamTransport
 from ...sansio._lines import READ_SIZE, IncompleteLineError, LineSplitter, LineTooLongError
 from ...sansio._options import OwnerOptions
 from ._relay import Relay
@@ -96,9 +97,15 @@ async def _relay(
         stdout,
         child_in,
         child_out,
-        open_owner(stdout, options, store=store) as owner,
+        open_owner(_Stdout(stdout), options, store=store) as owner,
     ):
-        relay = Relay(owner, child_in, reports, replace_meta=settings.child_meta == "replace")
+        relay = Relay(
+            owner,
+            child_in,
+            reports,
+            replace_meta=settings.child_meta == "replace",
+            coalesce=settings.coalesce,
+        )
         status: int | None = None
         async with trio.open_nursery() as nursery:
             stopping = _Stopping(child, settings.exit_grace, nursery)
@@ -120,6 +127,13 @@ async def _relay(
         )
         return 1
     return status
+
+
+class _Stdout(StreamTransport):
+    """stdout, written by the owner's writer task only (never directly by the call that queues
+    a frame): a chunk of the child's output is taken whole before anything of it is written,
+    so that the updates it holds for one session coalesce into one frame (R3) instead of
+    costing one write each. A frame still leaves as soon as the chunk is taken."""
 
 
 class _Stopping:
@@ -188,13 +202,15 @@ async def _pump_child(relay: Relay, child_out: trio.abc.ReceiveStream, max_line:
             continue
         except IncompleteLineError as exc:
             await relay.child_line(exc.partial)  # the last line, without its newline
+            await relay.flush()
             return
         if line is not None:
             await relay.child_line(line)
-        elif splitter.ended:
+            continue
+        await relay.flush()  # all it wrote so far is taken
+        if splitter.ended:
             return
-        else:
-            splitter.feed(await _receive(child_out))
+        splitter.feed(await _receive(child_out))
 
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes:
