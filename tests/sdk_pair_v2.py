@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
 
     from agent_meta.sdk import SdkAdapter
+    from agent_meta.stores._store import LifetimeStore
 
 V2_OPTIONS = OwnerOptions(protocol_version=2)
 """The owner's options for a v2-only agent (``agent-meta agent --runtime sdk --protocol 2``)."""
@@ -34,6 +35,7 @@ async def run_v2(
     *,
     observe: bool = True,
     max_line_bytes: int = 1 << 20,
+    store: LifetimeStore | None = None,
 ) -> tuple[RawClient, SdkAdapter]:
     """Run ``scenario`` against a v2 SDK agent (built by ``make_agent``) behind an adapter;
     ``observe``: pass the agent's observer to the connection, as the CLI does."""
@@ -47,7 +49,7 @@ async def run_v2(
         )
         return run
 
-    return await _run(connect, scenario, options, max_line_bytes)
+    return await _run(connect, scenario, options, max_line_bytes, store)
 
 
 async def run_auto(
@@ -75,9 +77,11 @@ async def _run(
     scenario: Callable[[RawClient, SdkAdapter], Awaitable[None]],
     options: OwnerOptions | None,
     max_line_bytes: int,
+    store: LifetimeStore | None = None,
 ) -> tuple[RawClient, SdkAdapter]:
     agents: list[Any] = []
-    async with asyncio.timeout(GUARD), _pair(options, max_line_bytes) as (client, adapter):
+    paired = _pair(options, max_line_bytes, store)
+    async with asyncio.timeout(GUARD), paired as (client, adapter):
         served = asyncio.create_task(connect(adapter, agents))
         try:
             await scenario(client, adapter)

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "architecture.md"
-RULES = [f"R{n}" for n in range(1, 13)]
+RULES = [f"R{n}" for n in range(1, 14)]
 
 
 def rule_rows() -> dict[str, tuple[list[str], list[str]]]:

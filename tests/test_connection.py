@@ -109,7 +109,11 @@ async def test_initialize_negotiates_the_version(
 ) -> None:
     async with serve(ToyAgent(), protocol_versions=allowed) as peer:
         response = await peer.request("initialize", {"protocolVersion": requested})
-    assert response["result"] == {"protocolVersion": negotiated, "agentVersion": negotiated}
+    expected: dict[str, Any] = {"protocolVersion": negotiated, "agentVersion": negotiated}
+    if negotiated == 1:  # session/set_title, answered by the connection (R13), is advertised
+        titles: dict[str, Any] = {"setTitle": {}, "title": {}}
+        expected["agentCapabilities"] = {"sessionCapabilities": titles}
+    assert response["result"] == expected
 
 
 @pytest.mark.parametrize(("allowed", "requested"), [((2,), 1), ((1, 2), 0)])

@@ -403,3 +403,55 @@ def test_an_updated_at_with_an_offset_is_kept_under_v2() -> None:
     message = info("s1", updatedAt="2026-12-01T14:10:03Z")
     plan = LifetimeTracker().outbound(message, every_lifetime, offset_timestamps=True)
     assert plan.update == InfoUpdate(updated_at="2026-12-01T14:10:03Z")
+
+
+# -- client-set titles (R13) -------------------------------------------------------------------
+
+
+def test_set_title_is_not_tracked_where_the_connection_answers_it() -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request(5, "session/set_title", sessionId="s", title="T"), every_lifetime)
+    assert tracker.answering(result(5, {"title": "T"})) is None
+    assert tracker.outbound(result(5, {"title": "T"}), every_lifetime) == OutboundPlan()
+
+
+@pytest.mark.parametrize(
+    ("answer", "title"),
+    [({"title": "T (stored)"}, "T (stored)"), ({}, "T"), ({"title": 3}, "T")],
+)
+def test_a_forwarded_set_title_answered_by_the_agent_adopts_the_stored_title(
+    answer: object, title: str
+) -> None:
+    """The TypeScript SDK shape answers the title it stored; the RFD's empty result means the
+    title was stored as given."""
+    tracker = LifetimeTracker()
+    tracker.forwards_titles = True
+    tracker.inbound(request(5, "session/set_title", sessionId="s", title="T"), every_lifetime)
+    plan = tracker.outbound(result(5, answer), every_lifetime)
+    assert plan == OutboundPlan(step=LifetimeStep.ADOPT_TITLE, session_id="s", title=title)
+
+
+def test_a_forwarded_set_title_the_agent_refused_adopts_nothing() -> None:
+    tracker = LifetimeTracker()
+    tracker.forwards_titles = True
+    tracker.inbound(request(5, "session/set_title", sessionId="s", title="T"), every_lifetime)
+    assert tracker.outbound(error(5), every_lifetime) == OutboundPlan()
+    tracker.inbound(request(6, "session/set_title", sessionId="s", title=7), every_lifetime)
+    assert tracker.outbound(result(6, {}), every_lifetime) == OutboundPlan()  # no title known
+    tracker.inbound(request(7, "session/set_title", title="T"), every_lifetime)
+    assert tracker.outbound(result(7, {"title": "T"}), every_lifetime) == OutboundPlan()
+
+
+def test_answering_names_the_request_a_result_answers_without_planning_it() -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request(1, "session/list"), no_lifetimes)
+    tracker.inbound(request(2, "initialize", protocolVersion=2), no_lifetimes)
+    tracker.inbound(request(3, "session/prompt", sessionId="s"), no_lifetimes)
+    assert tracker.answering(result(1, {"sessions": []})) == "session/list"
+    assert tracker.answering(result(1, {"sessions": []})) == "session/list"  # still remembered
+    assert tracker.answering(result(2, {"protocolVersion": 2})) == "initialize"
+    assert tracker.answering(error(2)) is None
+    assert tracker.answering(result(3, {})) is None  # not a tracked method
+    assert tracker.answering(request(1, "session/list")) is None
+    assert tracker.outbound(result(1, {"sessions": []}), no_lifetimes) == OutboundPlan()
+    assert tracker.answering(result(1, {"sessions": []})) is None  # planned: forgotten

@@ -84,7 +84,8 @@ async def test_initialize_v2_and_v1_shapes() -> None:
     async with serve(ReferenceAgent()) as peer:
         result = (await peer.request("initialize", {"protocolVersion": 2, "info": INFO}))["result"]
         assert result["info"]["name"] == "agent-meta-reference"
-        assert result["capabilities"] == {"session": {}}
+        # session/set_title is the connection's (R13): advertised in both shapes
+        assert result["capabilities"] == {"session": {"setTitle": {}, "title": {}}}
         assert "agentCapabilities" not in result
     async with serve(ReferenceAgent(), mirror_version=1) as peer:
         result = (await peer.request("initialize", {"protocolVersion": 1}))["result"]
@@ -92,7 +93,13 @@ async def test_initialize_v2_and_v1_shapes() -> None:
         assert result["agentInfo"]["name"] == "agent-meta-reference"
         capabilities = result["agentCapabilities"]
         assert capabilities["loadSession"] is True
-        assert capabilities["sessionCapabilities"] == {"resume": {}, "close": {}, "list": {}}
+        assert capabilities["sessionCapabilities"] == {
+            "resume": {},
+            "close": {},
+            "list": {},
+            "setTitle": {},
+            "title": {},
+        }
 
 
 @pytest.mark.parametrize("version", [1, 2])

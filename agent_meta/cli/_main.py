@@ -443,6 +443,9 @@ class _CrashAfterWrites:
     async def read(self, session_id: str) -> StoredLifetime | None:
         return await self._store.read(session_id)
 
+    async def read_many(self, session_ids: Sequence[str]) -> dict[str, StoredLifetime]:
+        return await self._store.read_many(session_ids)
+
     async def write(
         self,
         saves: Sequence[StoredLifetime],

@@ -276,6 +276,7 @@ class OwnerBase(WriterLoop):
             store_writes=queue.store_batches,
             taken_over=c.taken_over,
             direct_writes=self._direct_writes(),
+            suppressed_titles=c.suppressed_titles,
         )
 
     # -- other frames --------------------------------------------------------------------

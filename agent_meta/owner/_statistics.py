@@ -49,3 +49,6 @@ class OwnerStatistics:
     """Frames written whole by the call that queued them, the writer task being idle (over a
     pipe, without a store: :class:`~agent_meta.StreamTransport` on trio,
     :class:`~agent_meta.AsyncioStreamTransport` on asyncio)."""
+    suppressed_titles: int = 0
+    """Titles dropped from publications (and seeds) because the client set the lifetime's title
+    (``session/set_title``, R13); the rest of each publication was still published."""

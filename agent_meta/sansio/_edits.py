@@ -11,6 +11,10 @@ again afterwards, and it is computed afresh from the state as it is then.
   emptied objects pruned).
 - R8: a domain edit changes one path inside one top-level key and publishes that key's whole
   new value, so what goes on the wire is still a shallow patch.
+
+:class:`ClientTitle` (R13) is no read-modify-write: the send queue applies it itself
+(:meth:`~agent_meta.sansio._queue.SendQueue.submit`), as it is the one edit that marks the title
+the client's.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
     from ._state import FailureIncident, LifetimeState
 
 __all__ = [
+    "ClientTitle",
     "DomainEdit",
     "Edit",
     "Outcome",
@@ -79,8 +84,22 @@ class ResolveFailure:
     incident: FailureIncident
 
 
-Edit: TypeAlias = "EncodedUpdate | DomainEdit | ReportFailure | ResolveFailure"
-"""A plain publication (already encoded), or a read-modify-write edit."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientTitle:
+    """The client set the lifetime's title (R13): ``update`` publishes it (a title only).
+
+    ``confirm``: the title's own frame confirms it to the client (``session/set_title``
+    answered here). Without: the client was told already (an agent behind a proxy answered and
+    confirmed it), so it only becomes known state, with a resync if it differs from what is
+    known.
+    """
+
+    update: EncodedUpdate
+    confirm: bool = True
+
+
+Edit: TypeAlias = "EncodedUpdate | DomainEdit | ReportFailure | ResolveFailure | ClientTitle"
+"""A plain publication (already encoded), a read-modify-write edit, or a client-set title."""
 
 
 def plan_edit(
@@ -97,6 +116,8 @@ def plan_edit(
     """
     if isinstance(edit, EncodedUpdate):
         return edit
+    if isinstance(edit, ClientTitle):
+        return edit.update
     if isinstance(edit, DomainEdit):
         return _domain_update(state, (edit.key, *edit.path), edit.value, False, encode)
     current = state.failure

@@ -167,6 +167,7 @@ class QueueCounters:
         "publications",
         "repairs",
         "resyncs",
+        "suppressed_titles",
         "taken_over",
         "write_failures",
     )
@@ -182,3 +183,4 @@ class QueueCounters:
         self.repairs = 0
         self.taken_over = 0
         self.peak_queued_frames = 0
+        self.suppressed_titles = 0

@@ -25,6 +25,9 @@ Where each rule is decided:
 - R10 :class:`~agent_meta.sansio._modes.WireMode`, chosen by :meth:`set_protocol_version`.
 - R11 :meth:`SendQueue.lost` marks the lifetime for a repair resync before its next frame.
 - R12 sizes checked before anything changes (``_check_sizes``, :meth:`check_frame_size`).
+- R13 :meth:`SendQueue.submit` applies a :class:`~agent_meta.sansio._edits.ClientTitle` and, once
+  the title is the client's, drops the ``title`` of every other publication and seed
+  (:func:`~agent_meta.sansio._titles.without_title`), counted in ``suppressed_titles``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING
 from ..core._errors import FrameTooLargeError
 from ._cursor import FlushCursor
 from ._durability import Durability
-from ._edits import Edit, Outcome, plan_edit, settle_edit
+from ._edits import ClientTitle, Edit, Outcome, plan_edit, settle_edit
 from ._encode import EncodedUpdate, encode_update
 from ._entries import (
     Outgoing,
@@ -50,6 +53,7 @@ from ._records import restore_state
 from ._registry import LifetimeRegistry
 from ._render import FrameRenderer
 from ._state import check_sizes
+from ._titles import without_title
 from ._writing import Writing
 
 if TYPE_CHECKING:
@@ -129,6 +133,8 @@ class SendQueue:
         state = self.lifetimes.new(session_id)
         if record is not None:
             restore_state(state, record, location, self.max_frame_bytes)
+        if seed is not None and state.client_title and seed.title is not None:
+            seed = self._suppress_title(seed)  # the restored title is the client's (R13)
         if seed is not None:
             check_sizes(state, seed, self.max_frame_bytes)
         self.lifetimes.add(state)
@@ -177,6 +183,10 @@ class SendQueue:
         update: EncodedUpdate | None
         if type(edit) is EncodedUpdate:  # a plain publication: the common case
             update = edit
+            if state.client_title and edit.title is not None:
+                update = self._suppress_title(edit)  # the title is the client's (R13)
+        elif type(edit) is ClientTitle:
+            return self._client_title(state, edit, express)
         else:
             planned = plan_edit(edit, state, self.options.failure_path, self.encode)
             if planned is Outcome.REFUSED:
@@ -197,6 +207,11 @@ class SendQueue:
         if state.closed:
             self.counters.fenced += 1
             return Outcome.FENCED
+        if state.client_title and update.title is not None:
+            suppressed = self._suppress_title(update)  # the title is the client's (R13)
+            if suppressed is None:
+                return Outcome.ACCEPTED
+            update = suppressed
         check_sizes(state, update, self.max_frame_bytes)
         state.apply(update)
         self._store.changed(state)
@@ -414,6 +429,28 @@ class SendQueue:
         return self._store.stored
 
     # -- internals: producers ------------------------------------------------------------
+    def _client_title(self, state: LifetimeState, edit: ClientTitle, express: bool) -> Outcome:
+        """The client set ``state``'s title (R13): its confirmation is queued (a publication:
+        :attr:`Outcome.FULL`, having changed nothing, when it needs room and there is none),
+        or, without ``confirm``, it only becomes known (a resync tells the client if it
+        differs from what was known). Either way the title is the client's from now on."""
+        update = edit.update
+        check_sizes(state, update, self.max_frame_bytes)
+        if edit.confirm:
+            if self._publisher.publish(state, update, express=express) is Outcome.FULL:
+                return Outcome.FULL
+        elif state.title != update.title:
+            state.apply(update)
+            self.resync(state)
+        state.client_title = True
+        self._store.changed(state)
+        return Outcome.ACCEPTED
+
+    def _suppress_title(self, update: EncodedUpdate) -> EncodedUpdate | None:
+        """``update`` without the title the agent gave it, counted (R13)."""
+        self.counters.suppressed_titles += 1
+        return without_title(update)
+
     # -- internals: the writer -----------------------------------------------------------
     def _reported(self) -> None:
         self._cursor.reported(self.writing.held is not None)

@@ -27,7 +27,14 @@ without any agent code, what the session lifetimes need (R4, R5, R6, R10):
 - a ``session_info_update`` for a session with an open lifetime becomes a publication, so its
   fields join the known state (R1); for any other session it passes through unchanged and is
   counted;
+- where ``session/set_title`` reaches the agent (a proxy in front of an agent that advertises
+  it, :attr:`LifetimeTracker.forwards_titles`), its successful response makes the title the
+  client's (R13) before it is written;
 - an error response changes no lifetime.
+
+The tracker also says which request a response answers (:meth:`LifetimeTracker.answering`), so
+that the connection can rewrite an ``initialize`` or ``session/list`` result first
+(:mod:`agent_meta.sansio._titles`).
 
 Only requests whose response matters are remembered, at most :data:`PENDING_REQUESTS` at a
 time. The tracker is pure: the driver asks the owner whether a lifetime is open and carries out
@@ -43,6 +50,7 @@ from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, final
 from ..core._sentinel import OMITTED
 from ..core._timestamps import is_rfc3339
 from ._modes import WIRE_MODES
+from ._titles import SET_TITLE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -83,6 +91,9 @@ class LifetimeStep(enum.Enum):
     DISCARD = "discard"
     """A load or resume that opened ``session_id``'s lifetime with nothing known failed: end
     that lifetime again, as if the request had never come (if it is still open)."""
+    ADOPT_TITLE = "adopt_title"
+    """The agent answered a forwarded ``session/set_title``: ``OutboundPlan.title`` is the
+    client's title of ``session_id``'s lifetime now (R13), confirmed by the agent already."""
 
 
 @final
@@ -132,6 +143,8 @@ class OutboundPlan:
     protocol_version: int | None = None
     update: InfoUpdate | None = None
     is_request: bool = False
+    title: str | None = None
+    """The title of a :attr:`LifetimeStep.ADOPT_TITLE` step."""
 
 
 _WRITE_AS_IS: Final = OutboundPlan()
@@ -165,16 +178,21 @@ class TrackerStatistics:
 class LifetimeTracker:
     """Follows one agent connection's messages and plans the lifetime work around them."""
 
-    __slots__ = ("_pending", "_replays", "_tokens", "statistics")
+    __slots__ = ("_pending", "_replays", "_tokens", "forwards_titles", "statistics")
 
     def __init__(self) -> None:
-        # Requests whose response matters: id -> (method, session id, replay token or None).
-        self._pending: dict[RequestId, tuple[str, str | None, int | None]] = {}
+        # Requests whose response matters: id -> (method, session id, replay token or the
+        # title a session/set_title asks for, or None).
+        self._pending: dict[RequestId, _Pending] = {}
         # Loads and resumes running, by token: (session id, whether its lifetime already held
         # the state: replayed updates then pass through; otherwise the replay builds it,
         # whether the request replays at all).
         self._replays: dict[int, tuple[str, bool, bool]] = {}
         self._tokens = 0
+        self.forwards_titles = False
+        """``session/set_title`` reaches the agent (a proxy in front of an agent that
+        advertises it): its successful response is planned as
+        :attr:`LifetimeStep.ADOPT_TITLE`. Off where the connection answers it itself."""
         self.statistics = TrackerStatistics()
 
     def inbound(
@@ -193,14 +211,15 @@ class LifetimeTracker:
         handler sends is live (:attr:`ReplayStart.replays` is false).
         """
         method = message.get("method")
-        if not isinstance(method, str) or method not in _TRACKED_METHODS:
+        if not isinstance(method, str) or not self._tracks(method):
             return None
         request_id = message.get("id")
         if "id" not in message or not is_request_id(request_id):
             return None  # a notification, or an id the agent will refuse
-        session_id = _session_of(message.get("params"))
+        params = message.get("params")
+        session_id = _session_of(params)
         if method not in _REPLAYING_METHODS or session_id is None:
-            self._remember(request_id, (method, session_id, None))
+            self._remember(request_id, (method, session_id, _requested_title(method, params)))
             return None
         self._tokens += 1
         token = self._tokens
@@ -238,15 +257,29 @@ class LifetimeTracker:
         request = self._pending.pop(request_id, None)
         if request is None:
             return _WRITE_AS_IS
+        method, session_id, requested = request
+        if method == SET_TITLE:
+            return _adopted_title(session_id, requested, message)
         return self._plan_answer(request, message)
+
+    def answering(self, message: Mapping[str, object]) -> str | None:
+        """The method of the remembered request that ``message`` answers successfully (a
+        ``result``), without planning anything: call it before :meth:`outbound` to rewrite
+        the result (``initialize``, ``session/list``). ``None`` for anything else."""
+        if "method" in message or "result" not in message or "error" in message:
+            return None
+        request_id = message.get("id")
+        if not is_request_id(request_id):
+            return None
+        request = self._pending.get(request_id)
+        return None if request is None else request[0]
 
     # -- internals -------------------------------------------------------------------------
 
-    def _plan_answer(
-        self, request: tuple[str, str | None, int | None], message: Mapping[str, object]
-    ) -> OutboundPlan:
+    def _plan_answer(self, request: _Pending, message: Mapping[str, object]) -> OutboundPlan:
         """Plan the response (or error) to a remembered request."""
-        method, session_id, token = request
+        method, session_id, extra = request
+        token = extra if isinstance(extra, int) else None
         replay = None if token is None else self._replays.pop(token, None)
         if "result" in message and "error" not in message:
             plan = _plan_response(method, session_id, message["result"])
@@ -260,11 +293,17 @@ class LifetimeTracker:
             return OutboundPlan(step=LifetimeStep.DISCARD, session_id=replay[0])
         return _WRITE_AS_IS
 
-    def _remember(self, request_id: RequestId, request: tuple[str, str | None, int | None]) -> None:
+    def _tracks(self, method: str) -> bool:
+        """Whether a request of ``method`` is remembered until its response."""
+        if method == SET_TITLE:
+            return self.forwards_titles  # else the connection answers it: no agent response
+        return method in _TRACKED_METHODS
+
+    def _remember(self, request_id: RequestId, request: _Pending) -> None:
         self._pending[request_id] = request
         if len(self._pending) > PENDING_REQUESTS:
             _, _, token = self._pending.pop(next(iter(self._pending)))
-            if token is not None:
+            if isinstance(token, int):
                 self._replays.pop(token, None)
             self.statistics.forgotten_requests += 1
 
@@ -313,11 +352,38 @@ class LifetimeTracker:
         return OutboundPlan(session_id=session_id, update=info)
 
 
+_Pending: TypeAlias = tuple[str, str | None, int | str | None]
+
 _RENDERED_VERSIONS: Final = frozenset(version for version, _ in WIRE_MODES)
 _REPLAYING_METHODS: Final = frozenset({"session/load", "session/resume"})
 _TRACKED_METHODS: Final = frozenset(
-    {"initialize", "session/new", "session/fork", "session/close"} | _REPLAYING_METHODS
+    {"initialize", "session/new", "session/fork", "session/close", "session/list"}
+    | _REPLAYING_METHODS
 )
+
+
+def _requested_title(method: str, params: object) -> str | None:
+    """The title a forwarded ``session/set_title`` asks for (kept with the request)."""
+    if method != SET_TITLE or not isinstance(params, dict):
+        return None
+    title = params.get("title")
+    return title if isinstance(title, str) else None
+
+
+def _adopted_title(
+    session_id: str | None, requested: object, message: Mapping[str, object]
+) -> OutboundPlan:
+    """The plan for the agent's answer to a forwarded ``session/set_title``: on success, the
+    title it stored (the TypeScript SDK shape's ``{title}``), else the one asked for (the
+    RFD's empty result: stored as given)."""
+    result = message.get("result")
+    if session_id is None or "error" in message or not isinstance(result, dict):
+        return _WRITE_AS_IS
+    stored = result.get("title")
+    title = stored if isinstance(stored, str) else requested
+    if not isinstance(title, str):
+        return _WRITE_AS_IS
+    return OutboundPlan(step=LifetimeStep.ADOPT_TITLE, session_id=session_id, title=title)
 
 
 def _plan_response(method: str, session_id: str | None, result: object) -> OutboundPlan:
@@ -335,7 +401,9 @@ def _plan_response(method: str, session_id: str | None, result: object) -> Outbo
         return _WRITE_AS_IS  # every session response is an object; a null one is no success
     if method in _REPLAYING_METHODS:
         return OutboundPlan(step=LifetimeStep.RESYNC, session_id=session_id)
-    return OutboundPlan(step=LifetimeStep.CLOSE, session_id=session_id)
+    if method == "session/close":
+        return OutboundPlan(step=LifetimeStep.CLOSE, session_id=session_id)
+    return _WRITE_AS_IS  # session/list: rewritten before it is planned (see answering())
 
 
 def replaying_session(message: Mapping[str, object]) -> str | None:

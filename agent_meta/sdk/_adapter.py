@@ -11,7 +11,10 @@ through the owner's FIFO (R2): responses, notifications and agent-to-client requ
 What the lifetimes need around those messages (open on ``session/new``, resync before a
 ``session/load`` or ``session/resume`` response, end on ``session/close``, the negotiated
 version) is planned by the sans-IO :class:`~agent_meta.sansio._seam.LifetimeTracker`; this
-module carries the plan out.
+module carries the plan out. ``session/set_title``, which the SDK has no method for, is answered
+by the adapter before the SDK sees it, and the SDK's ``initialize`` and ``session/list`` results
+are rewritten to advertise it and to list the client's titles (R13, both decided by the
+:class:`~agent_meta.owner._policy.LifetimePolicy`).
 
 Cancellation: :meth:`SdkAdapter.send` is the owner's call underneath, so a cancelled send either
 queued its whole message or nothing of it.
@@ -36,6 +39,7 @@ from ..core._errors import (
 from ..core._jsonrpc import INTERNAL_ERROR
 from ..owner._policy import LifetimePolicy
 from ..sansio._gate import InboundGate, InvalidEntry, Release
+from ..sansio._titles import SET_TITLE
 from ._release import SdkRelease, UnsupportedSdkError, installed_release
 from ._streams import REPLAYING, SeamReader, SeamSender, marking_dispatcher
 
@@ -266,11 +270,15 @@ class SdkAdapter:
         entries are handed over one by one. At the end of the input it returns ``None`` once no
         request of the client is still being answered (as agent_meta's own connection does),
         unless the agent waits for the client, which can no longer answer. Cancelling it
-        loses no message: one taken from the source and not handed over stays queued."""
+        loses no message: one taken from the source and not handed over stays queued.
+        A ``session/set_title`` is answered here and never handed over (R13)."""
         while True:
             message = await self._next_admitted()
             if message is None:
                 return None
+            if _answered_here(message):
+                await self._answer_here(message)
+                continue
             if not self._marks_in_dispatcher:
                 if self.release.dispatcher:
                     self._warn_once(
@@ -318,6 +326,17 @@ class SdkAdapter:
                 self._ready.append(admission.message)
         return self._ready.popleft()
 
+    async def _answer_here(self, message: Mapping[str, Any]) -> None:
+        """Answer a ``session/set_title`` (R13): its confirmation, then its response, both
+        through :meth:`send` (a batch's answer collects it). Cancelled before the response is
+        queued, the request goes back to the front of what the SDK gets next."""
+        try:
+            answer = await self._policy.answer_set_title(message)
+            await self.send(answer)
+        except BaseException:
+            self._ready.appendleft(message)
+            raise
+
     async def _input_ended(self) -> None:
         """Wait until the SDK may stop: the client's requests answered, within the owner's
         ``drain_timeout`` (a client that stopped reading cannot hold the exit)."""
@@ -345,12 +364,21 @@ class SdkAdapter:
         was queued before it (R2). Raises :class:`~agent_meta.MetaValueError` for a message that
         is not JSON-RPC or not JSON, and :class:`~agent_meta.UnknownSessionError` for a request
         to the client about a session whose lifetime has ended (it would never be answered).
+        An ``initialize`` or ``session/list`` result is rewritten first (R13: it advertises
+        ``session/set_title``, it lists the client's titles); a listing the store cannot be
+        read for is answered ``-32603``.
         """
-        plan = self._policy.response(message, replaying=REPLAYING.get())
+        try:
+            outgoing = await self._policy.rewrite(message)
+        except StoreError:
+            logger.exception("session/list: the lifetime store failed")
+            error = {"code": INTERNAL_ERROR, "message": STORE_FAILED_MESSAGE}
+            outgoing = {"jsonrpc": "2.0", "id": message.get("id"), "error": error}
+        plan = self._policy.response(outgoing, replaying=REPLAYING.get())
         if plan.update is not None and plan.session_id is not None:
             await self._absorb(plan.session_id, plan.update)
             return
-        await self._write(message, plan)
+        await self._write(outgoing, plan)
 
     async def close(self) -> None:
         """Stop reading the client. The owner keeps running until its block ends, so what was
@@ -428,3 +456,9 @@ class SdkAdapter:
         finally:
             if gate.may_stop:
                 self._settled.set()  # the end of the input waited for this answer
+
+
+def _answered_here(message: Mapping[str, Any]) -> bool:
+    """Whether the adapter answers ``message`` itself: a ``session/set_title`` request (R13;
+    the SDK has no such method)."""
+    return message.get("method") == SET_TITLE and "id" in message

@@ -6,7 +6,7 @@ never blocks ``session/cancel``), maps a handler's exception to the JSON-RPC err
 queues each response (a batch's as one array, once every request of it has one). Around every
 request and response, the connection's :class:`~agent_meta.owner._policy.LifetimePolicy` keeps
 the lifetimes as ACP says (open on new, load and resume; resync before a load or resume response;
-end before a close response).
+end before a close response), and serves ``session/set_title`` itself (R13).
 
 A handler's code up to its first checkpoint runs before the next inbound message is read, so a
 handler can register state (a cancel scope, say) that a later message is guaranteed to see.
@@ -40,6 +40,7 @@ from ..core._jsonrpc import (
 )
 from ..sansio._frames import build_response, session_of
 from ..sansio._gate import refusal
+from ..sansio._titles import SET_TITLE
 from ..wire._decode import InvalidMessageError, MessageDecodeError, decode
 from ..wire._models import JsonRpcMessage, JsonRpcNotification, JsonRpcRequest
 from ._agent import RequestContext, not_supported
@@ -250,6 +251,8 @@ class Dispatcher:
     async def _call(self, ctx: RequestContext, method: str, params: JsonObject) -> JsonObject:
         if method == "initialize":
             return await self._initialize(ctx, params)
+        if method == SET_TITLE:  # the connection's own (R13): the agent never sees it
+            return await self._policy.set_title(params)
         handler_name = _REQUESTS.get(method)
         if handler_name is None:
             if method.startswith("_"):
@@ -278,8 +281,18 @@ class Dispatcher:
     async def _respond_result(
         self, ctx: RequestContext, result: object, *, batch: _Batch | None
     ) -> None:
-        """Answer with ``result``; one the owner refuses becomes ``-32603`` (R12), so a bad
-        result (not JSON, over ``max_frame_bytes``) costs that request, not the connection."""
+        """Answer with ``result``, as the policy rewrites it (an ``initialize`` advertises
+        ``session/set_title``, a ``session/list`` lists client-set titles); one the owner
+        refuses becomes ``-32603`` (R12), so a bad result (not JSON, over ``max_frame_bytes``)
+        costs that request, not the connection."""
+        try:
+            rewritten = await self._policy.rewrite({"id": ctx.request_id, "result": result})
+        except StoreError:
+            logger.exception("%s: the lifetime store failed", ctx.method)
+            failed = JsonRpcError(INTERNAL_ERROR, STORE_FAILED_MESSAGE)
+            await self._respond(ctx, batch, {"error": failed.to_error()})
+            return
+        result = rewritten["result"]
         try:
             frame = build_response(ctx.request_id, result=result)  # validates, as the owner will
             if len(frame) > self._owner.max_frame_bytes:
