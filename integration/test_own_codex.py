@@ -23,6 +23,7 @@ import acp
 import pytest
 from acp.schema import ClientCapabilities, Implementation
 
+from agent_meta.testing import ClientMirror
 from integration.codex import codex_command, codex_env, codex_home, codex_ready, fake_model_server
 from integration.harness import (
     LINE_LIMIT,
@@ -180,3 +181,27 @@ def test_typescript_v1_keeps_every_key(codex: dict[str, str]) -> None:
     assert keys(sent[-1]) == {"codex", "jetbrains"}, sent
     handled = [p["update"] for p in run.handled_updates() if p["sessionId"] == session]
     assert keys([u for u in handled if keys(u)][-1]) == {"codex", "jetbrains"}
+
+
+def test_typescript_v2_a_client_set_title_is_forwarded_and_kept(codex: dict[str, str]) -> None:
+    """codex-acp serves session/set_title (the SDK's unstable shape): ``own`` forwards it,
+    keeps the title as the client's, and lists it."""
+    steps: list[dict[str, Any]] = [
+        {"op": "new"},
+        {"op": "prompt", "text": "hello NOTITLE"},
+        {"op": "set-title", "title": "Mine"},
+        {"op": "prompt", "text": "second turn"},
+        {"op": "resume", "replay": True},
+        {"op": "list"},
+    ]
+    run = _typescript(steps, codex, 2)
+    session = first_session(run)
+    mirror = ClientMirror(protocol_version=2)
+    for message in run.received():
+        mirror.feed(message)
+    assert mirror.info(session).title == "Mine"
+    after = [u.get("title") for u in info_updates(run.step_received(3)) if "title" in u]
+    assert set(after) <= {"Mine"}, after  # no generated title reached the client
+    listed = next(line for line in run.lines if line["type"] == "response" and line["op"] == "list")
+    entries = {e["sessionId"]: e for e in listed["result"]["sessions"]}
+    assert entries[session]["title"] == "Mine"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
+from agent_meta.sansio._titles import advertises_titles
 from agent_meta.testing import ClientMirror
 from tests.agent_process import BOUND, AgentProcess, prompt_params, request
 
@@ -401,4 +402,50 @@ async def test_a_restarted_proxy_and_child_restore_the_lifetime_from_the_store(
         held = fold(agent.messages[mark : agent.response_index(answer["id"])], 1)
         assert held.meta(session) == {"stage": "working"}
         assert held.info(session).title == "Work"
+        assert await agent.finish() == 0
+
+
+# --------------------------------------------------------------------------- client-set titles
+
+
+def titles(messages: Iterable[Message], session_id: str) -> list[Any]:
+    return [
+        u["title"] for u in updates(messages, session_id, "session_info_update") if "title" in u
+    ]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_a_client_set_title_is_answered_kept_and_listed_for_a_child_without_it(
+    version: int, tmp_path: Path
+) -> None:
+    store = str(tmp_path / "titles.sqlite")
+    async with running(own("--store", store)) as agent:
+        answer = await agent.call(
+            "initialize", {"protocolVersion": version, "clientCapabilities": {}}
+        )
+        assert advertises_titles(answer["result"])  # own serves it: the child does not
+        session = await agent.new_session()
+        await turn(agent, session, "/title Generated", version)
+        mark = len(agent.messages)
+        answer = await agent.call("session/set_title", {"sessionId": session, "title": "Mine"})
+        assert answer["result"] == {"title": "Mine"}
+        assert titles(agent.messages[mark:], session) == ["Mine"]  # confirmed, then answered
+        mark = len(agent.messages)
+        await turn(agent, session, "/title Generated again", version)
+        assert titles(agent.messages[mark:], session) == []  # the child's never beats it
+        listing = await agent.call("session/list", {})
+        assert [e["title"] for e in listing["result"]["sessions"]] == ["Mine"]
+        mark, answer = await restore(agent, session, version)
+        held = fold(agent.messages[: agent.response_index(answer["id"])], version)
+        assert held.info(session).title == "Mine"  # the replayed "New session" was repaired
+        unknown = await agent.call("session/set_title", {"sessionId": "nope", "title": "T"})
+        assert unknown["error"]["code"] == -32002
+        assert await agent.finish() == 0
+    async with running(own("--store", store)) as agent:  # restarted, with a new child
+        await agent.initialize(version)
+        mark, answer = await restore(agent, session, version)
+        held = fold(agent.messages[mark : agent.response_index(answer["id"])], version)
+        assert held.info(session).title == "Mine"
+        listing = await agent.call("session/list", {})
+        assert [e["title"] for e in listing["result"]["sessions"]] == ["Mine"]
         assert await agent.finish() == 0

@@ -155,6 +155,8 @@ def envelope_fault(data: object) -> EnvelopeFault | None:
 
 
 def _member_problem(kind: str, data: Mapping[str, object]) -> str | None:
+    if kind in ("response", "error response") and "id" not in data:
+        return "a response needs the id of the request it answers"
     if "id" in data and not _valid_id(data["id"], null=kind != "response"):
         return "the id must be an integer (int64), a string" + (
             "" if kind == "response" else " or null"

@@ -40,6 +40,7 @@ from ...sansio._frames import session_of
 from ...sansio._gate import InboundGate
 from ...sansio._replay import ReplayWindows, Verdict
 from ...sansio._seam import LifetimeStep, info_update_of, is_request_id
+from ...sansio._titles import advertises_titles
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -139,8 +140,28 @@ class Relay:
         error = await self._admit(data)
         if error is not None:
             await self._answer_client(data.get("id"), error)
-            return
-        await self._send_child(line)
+        elif self._answers_here(data):
+            await self._set_title(data)
+        else:
+            await self._send_child(line)
+
+    def _answers_here(self, message: Mapping[str, Any]) -> bool:
+        """Whether a request is answered by ``own`` rather than the child: a
+        ``session/set_title`` for a child that does not advertise it (R13)."""
+        if message.get("method") != "session/set_title" or "id" not in message:
+            return False
+        return not self._policy.forwards_titles
+
+    async def _set_title(self, message: Mapping[str, Any]) -> None:
+        """Serve ``session/set_title`` for a child without it: the title is the client's, its
+        confirmation queued and (with a store) stored, then the answer (R13)."""
+        answer = await self._policy.answer_set_title(message)
+        self._gate.outbound(answer)
+        await self.flush()  # the child's updates taken so far go first
+        if "error" in answer:
+            await self._owner.send_response(answer["id"], error=answer["error"])
+        else:
+            await self._owner.send_response(answer["id"], result=answer["result"])
 
     async def refuse_client(self, request_id: RequestId, code: int, message: str) -> None:
         """Answer a line of the client that never reaches the child (``request_id``: the id it
@@ -304,8 +325,25 @@ class Relay:
         await self._owner.send_encoded(frame, None)
 
     async def _child_response(self, message: dict[str, Any], frame: bytes) -> None:
-        await self._before_response(message)
+        rewritten = await self._rewrite(message)
+        await self._before_response(rewritten)
+        if rewritten is not message:  # the child's bytes, except what the client must see
+            frame = json.dumps(rewritten, separators=(",", ":"), ensure_ascii=False).encode()
+            frame += b"\n"
         await self._owner.send_encoded(frame, None)
+
+    async def _rewrite(self, message: dict[str, Any]) -> Mapping[str, Any]:
+        """A response of the child as the client must get it (R13): ``initialize`` advertises
+        ``session/set_title`` (forwarded to a child that advertises it, answered here
+        otherwise), ``session/list`` lists the titles the client set."""
+        if self._policy.tracker.answering(message) == "initialize":
+            result = message.get("result")
+            self._policy.forwards_titles = isinstance(result, dict) and advertises_titles(result)
+        try:
+            return await self._policy.rewrite(message)
+        except StoreError as exc:
+            self._report("store", f"the client's titles cannot be read: {exc}")
+            return message
 
     async def _before_response(self, message: Mapping[str, Any]) -> None:
         """What must happen before a response of the child is queued: the lifetime policy's
