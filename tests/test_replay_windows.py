@@ -256,8 +256,36 @@ def test_an_unknown_title_is_never_sent_as_missing() -> None:
     w = windows()
     w.opened("s", 1, held=True, replays=True)
     w.info("s", SessionInfoPatch(title="child", meta=None))
-    settled = answer(w, success=True, known=SessionInfo())
+    w.info("s", SessionInfoPatch(meta={"a": 1}))
+    settled = answer(w, known=SessionInfo())
     assert settled is not None
-    assert settled.seed == SessionInfoPatch(title="child")
+    assert settled.seed == SessionInfoPatch(title="child", meta={"a": 1})
     assert settled.missing == Missing()
     assert settled.seed.updated_at is OMITTED
+
+
+def test_a_clear_without_a_snapshot_is_not_taken_as_the_childs_state() -> None:
+    """A restarted child that holds nothing resyncs with ``_meta: null`` alone: the lifetime
+    (restored from the store) keeps its state, and the client gets it."""
+    w = windows()
+    w.opened("s", 1, held=True, replays=True)
+    w.info("s", SessionInfoPatch(title="T", meta=None))
+    settled = answer(w, known=SessionInfo(title="T", meta={"kept": 1}))
+    assert settled is not None
+    assert settled.seed is None
+    assert settled.missing == Missing(patch=SessionInfoPatch(meta={"kept": 1}))
+
+
+def test_in_a_resume_without_replay_a_clear_waits_for_its_snapshot() -> None:
+    w = windows()
+    w.opened("s", 1, held=True, replays=False)
+    assert w.info("s", SessionInfoPatch(meta=None)) is Verdict.REPLAY  # forwarded, not state
+    settled = answer(w, known=SessionInfo(meta={"kept": 1}))
+    assert settled == Settlement(None, Missing(patch=SessionInfoPatch(meta={"kept": 1})))
+
+    w.opened("s", 2, held=True, replays=False)
+    assert w.info("s", SessionInfoPatch(title="T", meta=None)) is Verdict.REPLAY
+    assert w.info("s", SessionInfoPatch(meta={"now": 1})) is Verdict.LIVE  # the snapshot
+    # Published on top of the state; the seed removes what the child's resync lacks.
+    settled = answer(w, 2, known=SessionInfo(title="T", meta={"kept": 1, "now": 1}))
+    assert settled == Settlement(SessionInfoPatch(meta={"kept": None}), Missing())

@@ -8,11 +8,14 @@ only the order of the frames tells. :class:`ReplayWindows` reads that order, per
   child's ``session_info_update`` frames of that session are its history replayed: they reach
   the client as sent and are not publications (:attr:`Verdict.REPLAY`). A v2
   ``session/resume`` without ``replayFrom`` replays nothing, so what the child sends in it is its
-  live state (:attr:`Verdict.LIVE`).
+  live state (:attr:`Verdict.LIVE`), but for a clear (``_meta: null``): forwarded as sent too,
+  it is state only with the snapshot that follows it (below).
 - **The child's own resync.** A child may end its replay with a resync of its own: ``_meta:
   null``, then its current state (codex-acp does on v2). The last clear of a window counts as
-  one when nothing but session info and status updates follow it before the response; what it
-  and the frames after it carry is then the child's state.
+  one when a snapshot (a ``_meta`` object) follows it and nothing but session info and status
+  updates come after it before the response; what it and the frames after it carry is then
+  the child's state. A clear alone is not taken as the child's state (a restarted child that
+  holds none says so): the owner's state stands, and its resync puts the client right.
 - **The response** (:meth:`ReplayWindows.answered`). The lifetime takes the child's state
   (:attr:`Settlement.seed`): a lifetime that held nothing before the request is built from
   everything the window carried (folded with the child's rule); one that held its state takes
@@ -156,7 +159,7 @@ def _known_text(value: object) -> str | None | Omitted:
 class _Window:
     """One session's load or resume requests still unanswered, and what they carried."""
 
-    __slots__ = ("child", "held", "pending", "replays", "resync", "view")
+    __slots__ = ("child", "held", "pending", "replays", "resync", "snapshot", "view")
 
     def __init__(self, *, held: bool, replays: bool) -> None:
         self.held = held
@@ -164,6 +167,7 @@ class _Window:
         self.pending = 0
         self.child = _Fold()  # everything the window carried, by the child's rule
         self.resync: _Fold | None = None  # from the child's last clear on, while it stands
+        self.snapshot = False  # a _meta object followed that clear
         self.view = _Fold()  # what the client holds, by the client's rule
 
 
@@ -232,12 +236,17 @@ class ReplayWindows:
                 return Verdict.STALE
             return Verdict.LIVE
         window.child.apply(patch, replace_meta=self.replaces, partial_defines=True)
-        if self.protocol_version >= 2 and patch.meta is None:
+        clear = self.protocol_version >= 2 and patch.meta is None
+        if clear:
             window.resync = _Fold()  # the child's own resync may begin here
+            window.snapshot = False
         if window.resync is not None:
             window.resync.apply(patch, replace_meta=self.replaces, partial_defines=True)
+            window.snapshot = window.snapshot or isinstance(patch.meta, dict)
         window.view.apply(patch, replace_meta=self.protocol_version < 2, partial_defines=False)
-        return Verdict.REPLAY if window.replays else Verdict.LIVE
+        if window.replays or clear:
+            return Verdict.REPLAY  # a clear is state only with the snapshot that follows it
+        return Verdict.LIVE
 
     def other(self, session_id: str, kind: object) -> None:
         """Another ``session/update`` of ``session_id`` (``kind``: its ``sessionUpdate``)."""
@@ -280,14 +289,12 @@ class ReplayWindows:
         self._tails.pop(session_id, None)
 
     def _seed(self, window: _Window, known: SessionInfo) -> SessionInfoPatch | None:
-        if not window.replays:
-            return None  # its frames were live publications already
-        if not window.held:
-            state = window.child
-        elif window.resync is not None:
-            state = window.resync
+        if window.replays and not window.held:
+            state = window.child  # nothing known before: the replay is all there is
+        elif window.resync is not None and window.snapshot:
+            state = window.resync  # the child's own resync
         else:
-            return None  # replay over a lifetime that holds its state: history only
+            return None  # history over a held state, or live publications made already
         child = state.as_patch()
         meta = child.meta
         if isinstance(meta, dict):

@@ -109,7 +109,9 @@ class Relay:
         self._policy = LifetimePolicy(owner)
         self._gate = InboundGate()
         self._windows = ReplayWindows(replace_meta=replace_meta)
-        self._raw_in_window: set[str] = set()
+        # Sessions with publications that may still be queued: a frame of theirs forwarded as
+        # sent waits until those are written (_forward_info).
+        self._queued: set[str] = set()
         self._coalesce = coalesce
         self._batch: PublicationBatch | None = None
         self.statistics = RelayStatistics()
@@ -298,6 +300,7 @@ class Relay:
             )
             return
         self.statistics.published += batch.count
+        self._queued.add(batch.session_id)
 
     def child_bad_line(self, why: str) -> None:
         """A line of the child that cannot be forwarded (not JSON, too long): said and counted."""
@@ -368,11 +371,6 @@ class Relay:
         if session_id is None:
             return plan
         success = plan.step is LifetimeStep.RESYNC
-        if session_id in self._raw_in_window:
-            self._raw_in_window.discard(session_id)
-            # What the window forwarded raw is written first: no publication after the
-            # response may be merged into one queued before those frames (R3 across them).
-            await self._owner.wait_flushed()
         if not self._owner.has_lifetime(session_id):
             self._windows.answered(session_id, success=False, known=SessionInfo())
             return plan
@@ -391,6 +389,7 @@ class Relay:
             self.statistics.patched += 1
             patch = missing.patch
             await lifetime.publish(title=patch.title, updated_at=patch.updated_at, meta=patch.meta)
+            self._queued.add(session_id)
         return dataclasses.replace(plan, step=None)
 
     async def _child_request(self, message: dict[str, Any], frame: bytes) -> None:
@@ -436,20 +435,27 @@ class Relay:
         frame = line + b"\n"
         if info is None:  # no lifetime, or fields the owner would not reproduce: as sent
             self.statistics.passed_through += 1
-            if owner.has_lifetime(session_id):
-                await owner.wait_flushed()  # see _settle: no merge across this frame
-            await owner.send_encoded(frame, session_id)
+            await self._forward_info(session_id, frame)
             return
         if self._windows.watching(session_id):
             verdict = self._verdict(session_id, info, frame)
             if verdict is Verdict.REPLAY:
                 self.statistics.replayed += 1
-                self._raw_in_window.add(session_id)
-                await owner.send_encoded(frame, session_id)
+                await self._forward_info(session_id, frame)
                 return
             if verdict is not Verdict.LIVE:
                 return
         await self._publish(session_id, info, frame)
+
+    async def _forward_info(self, session_id: str, frame: bytes) -> None:
+        """Forward a ``session_info_update`` of the child as it is. Publications of its session
+        still queued are written first: a later publication merged into one queued before this
+        frame would reach the client before it, and this frame could undo it (R3 holds across
+        frames the owner did not render only if nothing merges across them)."""
+        if session_id in self._queued:
+            await self._owner.wait_flushed()
+            self._queued.clear()
+        await self._owner.send_encoded(frame, session_id)
 
     def _composes(self, session_id: str, info: InfoUpdate) -> bool:
         """Whether a live update joins the batch of the updates composed so far (which is
@@ -511,6 +517,7 @@ class Relay:
             self._malformed(session_id, exc, frame)
             return
         self.statistics.published += 1
+        self._queued.add(session_id)
 
     def _malformed(self, session_id: str, exc: Exception, frame: bytes) -> None:
         self.statistics.malformed_updates += 1
