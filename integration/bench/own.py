@@ -15,7 +15,8 @@
   last state. Best of ``repeats`` interleaved runs.
 - **Latency.** The same child writes 1,000 updates a second, each stamped with the moment it
   was written; the reader notes when each arrived. p50 and p99 straight through a pipe and
-  through ``own``: what ``own`` adds per frame.
+  through ``own --no-coalesce`` (with coalescing, two updates ``own`` reads at once leave as
+  one frame, and the earlier one's latency could not be seen): what ``own`` adds per frame.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ GO = b'{"jsonrpc":"2.0","method":"_bench/go"}\n'
 STDLIB_AGENT = [sys.executable, str(ROOT / "tests" / "broken_agents" / "correct.py")]
 
 
-def own(command: list[str]) -> list[str]:
-    return [sys.executable, "-m", "agent_meta", "own", "--", *command]
+def own(command: list[str], *options: str) -> list[str]:
+    return [sys.executable, "-m", "agent_meta", "own", *options, "--", *command]
 
 
 def proxy(command: list[str]) -> list[str]:
@@ -160,7 +161,13 @@ def _stream(
     child_report = scratch / "child.json"
     reader_report = scratch / "reader.json"
     child = module_command("own_child", *child_args, "--report", str(child_report))
-    command = {"direct": child, "proxy": proxy(child), "own": own(child)}[front]
+    fronts = {
+        "direct": child,
+        "proxy": proxy(child),
+        "own": own(child),
+        "own --no-coalesce": own(child, "--no-coalesce"),
+    }
+    command = fronts[front]
     env = child_env()
     process = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, env=env
@@ -262,7 +269,7 @@ def _percentile(values: list[float], share: float) -> float:
 def _latency_rows(count: int) -> list[Row]:
     figures: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="agent-meta-bench-own-") as tmp:
-        for front in ("direct", "own"):
+        for front in ("direct", "own --no-coalesce"):
             _, received = _stream(
                 front, ["paced", str(count), str(PACED_RATE)], Path(tmp), latency=True
             )
@@ -272,7 +279,7 @@ def _latency_rows(count: int) -> list[Row]:
                 raise RuntimeError(f"through {front}, {count - len(latencies)} frames were lost")
             figures[front] = (_percentile(latencies, 0.5), _percentile(latencies, 0.99))
     section = "10 own latency"
-    added = (figures["own"][1] - figures["direct"][1]) * 1000
+    added = (figures["own --no-coalesce"][1] - figures["direct"][1]) * 1000
     return [
         Row(
             section,
@@ -281,8 +288,9 @@ def _latency_rows(count: int) -> list[Row]:
         ),
         Row(
             section,
-            "  through agent-meta own: p50 / p99",
-            f"{figures['own'][0] * 1000:.3f} / {figures['own'][1] * 1000:.3f} ms",
+            "  through agent-meta own --no-coalesce: p50 / p99",
+            f"{figures['own --no-coalesce'][0] * 1000:.3f} / "
+            f"{figures['own --no-coalesce'][1] * 1000:.3f} ms",
         ),
         Row(
             section,

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -26,7 +27,6 @@ import trio
 from ...core._errors import OwnerClosedError, StoreError, TransportBrokenError
 from ...core._jsonrpc import PARSE_ERROR
 from ...owner._trio import open_owner
-from ...owner._trio_stream import StreamTransport
 from ...sansio._lines import READ_SIZE, IncompleteLineError, LineSplitter, LineTooLongError
 from ...sansio._options import OwnerOptions
 from ._relay import Relay
@@ -50,6 +50,9 @@ def serve(child: Child, settings: OwnSettings, log: IO[str] | None) -> int:
     """Serve the client with ``child`` behind the owner until the child exits; return the exit
     status (the child's; 1 when the client stopped reading or the store failed)."""
     reports = Reports(sys.stderr, log, name=NAME)
+    # Everything imported so far lives as long as the process: out of the collector's way, so
+    # that a full collection (a pause of milliseconds over every module) never holds a frame.
+    gc.freeze()
     try:
         return trio.run(_serve, child, settings, reports)
     except KeyboardInterrupt:  # before the signal handler was in place
@@ -97,7 +100,7 @@ async def _relay(
         stdout,
         child_in,
         child_out,
-        open_owner(_Stdout(stdout), options, store=store) as owner,
+        open_owner(stdout, options, store=store) as owner,
     ):
         relay = Relay(
             owner,
@@ -127,13 +130,6 @@ async def _relay(
         )
         return 1
     return status
-
-
-class _Stdout(StreamTransport):
-    """stdout, written by the owner's writer task only (never directly by the call that queues
-    a frame): a chunk of the child's output is taken whole before anything of it is written,
-    so that the updates it holds for one session coalesce into one frame (R3) instead of
-    costing one write each. A frame still leaves as soon as the chunk is taken."""
 
 
 class _Stopping:
