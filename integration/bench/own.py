@@ -17,6 +17,7 @@
   was written; the reader notes when each arrived. p50 and p99 straight through a pipe and
   through ``own --no-coalesce`` (with coalescing, two updates ``own`` reads at once leave as
   one frame, and the earlier one's latency could not be seen): what ``own`` adds per frame.
+  Best p50 and best p99 of ``repeats`` interleaved runs (the machine is shared).
 """
 
 from __future__ import annotations
@@ -266,18 +267,22 @@ def _percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def _latency_rows(count: int) -> list[Row]:
+def _latency_rows(count: int, repeats: int) -> list[Row]:
     figures: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="agent-meta-bench-own-") as tmp:
-        for front in ("direct", "own --no-coalesce"):
-            _, received = _stream(
-                front, ["paced", str(count), str(PACED_RATE)], Path(tmp), latency=True
-            )
-            _check(front, received, count, paced=True)
-            latencies = received["latencies"]
-            if len(latencies) < count:
-                raise RuntimeError(f"through {front}, {count - len(latencies)} frames were lost")
-            figures[front] = (_percentile(latencies, 0.5), _percentile(latencies, 0.99))
+        for _ in range(repeats):
+            for front in ("direct", "own --no-coalesce"):
+                _, received = _stream(
+                    front, ["paced", str(count), str(PACED_RATE)], Path(tmp), latency=True
+                )
+                _check(front, received, count, paced=True)
+                latencies = received["latencies"]
+                if len(latencies) < count:
+                    lost = count - len(latencies)
+                    raise RuntimeError(f"through {front}, {lost} frames were lost")
+                run = (_percentile(latencies, 0.5), _percentile(latencies, 0.99))
+                best = figures.get(front, run)
+                figures[front] = (min(best[0], run[0]), min(best[1], run[1]))
     section = "10 own latency"
     added = (figures["own --no-coalesce"][1] - figures["direct"][1]) * 1000
     return [
@@ -306,5 +311,5 @@ def rows(starts: int, count: int, repeats: int, paced: int) -> list[Row]:
     return [
         *_startup_rows(starts),
         *_throughput_rows(count, repeats),
-        *_latency_rows(paced),
+        *_latency_rows(paced, repeats),
     ]
