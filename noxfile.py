@@ -22,6 +22,8 @@ nox.options.default_venv_backend = "uv|virtualenv"
 PYTHON = "3.11"
 ROOT = Path(__file__).parent
 NODE_CLIENT = ROOT / "integration" / "node"
+CODEX_AGENT = ROOT / "integration" / "codex"
+"""codex-acp 2.6.0 from npm, which ``agent-meta own`` is tested in front of (about 450 MB)."""
 THIRDPARTY = ROOT / "integration" / "thirdparty"
 _SHORT_TIMEOUT = {"UV_HTTP_TIMEOUT": "30"}
 THIRDPARTY_VENVS = "AGENT_META_THIRDPARTY_BUILDS"
@@ -71,11 +73,13 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
     """Real clients (Python SDK, TypeScript SDK under Node) against the reference agent, and
-    the SDK adapter over stdio, WebSocket and streamable HTTP."""
+    the SDK adapter over stdio, WebSocket and streamable HTTP; ``agent-meta own`` in front of
+    the reference agent and of codex-acp from npm (offline, a fake model server on loopback)."""
     session.install("-e", ".[test,demo,sdk-http,postgres]")
-    if (NODE_CLIENT / "package-lock.json").exists():
-        with session.chdir(NODE_CLIENT):
-            session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
+    for node_project in (NODE_CLIENT, CODEX_AGENT):
+        if (node_project / "package-lock.json").exists():
+            with session.chdir(node_project):
+                session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     # pytest exits 5 when it collects nothing, which fails the session like any other error.
     # Third-party agents have their own session (thirdparty): they need a venv of their own.
     session.run("pytest", "integration", f"--ignore={THIRDPARTY}", *session.posargs)

@@ -117,7 +117,7 @@ def test_a_v2_resume_replays_only_with_a_replay_cursor(
     tracker = LifetimeTracker()
     resume = request("r", "session/resume", sessionId="s1", cwd="/", **params)
     start = tracker.inbound(resume, every_lifetime, protocol_version=2)
-    assert start == ReplayStart("s1", 1, replays)
+    assert start == ReplayStart("s1", 1, replays, held=True)
     sent = tracker.outbound(info("s1", _meta={"k": 1}), every_lifetime, replaying=start.token)
     if replays:
         assert sent == OutboundPlan(session_id="s1")  # replay: written as it is
@@ -133,7 +133,7 @@ def test_a_v1_resume_is_replay_whatever_it_carries() -> None:
     tracker = LifetimeTracker()
     resume = request("r", "session/resume", sessionId="s1", cwd="/")
     start = tracker.inbound(resume, every_lifetime, protocol_version=1)
-    assert start == ReplayStart("s1", 1, True)
+    assert start == ReplayStart("s1", 1, True, held=True)
     sent = tracker.outbound(info("s1", _meta={"k": 1}), every_lifetime, replaying=start.token)
     assert sent == OutboundPlan(session_id="s1")
 

@@ -554,10 +554,11 @@ def test_a_success_response_result_is_any_json_value(result: Any) -> None:
     assert json.loads(encode_frame(JsonRpcSuccessResponse(id=3, result=result)))["result"] == result
 
 
-def test_invalid_request_keeps_the_validation_error_as_cause() -> None:
+def test_an_invalid_request_says_what_is_wrong() -> None:
     with pytest.raises(InvalidMessageError) as caught:
         decode_message('{"jsonrpc":"2.0","id":1,"method":"m","params":7}')
-    assert isinstance(caught.value.__cause__, ValidationError)
+    assert "params must be an object or an array" in str(caught.value)
+    assert caught.value.request_id == 1
 
 
 def test_decode_accepts_str_bytes_and_surrounding_whitespace() -> None:

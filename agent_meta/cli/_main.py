@@ -139,9 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
     from ..instrument import _supervise
-    from ..tools import _check, _proxy, _timeline
+    from ..tools import _check, _own, _proxy, _timeline
 
-    for app in (_supervise, _proxy, _check, _timeline):
+    for app in (_supervise, _own, _proxy, _check, _timeline):
         app.add_parser(commands)
     return parser
 
@@ -165,6 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..instrument._supervise import main as run_main  # agent's
 
         return run_main(arguments[1:])
+    if arguments[:1] == ["own"]:  # the same: its child starts before anything heavy loads
+        from ..tools._own import main as own_main
+
+        return own_main(arguments[1:])
     parser = build_parser()
     args = parser.parse_args(arguments)
     if hasattr(args, "run"):  # the apps: proxy, check, timeline

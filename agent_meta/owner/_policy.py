@@ -39,7 +39,13 @@ from ..core._errors import (
 )
 from ..core._jsonrpc import ErrorCode, JsonRpcError
 from ..sansio._modes import wire_mode
-from ..sansio._seam import LifetimeStep, LifetimeTracker, OutboundPlan, replaying_session
+from ..sansio._seam import (
+    LifetimeStep,
+    LifetimeTracker,
+    OutboundPlan,
+    ReplayStart,
+    replaying_session,
+)
 from ..sansio._titles import (
     advertise_titles,
     listed_session_ids,
@@ -78,6 +84,13 @@ class LifetimePolicy:
         sends as replay (see :meth:`response`); else ``None``. Raises
         :class:`~agent_meta.StoreError` when the store cannot be read (the request is then
         answered with an error, and nothing is opened)."""
+        replay = await self.open_replay(message)
+        return None if replay is None else replay.token
+
+    async def open_replay(self, message: Mapping[str, object]) -> ReplayStart | None:
+        """:meth:`request`, returning the whole :class:`~agent_meta.sansio._seam.ReplayStart`
+        (whether the request replays, whether its lifetime held its state before): for a
+        driver that tells replay from live state by the order of frames, not by handler."""
         owner = self._owner
         session_id = replaying_session(message)
         existed = False
@@ -89,7 +102,7 @@ class LifetimePolicy:
         if replay is None:
             return None
         self.open(replay.session_id)
-        return replay.token
+        return replay
 
     def response(
         self, message: Mapping[str, object], *, replaying: int | None = None

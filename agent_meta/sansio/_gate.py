@@ -400,6 +400,17 @@ class InboundGate:
         for request_id in answer.answered:
             self._in_flight.pop(request_id, None)
 
+    def forwarded(self, message: Mapping[str, Any]) -> None:
+        """Note a response written as the agent's own bytes, by a proxy that forwards them
+        (``agent-meta own``): the request it answers is answered, ``initialize``'s settles the
+        version. Nothing is checked or built: those bytes are not the gate's to change."""
+        request_id = message.get("id")
+        if not is_request_id(request_id):
+            return
+        request = self._in_flight.pop(request_id, None)
+        if request is not None and request[0] == "initialize":
+            self._initialized(message.get("result"))
+
     def sent_request(self, request_id: RequestId) -> None:
         """The agent sent the client a request (see :attr:`may_stop`)."""
         self._outstanding.add(request_id)
@@ -457,6 +468,11 @@ class InboundGate:
     def in_flight(self) -> int:
         """Requests of the client passed on and not answered yet."""
         return len(self._in_flight)
+
+    def unanswered(self) -> list[RequestId]:
+        """The ids of the client's requests passed to the agent and not answered yet, oldest
+        first (an agent that dies leaves them to be answered by whoever runs it)."""
+        return list(self._in_flight)
 
 
 def _lacks_servers(params: object) -> TypeGuard[dict[str, Any]]:

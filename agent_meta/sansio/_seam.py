@@ -67,6 +67,7 @@ __all__ = [
     "ReplayStart",
     "RequestId",
     "TrackerStatistics",
+    "info_update_of",
     "is_request_id",
     "replaying_session",
 ]
@@ -110,6 +111,9 @@ class ReplayStart:
     replays: bool = True
     """Whether the request replays history (a v2 ``session/resume`` without ``replayFrom``
     does not): only then is what its handler sends taken as replay."""
+    held: bool = False
+    """Whether the lifetime held its state before the request (open, or kept by the store):
+    what is replayed is then history; otherwise the replay is all there is to build it from."""
 
 
 @final
@@ -231,7 +235,7 @@ class LifetimeTracker:
         if held is None:
             held = existed(session_id)
         self._replays[token] = (session_id, held, replays)
-        return ReplayStart(session_id, token, replays)
+        return ReplayStart(session_id, token, replays, held)
 
     def outbound(
         self,
@@ -339,7 +343,7 @@ class LifetimeTracker:
         update = params.get("update")
         if not isinstance(update, dict) or update.get("sessionUpdate") != "session_info_update":
             return OutboundPlan(session_id=session_id)
-        info = _info_update(params, update, offset_timestamps=offset_timestamps)
+        info = info_update_of(params, update, offset_timestamps=offset_timestamps)
         if info is None or not has_lifetime(session_id):
             self.statistics.passed_through_updates += 1
             return OutboundPlan(session_id=session_id)
@@ -422,11 +426,12 @@ def is_request_id(value: object) -> TypeGuard[RequestId]:
     return value is None or isinstance(value, str) or (type(value) is int)
 
 
-def _info_update(
+def info_update_of(
     params: Mapping[str, object], update: Mapping[str, object], *, offset_timestamps: bool
 ) -> InfoUpdate | None:
-    """The publication a ``session_info_update`` stands for, or ``None`` when it carries fields
-    the owner would not reproduce (it then passes through unchanged)."""
+    """The publication a ``session_info_update`` (``params`` of its notification, and their
+    ``update``) stands for, or ``None`` when it carries fields the owner would not reproduce
+    (it then passes through unchanged). Its values are as received: the owner checks them."""
     if not update.keys() <= _INFO_UPDATE_FIELDS or not params.keys() <= _NOTIFICATION_FIELDS:
         return None
     notification_meta = params.get("_meta")

@@ -107,6 +107,9 @@ def test_smoke_run_prints_every_section() -> None:
         "5 proxy overhead",
         "8 stores",
         "9 takeover",
+        "10 own start-up",
+        "10 own throughput",
+        "10 own latency",
     )
     for section in (*sections, "machine:"):
         assert section in result.stdout

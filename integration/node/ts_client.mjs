@@ -7,6 +7,8 @@
 //   node ts_client.mjs steps '<json list>'  any list of steps
 //
 // The agent command is the JSON array in $AGENT_META_AGENT (default: python3 -m agent_meta agent).
+// $AGENT_META_CLIENT_META, a JSON object, is the client capabilities' `_meta` (say, JetBrains AIR's
+// {"jetbrains":{"air":{...}}}, for metadata an agent only sends to such clients).
 //
 // Output: one JSON object per line, in the order things happened:
 //   {"type":"recv","message":{...}}    every message the agent sent, raw (before SDK validation),
@@ -192,11 +194,12 @@ async function main() {
 
   await app.connectWith(stream, async (ctx) => {
     const clientInfo = { name: "agent-meta-integration", version: "0" };
+    const capabilities = process.env.AGENT_META_CLIENT_META ? { _meta: JSON.parse(process.env.AGENT_META_CLIENT_META) } : {};
     const init = await ctx.request(
       acp.methods.agent.initialize,
       VERSION === 1
-        ? { protocolVersion: 1, clientInfo, clientCapabilities: {} }
-        : { protocolVersion: 2, info: clientInfo, capabilities: {} },
+        ? { protocolVersion: 1, clientInfo, clientCapabilities: capabilities }
+        : { protocolVersion: 2, info: clientInfo, capabilities },
     );
     out({ type: "response", index: -1, op: "initialize", result: init });
     let sessionId = null;
