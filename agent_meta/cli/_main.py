@@ -246,7 +246,7 @@ def _run_sdk_agent(
     """``agent-meta agent --runtime sdk``: the reference agent on the official SDK (asyncio):
     ACP v1 on any supported release, v2 on 1.0 (``auto``: the one the client asks for)."""
     sdk_agent = _import_extra(
-        "agent_meta.agents.sdk_agent",
+        "agent_meta.agents.sdk_agent._serve",
         "agent-meta agent --runtime sdk needs the official ACP Python SDK",
         "Install it with: pip install 'agent-meta[sdk]'",
     )
