@@ -87,7 +87,7 @@ def test_sdk_runtime_refuses_protocol_2_where_the_sdk_has_no_v2(
 def test_sdk_runtime_without_the_sdk_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "agent_meta.agents.sdk_agent", None)  # makes the import fail
+    monkeypatch.setitem(sys.modules, "agent_meta.agents.sdk_agent._serve", None)  # import fails
     assert main(["agent", "--runtime", "sdk"]) == 2
     assert "pip install 'agent-meta[sdk]'" in capsys.readouterr().err
 
