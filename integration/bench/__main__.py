@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     if "startup" in only:
         rows += startup.rows(size["starts"])
     if "instructions" in only:
-        rows += callgrind.rows(size["instructions_small"], size["instructions_large"])
+        rows += callgrind.rows(
+            size["instructions_small"], size["instructions_large"], measure=not args.smoke
+        )
     if "stores" in only:
         rows += stores.rows(
             size["store_sessions"],

@@ -94,8 +94,8 @@ def test_smoke_run_prints_every_section() -> None:
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=900,  # a guard against a hang: the run takes 3 to 5 minutes (callgrind's part
-        # alone, eight runs under valgrind, about 140 s), more on a loaded machine
+        timeout=900,  # a guard against a hang: the run takes one to three minutes, more on a
+        # loaded machine
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
