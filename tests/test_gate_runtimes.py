@@ -126,7 +126,7 @@ CASES: dict[str, tuple[list[bytes], list[dict[str, Any]]]] = {
     "an-empty-batch": ([b"[]"], [error(None, -32600, "Invalid Request: an empty batch ...")]),
     "a-notification-without-a-valid-method": (
         [b'{"jsonrpc": "2.0", "method": 3}'],
-        [error(None, -32600, "Invalid Request: invalid JsonRpcNotification: ...")],
+        [error(None, -32600, "Invalid Request: invalid notification: the method must be a string")],
     ),
     "a-malformed-response": ([b'{"jsonrpc": "2.0", "id": 77, "result": {}, "extra": 1}'], []),
     "array-params": (
