@@ -15,14 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.sdk_release import REFERENCE_AGENT_SKIP
+
+if REFERENCE_AGENT_SKIP is not None:  # its modules do not import there
+    pytest.skip(REFERENCE_AGENT_SKIP, allow_module_level=True)
+
 from agent_meta.agents._common._storage import HistoryStore
 from agent_meta.agents.sdk_agent import SdkReferenceAgent
 from agent_meta.sdk._release import installed_release
 from agent_meta.testing import ClientMirror
-from agent_meta.wire import (
-    REQUEST_CANCELLED,
-    RESOURCE_NOT_FOUND,
-)
+from agent_meta.wire import REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 from tests.sdk_pair import RawClient, run
 
 if TYPE_CHECKING:
