@@ -162,14 +162,16 @@ def sdk_v2(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def thirdparty(session: nox.Session) -> None:
     """Real agents from PyPI with agent_meta under them (``integration/thirdparty``):
-    deepagents-acp (in this session's venv), and fast-agent, mistral-vibe, hermes-agent and
-    kimi-cli, each in a venv of its own on its own Python (``.nox/thirdparty-agents``).
+    deepagents-acp (in this session's venv), and fast-agent, mistral-vibe, hermes-agent,
+    kimi-cli, pydantic-acp, langchain-acp, bub, gptme and box-agent, each in a venv of its own on
+    its own Python and SDK release (``.nox/thirdparty-agents``).
 
-    Not in the default list: the venvs take about 1.6 GB. The four agent venvs are built in the
-    background (``integration/thirdparty/venvs.py``) while this session installs its own
-    requirements. When those cannot be installed (no network, no PyPI) the session is skipped
-    and says why; an agent whose venv cannot be built (or that finds no Python it runs on) has
-    its tests skipped, saying why. ``AGENT_META_THIRDPARTY_REQUIRED=1`` makes both failures.
+    Not in the default list: the venvs take about 1.4 GB (uv links them to its cache). The agent
+    venvs are built in the background (``integration/thirdparty/venvs.py``) while this session
+    installs its own requirements. When those cannot be installed (no network, no PyPI) the
+    session is skipped and says why; an agent whose venv cannot be built (or that finds no
+    Python it runs on) has its tests skipped, saying why. ``AGENT_META_THIRDPARTY_REQUIRED=1``
+    makes both failures.
     """
     report = Path(session.create_tmp()) / "agent-venvs.json"
     report.unlink(missing_ok=True)
