@@ -45,6 +45,13 @@ async def stderr_of(agent: AgentProcess) -> bytes:
 
 
 @needs_reference_agent
+@pytest.mark.xfail(
+    RELEASE.v2 and not RELEASE.cancels_requests,
+    strict=True,
+    reason="on SDK 1.0.0rc2 the SDK runtime does not exit once the drain timeout has passed "
+    "with its output stuck (rc3's connection, which cancels and answers requests apart, "
+    "does); not investigated further",
+)
 @pytest.mark.parametrize("end", ["end of input", "SIGTERM"])
 async def test_frames_left_unwritten_make_the_sdk_runtime_exit_1_and_say_so(end: str) -> None:
     async with spawn("--runtime", "sdk", stderr=True) as agent:

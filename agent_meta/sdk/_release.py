@@ -75,14 +75,14 @@ class SdkRelease:
     connection's ``sender_factory``."""
     dispatcher: bool
     """Request handlers are started by a dispatcher task the connection builds with
-    ``dispatcher_factory`` (0.8 to 0.12.0)."""
+    ``dispatcher_factory`` (0.6 to 0.12.0)."""
     routes_close: bool
     """``session/close`` reaches the agent (0.9 on); before, nothing is closed, so nothing is
     fenced."""
     cancels_requests: bool = False
     """The connection answers ``$/cancel_request`` itself, cancelling the request's handler
-    (1.0 on); before, it ignores it, and the adapter turns one for a running prompt into
-    ``session/cancel``."""
+    (1.0.0rc3 on; rc2 names it but ignores it); before, the adapter turns one for a running
+    prompt into ``session/cancel``."""
     v2: bool = False
     """``acp.experimental.v2`` and ``acp.experimental.negotiation`` exist (1.0 on): ACP v2
     agents, and one agent per version behind ``AgentProtocolRouter``."""
@@ -125,6 +125,7 @@ def installed_release() -> SdkRelease:
     try:
         from acp import core, meta, schema
         from acp.connection import Connection
+        from acp.exceptions import RequestError
     except ImportError as exc:
         raise UnsupportedSdkError(f"agent-client-protocol {version} cannot be imported") from exc
     # Each seam is found in the installed code, not from the version number.
@@ -133,7 +134,10 @@ def installed_release() -> SdkRelease:
         message_transport=importlib.util.find_spec("acp._transport") is not None,
         dispatcher="dispatcher_factory" in inspect.signature(Connection.__init__).parameters,
         routes_close="session_close" in getattr(meta, "AGENT_METHODS", {}),
-        cancels_requests="cancel_request" in getattr(meta, "PROTOCOL_METHODS", {}),
+        # 1.0.0rc2 names $/cancel_request but its connection ignores it; the connection that
+        # answers it came with RequestError.request_cancelled (rc3).
+        cancels_requests="cancel_request" in getattr(meta, "PROTOCOL_METHODS", {})
+        and hasattr(RequestError, "request_cancelled"),
         v2=_has_module("acp.experimental", "negotiation"),
         runs_agent=hasattr(core, "run_agent"),
         session_info=hasattr(schema, "SessionInfoUpdate"),

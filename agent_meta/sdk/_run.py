@@ -15,9 +15,10 @@ end of the input, as ``run_agent`` does on later releases.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ._release import UnsupportedSdkError, installed_release
 from ._stdio import open_stdio_adapter, open_stream_adapter
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "adapter_of",
+    "connecting_v2_factory",
     "on_connection",
     "register_connection",
     "run_agent",
@@ -269,12 +271,50 @@ async def serve_router(
         raise ValueError("serve_router needs a router, or a v1 or v2 agent factory")
     opening = _opening(input_stream, output_stream, options, store, stdout, connection_kwargs)
     async with opening as adapter:
+        if v2 is not None:
+            v2 = connecting_v2_factory(v2)
         served = AgentProtocolRouter(
             v1=None if v1 is None else _registering(v1, adapter),
             v2=None if v2 is None else _registering(v2, adapter),
         )
         run = getattr(AgentProtocolRouter.run, ORIGINAL_ATTRIBUTE, AgentProtocolRouter.run)
         await run(served, **adapter.connection_kwargs(versions=versions), **connection_kwargs)
+
+
+@functools.cache
+def _v2_attach_connects() -> bool:
+    """Whether the SDK's v2 ``AgentSideConnection.attach``, which ``AgentProtocolRouter`` builds
+    the v2 agent with, hands the agent its connection (``on_connect``) as the v2 ``run_agent``
+    does. 1.0.0rc2's does not (rc3's does): found by attaching a probe agent to no connection,
+    which only builds objects."""
+    from acp.experimental.v2.agent import AgentSideConnection
+
+    connected: list[object] = []
+
+    class Probe:
+        def on_connect(self, connection: object) -> None:
+            connected.append(connection)
+
+    AgentSideConnection.attach(lambda _connection: Probe(), cast("Any", None))
+    return bool(connected)
+
+
+def connecting_v2_factory(factory: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A v2 agent factory for ``AgentProtocolRouter`` that hands the agent its connection
+    (``on_connect``) as the SDK's own v2 ``run_agent`` does: ``factory`` itself where the
+    router's v2 side calls ``on_connect`` (1.0.0rc3 on), else ``factory`` then ``on_connect``
+    (1.0.0rc2's router does not call it)."""
+    if _v2_attach_connects():
+        return factory
+
+    def build(connection: Any) -> Any:
+        agent = factory(connection)
+        on_connect = getattr(agent, "on_connect", None)
+        if on_connect is not None:
+            on_connect(connection)
+        return agent
+
+    return build
 
 
 def _factories_of(router: Any) -> tuple[Any, Any]:

@@ -142,10 +142,15 @@ def _connection(
         return run
     from acp.experimental.negotiation import AgentProtocolRouter
 
+    from ...sdk._run import connecting_v2_factory
+
     # The router calls the factory of the version it picks with its connection, then the
-    # agent's on_connect; session/resume and session/close are stable v1 routes on 1.0.
+    # agent's on_connect (1.0.0rc2's v2 side does not: connecting_v2_factory does it there);
+    # session/resume and session/close are stable v1 routes on 1.0.
     v1_agent = cast("acp.Agent", v1)
-    router = AgentProtocolRouter(v1=lambda _conn: v1_agent, v2=lambda _conn: v2)
+    router = AgentProtocolRouter(
+        v1=lambda _conn: v1_agent, v2=connecting_v2_factory(lambda _conn: v2)
+    )
     run = router.run(**kwargs, observers=[v2.observe])
     return run
 
