@@ -16,6 +16,7 @@ from acp.experimental import v2
 from acp.experimental.negotiation import AgentProtocolRouter
 
 from agent_meta import OwnerOptions
+from agent_meta.sdk._run import connecting_v2_factory
 from tests.sdk_pair import GUARD, RawClient, _pair
 
 if TYPE_CHECKING:
@@ -63,7 +64,9 @@ async def run_auto(
     def connect(adapter: SdkAdapter, agents: list[Any]) -> Coroutine[Any, Any, None]:
         v1_agent, v2_agent = make_v1(adapter), make_v2(adapter)
         agents.extend((v1_agent, v2_agent))
-        router = AgentProtocolRouter(v1=lambda _conn: v1_agent, v2=lambda _conn: v2_agent)
+        # As the reference agent builds it (1.0.0rc2's router calls no v2 on_connect itself).
+        v2_factory = connecting_v2_factory(lambda _conn: v2_agent)
+        router = AgentProtocolRouter(v1=lambda _conn: v1_agent, v2=v2_factory)
         run: Coroutine[Any, Any, None] = router.run(
             **adapter.connection_kwargs(), observers=[v2_agent.observe]
         )

@@ -15,6 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.sdk_release import REFERENCE_AGENT_SKIP
+
+if REFERENCE_AGENT_SKIP is not None:  # its modules do not import there
+    pytest.skip(REFERENCE_AGENT_SKIP, allow_module_level=True)
+
 from agent_meta import ErrorCode
 from agent_meta.agents._common._storage import HistoryStore
 from agent_meta.agents.sdk_agent._agent import SdkReferenceAgent

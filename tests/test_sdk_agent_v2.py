@@ -29,6 +29,7 @@ from agent_meta import ErrorCode
 from agent_meta.agents._common._storage import HistoryStore
 from agent_meta.agents.sdk_agent._agent import SdkReferenceAgent
 from agent_meta.agents.sdk_agent._agent_v2 import SdkReferenceAgentV2
+from agent_meta.sdk._release import installed_release
 from agent_meta.testing import ClientMirror
 from tests.sdk_pair_v2 import run_auto, run_v2
 
@@ -283,6 +284,11 @@ def test_an_answer_that_is_not_an_outcome_is_not_answered(answer: object) -> Non
 # --------------------------------------------------------------------------- cancelling
 
 
+@pytest.mark.skipif(
+    not installed_release().cancels_requests,
+    reason="this SDK release's connection does not withdraw a cancelled request to the client "
+    "with $/cancel_request (1.0.0rc3 on)",
+)
 def test_cancel_ends_a_turn_waiting_for_the_client_cancelled_and_withdraws_the_question() -> None:
     """``session/cancel`` during ``/ask``: the SDK withdraws the permission request with
     ``$/cancel_request``; the prompt was answered with its ``messageId`` and the turn ends
@@ -416,6 +422,11 @@ def test_cancel_request_of_an_answered_prompt_leaves_the_turn_running() -> None:
 # --------------------------------------------------------------------------- close
 
 
+@pytest.mark.skipif(
+    not installed_release().cancels_requests,
+    reason="this SDK release's connection does not withdraw a cancelled request to the client "
+    "with $/cancel_request (1.0.0rc3 on)",
+)
 def test_close_during_ask_sends_the_final_updates_then_answers_and_nothing_follows() -> None:
     """Schema ``CloseSessionRequest``: the work is cancelled as by ``session/cancel``; its final
     updates and the idle ``state_update`` with ``stopReason: "cancelled"`` come before the close

@@ -240,11 +240,34 @@ SDK_V1_ONLY = (
 """Why ``--runtime sdk`` takes no ``--protocol 2`` on an SDK release without the v2 API."""
 
 
+def _sdk_too_old_for_the_reference_agent() -> str | None:
+    """Why the installed SDK cannot run the reference agent, if it cannot: the adapter serves
+    0.6 on, the reference agent is written against the API of 0.7.1 on (``run_agent``,
+    ``SessionInfoUpdate``, resume). A missing SDK is :func:`_import_extra`'s to report."""
+    try:
+        from ..sdk._release import installed_release
+
+        release = installed_release()
+    except ImportError:
+        return None
+    if release.runs_agent and release.session_info:
+        return None
+    return (
+        "agent-meta agent --runtime sdk needs agent-client-protocol 0.7.1 or later (the reference "
+        f"agent uses its run_agent and SessionInfoUpdate); {release.version} is installed.\n"
+        "Install a later one with: pip install 'agent-client-protocol>=0.7.1'"
+    )
+
+
 def _run_sdk_agent(
     parser: argparse.ArgumentParser, args: argparse.Namespace, options: OwnerOptions
 ) -> int:
     """``agent-meta agent --runtime sdk``: the reference agent on the official SDK (asyncio):
     ACP v1 on any supported release, v2 on 1.0 (``auto``: the one the client asks for)."""
+    too_old = _sdk_too_old_for_the_reference_agent()
+    if too_old is not None:
+        print(too_old, file=sys.stderr)
+        return 2
     sdk_agent = _import_extra(
         "agent_meta.agents.sdk_agent._serve",
         "agent-meta agent --runtime sdk needs the official ACP Python SDK",

@@ -1,6 +1,6 @@
 """agent_meta for agents built on the official ACP Python SDK (``agent-client-protocol``).
 
-Needs the ``sdk`` extra (``pip install 'agent-meta[sdk]'``; every SDK release from 0.8 to
+Needs the ``sdk`` extra (``pip install 'agent-meta[sdk]'``; every SDK release from 0.6 to
 1.0, see :data:`SUPPORTED_SDK_RANGE`). Import it explicitly (``import agent_meta.sdk``);
 ``import agent_meta`` does not load it. See ``docs/sdk.md`` for adopting it.
 
