@@ -608,7 +608,11 @@ def test_v1_passthrough_lost_frame_queues_no_repair() -> None:
 
 
 class _Key:
-    pass
+    """A dict key that is no string; its repr is fixed, so the test id is the same in every
+    process (pytest-xdist's workers must collect the same tests)."""
+
+    def __repr__(self) -> str:
+        return "_Key()"
 
 
 def _cycle() -> dict[str, Any]:
