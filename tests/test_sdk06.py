@@ -77,7 +77,12 @@ def test_a_06_agent_served_by_run_agent() -> None:
 
     async def scenario(client: RawClient) -> None:
         initialized = await client.call("initialize", {"protocolVersion": 1})
-        assert initialized["result"]["agentCapabilities"] == {"loadSession": True}
+        # The owner adds the client-set title's capability, in both shapes (R13).
+        titles = {"setTitle": {}, "title": {}}
+        assert initialized["result"]["agentCapabilities"] == {
+            "loadSession": True,
+            "sessionCapabilities": titles,
+        }
         sid = (await client.call("session/new", LOAD))["result"]["sessionId"]
         for text in ("meta a 1", "hello", "clear", "meta b 2"):
             prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}

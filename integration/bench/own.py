@@ -50,7 +50,7 @@ NEW = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str
 GO = b'{"jsonrpc":"2.0","method":"_bench/go"}\n'
 """The notification that starts the child's updates, once the reader is ready."""
 
-STDLIB_AGENT = [sys.executable, str(ROOT / "tests" / "broken_agents" / "correct.py")]
+STDLIB_AGENT = [sys.executable, "-m", "tests.broken_agents.correct"]
 
 
 def own(command: list[str], *options: str) -> list[str]:
