@@ -25,9 +25,14 @@ NODE_CLIENT = ROOT / "integration" / "node"
 CODEX_AGENT = ROOT / "integration" / "codex"
 """codex-acp 2.6.0 from npm, which ``agent-meta own`` is tested in front of (about 450 MB)."""
 THIRDPARTY = ROOT / "integration" / "thirdparty"
+SDK_PINNED = "0.12.1"
+"""The SDK release ``tests`` runs the whole suite on (the demo's pin); ``sdk_matrix`` adds the
+oldest and the newest."""
 _SHORT_TIMEOUT = {"UV_HTTP_TIMEOUT": "30"}
 THIRDPARTY_VENVS = "AGENT_META_THIRDPARTY_BUILDS"
 """The report of the agent venvs' build (``integration/thirdparty/venvs.py``) the tests read."""
+THIRDPARTY_SELECTION = "AGENT_META_THIRDPARTY_AGENTS"
+"""The agents the tests run (``integration/thirdparty/agents.py``); unset, all of them."""
 
 
 @nox.session(python=PYTHON)
@@ -36,7 +41,7 @@ def tests(session: nox.Session) -> None:
 
     The PostgreSQL store's tests start a throwaway server (``integration/postgres_server.py``).
     """
-    session.install("-e", ".[test,timeline,sdk,postgres]")
+    session.install("-e", ".[test,timeline,sdk,postgres]", f"agent-client-protocol=={SDK_PINNED}")
     # Two workers (pytest-xdist): most tests wait on pipes and subprocesses, so two workers
     # halve the wall time on a 2-core machine; pytest-cov combines the workers' coverage.
     session.run(
@@ -85,7 +90,8 @@ def integration(session: nox.Session) -> None:
                 session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     # pytest exits 5 when it collects nothing, which fails the session like any other error.
     # Third-party agents have their own session (thirdparty): they need a venv of their own.
-    session.run("pytest", "integration", f"--ignore={THIRDPARTY}", *session.posargs)
+    # Two workers (pytest-xdist): each test waits on agent processes it starts.
+    session.run("pytest", "-n", "2", "integration", f"--ignore={THIRDPARTY}", *session.posargs)
 
 
 SDK_SUITE = [
@@ -124,21 +130,21 @@ SDK_RELEASES = [
 one: 0.7.0 (no ``SessionInfoUpdate``), 0.8.0, 0.12.0 (the dispatcher with the message
 transport), 1.0.0rc2 (bub-acp-server pins it)."""
 
-SDK_MATRIX = ["0.6.3", "0.12.1", "1.0.0rc3"]
-"""What CI runs: the oldest release, the one the demo pins, the newest."""
+SDK_MATRIX = ["0.6.3", "1.0.0rc3"]
+"""What CI runs: the oldest release and the newest (:data:`SDK_PINNED` runs in ``tests``)."""
 
 
 def _sdk_suite(session: nox.Session, release: str) -> None:
     session.install("-e", ".[test]", f"agent-client-protocol=={release}")
     # python -m: the suite imports integration.sdk_mini_agent from the project root.
-    session.run("python", "-m", "pytest", *SDK_SUITE, *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "2", *SDK_SUITE, *session.posargs)
 
 
 @nox.session(python=PYTHON)
 @nox.parametrize("release", SDK_MATRIX)
 def sdk_matrix(session: nox.Session, release: str) -> None:
-    """The adapter's suite on the oldest SDK release, 0.12.1 and the newest, each in its own
-    venv (``nox -s sdk_releases`` runs it on every minor)."""
+    """The adapter's suite on the oldest SDK release and the newest, each in its own venv
+    (``nox -s sdk_releases`` runs it on every minor)."""
     _sdk_suite(session, release)
 
 
@@ -159,6 +165,8 @@ def sdk_v2(session: nox.Session) -> None:
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     session.run(
         "pytest",
+        "-n",
+        "2",
         "integration/test_typescript_v2.py",
         "integration/test_typescript_v1.py",
         "integration/test_runtimes_agree.py",
@@ -168,24 +176,49 @@ def sdk_v2(session: nox.Session) -> None:
     session.run("python", "-m", "agent_meta", "demo", "--runtime", "sdk", "--protocol", "2")
 
 
+THIRDPARTY_CI = ("fast-agent", "kimi-cli", "pydantic-acp", "bub", "gptme")
+"""The agents CI runs (``nox -s thirdparty``), one for each path through the adapter: the
+most used agent on the pinned SDK (fast-agent), SDK 0.8 with the five-line glue (kimi-cli),
+publications inside the session/new and session/load handlers (pydantic-acp), SDK 1.0.0rc2
+(bub), an agent that hands ``run_agent`` duplicates of its stdio (gptme). ``nox -s
+thirdparty_all`` runs all ten; together they take about four times as long."""
+
+
 @nox.session(python=PYTHON)
 def thirdparty(session: nox.Session) -> None:
-    """Real agents from PyPI with agent_meta under them (``integration/thirdparty``):
-    deepagents-acp (in this session's venv), and fast-agent, mistral-vibe, hermes-agent,
-    kimi-cli, pydantic-acp, langchain-acp, bub, gptme and box-agent, each in a venv of its own on
-    its own Python and SDK release (``.nox/thirdparty-agents``).
+    """Real agents from PyPI with agent_meta under them (``integration/thirdparty``), CI's
+    selection (:data:`THIRDPARTY_CI`), each in a venv of its own on its own Python and SDK
+    release (``.nox/thirdparty-agents``). Extra arguments go to pytest."""
+    _thirdparty(session, THIRDPARTY_CI)
 
-    Not in the default list: the venvs take about 1.4 GB (uv links them to its cache). The agent
-    venvs are built in the background (``integration/thirdparty/venvs.py``) while this session
-    installs its own requirements. When those cannot be installed (no network, no PyPI) the
-    session is skipped and says why; an agent whose venv cannot be built (or that finds no
-    Python it runs on) has its tests skipped, saying why. ``AGENT_META_THIRDPARTY_REQUIRED=1``
-    makes both failures.
-    """
+
+@nox.session(python=PYTHON)
+def thirdparty_all(session: nox.Session) -> None:
+    """Every third-party agent: deepagents-acp (in this session's venv), fast-agent,
+    mistral-vibe, hermes-agent, kimi-cli, pydantic-acp, langchain-acp, bub, gptme and
+    box-agent. Not in CI: about four times ``thirdparty``'s time, and 1.4 GB of venvs (uv
+    links them to its cache)."""
+    _thirdparty(session, None)
+
+
+def _thirdparty(session: nox.Session, agents: tuple[str, ...] | None) -> None:
+    """The agent venvs are built in the background (``integration/thirdparty/venvs.py``) while
+    the session installs its own requirements. When those cannot be installed (no network, no
+    PyPI) the session is skipped and says why; an agent whose venv cannot be built (or that
+    finds no Python it runs on) has its tests skipped, saying why.
+    ``AGENT_META_THIRDPARTY_REQUIRED=1`` makes both failures."""
     report = Path(session.create_tmp()) / "agent-venvs.json"
     report.unlink(missing_ok=True)
+    # The builder takes agent names; deepagents has no venv of its own (this session's).
+    builds = [name for name in agents or () if name != "deepagents"]
     builder = subprocess.Popen(  # stdlib only: the session's bare interpreter runs it
-        [str(Path(session.bin) / "python"), str(THIRDPARTY / "venvs.py"), "--report", str(report)],
+        [
+            str(Path(session.bin) / "python"),
+            str(THIRDPARTY / "venvs.py"),
+            *builds,
+            "--report",
+            str(report),
+        ],
         cwd=ROOT,
         start_new_session=True,  # its own process group, so that a skip stops its pips too
     )
@@ -209,7 +242,11 @@ def thirdparty(session: nox.Session) -> None:
     session.install("-e", ".[sdk,test]")
     if builder.wait() != 0:
         session.error("integration/thirdparty/venvs.py failed (its output is above)")
-    session.run("pytest", str(THIRDPARTY), *session.posargs, env={THIRDPARTY_VENVS: str(report)})
+    env = {THIRDPARTY_VENVS: str(report)}
+    if agents is not None:
+        env[THIRDPARTY_SELECTION] = ",".join(agents)
+    # Two workers (pytest-xdist): each test waits on agent processes.
+    session.run("pytest", "-n", "2", str(THIRDPARTY), *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON)

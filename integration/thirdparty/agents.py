@@ -399,3 +399,22 @@ AGENTS: Final = {
         ),
     )
 }
+
+SELECTION_ENV: Final = "AGENT_META_THIRDPARTY_AGENTS"
+"""A comma-separated list of the agents to run (:data:`AGENTS`' names, and ``deepagents`` for
+:mod:`.test_deepagents`); unset, every agent runs. ``nox -s thirdparty`` sets it to CI's
+selection, ``nox -s thirdparty_all`` leaves it unset."""
+DEEPAGENTS: Final = "deepagents"
+
+
+def selected() -> tuple[str, ...]:
+    """The agents this run is for (:data:`SELECTION_ENV`), in :data:`AGENTS`' order."""
+    every = (*AGENTS, DEEPAGENTS)
+    chosen = os.environ.get(SELECTION_ENV)
+    if not chosen:
+        return every
+    names = {name.strip() for name in chosen.split(",") if name.strip()}
+    unknown = sorted(names - set(every))
+    if unknown:
+        raise ValueError(f"{SELECTION_ENV} names unknown agents: {', '.join(unknown)}")
+    return tuple(name for name in every if name in names)

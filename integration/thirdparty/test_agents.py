@@ -33,7 +33,7 @@ import pytest
 
 from agent_meta.testing import ClientMirror
 from integration.thirdparty import venvs
-from integration.thirdparty.agents import AGENTS, REPO
+from integration.thirdparty.agents import AGENTS, REPO, selected
 from integration.thirdparty.control import burst_updates
 from integration.thirdparty.echo_server import serving
 from integration.thirdparty.pipes import corrupt_lines
@@ -59,22 +59,25 @@ RUN_BOUND: Final = 180.0
 """The longest one scenario may take (a hang guard; a run takes a few seconds)."""
 CHECK_BOUND: Final = 240
 
+SELECTED: Final = {name: AGENTS[name] for name in selected() if name in AGENTS}
+"""The agents this run is for (``AGENT_META_THIRDPARTY_AGENTS``; all by default)."""
+
 META_PAIRS: Final = [
     (name, mode)
-    for name, agent in AGENTS.items()
+    for name, agent in SELECTED.items()
     for mode in ("zero-code", "glue")
     if mode == "zero-code" or agent.glue is not None
 ]
-ALL_PAIRS: Final = [*META_PAIRS, *((name, "baseline") for name in AGENTS)]
+ALL_PAIRS: Final = [*META_PAIRS, *((name, "baseline") for name in SELECTED)]
 META_CASES: Final = [pytest.param(name, mode, id=f"{name}-{mode}") for name, mode in META_PAIRS]
-BASELINES: Final = [pytest.param(name, id=name) for name in AGENTS]
+BASELINES: Final = [pytest.param(name, id=name) for name in SELECTED]
 ALL_CASES: Final = [pytest.param(name, mode, id=f"{name}-{mode}") for name, mode in ALL_PAIRS]
 
 
 def _restores(modes: Sequence[str]) -> list[Any]:
     return [
         pytest.param(name, mode, step, id=f"{name}-{mode}-{step}")
-        for name, agent in AGENTS.items()
+        for name, agent in SELECTED.items()
         for mode in modes
         if mode != "glue" or agent.glue is not None
         for step, offered in (("load", agent.load), ("resume", agent.resume))
@@ -348,7 +351,7 @@ def test_close_fences_the_lifetime(
     assert_fenced(run)
 
 
-@pytest.mark.parametrize("name", [n for n, a in AGENTS.items() if a.glue is not None])
+@pytest.mark.parametrize("name", [n for n, a in SELECTED.items() if a.glue is not None])
 def test_the_glue_and_the_zero_code_command_send_the_same(
     run_of: Callable[[str, str], Run], name: str
 ) -> None:
@@ -381,14 +384,14 @@ ITEM_1_CASES: Final = _until_item(
     1,
     "a publication inside a session/new handler is passed through and forgotten: the lifetime "
     "opens without it",
-    [n for n, a in AGENTS.items() if a.new_meta],
+    [n for n, a in SELECTED.items() if a.new_meta],
     META_PAIRS,
 )
 ITEM_2_CASES: Final = _until_item(
     2,
     "the agent's current info sent by its session/load handler is taken as replay, and the "
     "resync puts back an older updatedAt",
-    [n for n, a in AGENTS.items() if a.fresh_info_on_load],
+    [n for n, a in SELECTED.items() if a.fresh_info_on_load],
     [(name, mode) for name, mode in ALL_PAIRS if AGENTS[name].load],
 )
 
@@ -504,7 +507,7 @@ def test_baseline_restore_has_no_resync(
         assert_resync(run, step)
 
 
-@pytest.mark.parametrize("name", [n for n, a in AGENTS.items() if a.close])
+@pytest.mark.parametrize("name", [n for n, a in SELECTED.items() if a.close])
 def test_baseline_writes_after_the_close_response(
     run_of: Callable[[str, str], Run], name: str
 ) -> None:
@@ -523,6 +526,11 @@ EXPECTED_FAILURES: Final = {
     # (ISO 8601, not judged), wrong under v2, where agent_meta leaves it out (docs/sdk.md) and
     # the agent alone sends it.
     ("fast-agent", "baseline"): {("updated-at", 2)},
+    # hermes-agent lists a title (its first prompt, later a summary) in session/list but never
+    # sends it in a session_info_update, so a client holds none: the agent's own, which an
+    # owner under its connection cannot repair (it publishes no title to keep).
+    ("hermes-agent", "zero-code"): {("title", 1)},
+    ("hermes-agent", "baseline"): {("title", 1)},
 }
 
 _CHECKS: dict[tuple[str, str], dict[str, Any]] = {}

@@ -42,6 +42,7 @@ from acp.schema import ClientCapabilities, Implementation
 
 from agent_meta.testing import ClientMirror
 from integration.harness import LINE_LIMIT, REPO, Transcript, agent_env, run_async
+from integration.thirdparty.agents import DEEPAGENTS, SELECTION_ENV, selected
 from integration.thirdparty.pipes import PipeTap, corrupt_lines, pipe_capacity, unread_bytes
 
 if TYPE_CHECKING:
@@ -49,11 +50,17 @@ if TYPE_CHECKING:
 
     from acp.client.connection import ClientSideConnection
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("deepagents_acp") is None,
-    reason="deepagents-acp is not installed here: `nox -s thirdparty` builds a venv with it "
-    "(integration/thirdparty/requirements.txt)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        DEEPAGENTS not in selected(),
+        reason=f"deepagents is not in {SELECTION_ENV} (`nox -s thirdparty_all` runs it)",
+    ),
+    pytest.mark.skipif(
+        importlib.util.find_spec("deepagents_acp") is None,
+        reason="deepagents-acp is not installed here: `nox -s thirdparty` builds a venv with it "
+        "(integration/thirdparty/requirements.txt)",
+    ),
+]
 
 LAUNCHER: Final = Path(__file__).with_name("deepagents_launcher.py")
 CWD: Final = "/tmp"

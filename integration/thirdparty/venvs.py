@@ -251,12 +251,15 @@ def build_all(names: Sequence[str] | None = None) -> dict[str, Venv]:
 
 
 def ensure_all() -> dict[str, Venv]:
-    """Every agent's venv: from the report ``nox -s thirdparty`` made, else built now."""
+    """The selected agents' venvs: from the report ``nox -s thirdparty`` made, else built now."""
     report = os.environ.get(REPORT_ENV)
     if report:
         entries = json.loads(Path(report).read_text())
         return {name: Venv(**entry) for name, entry in entries.items()}
-    return build_all()
+    # Imported here: nox runs this file as a script, with no package around it.
+    from integration.thirdparty.agents import selected
+
+    return build_all([name for name in selected() if name in RECIPES])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
