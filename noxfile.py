@@ -176,12 +176,13 @@ def sdk_v2(session: nox.Session) -> None:
     session.run("python", "-m", "agent_meta", "demo", "--runtime", "sdk", "--protocol", "2")
 
 
-THIRDPARTY_CI = ("fast-agent", "kimi-cli", "pydantic-acp", "bub", "gptme")
-"""The agents CI runs (``nox -s thirdparty``), one for each path through the adapter: the
-most used agent on the pinned SDK (fast-agent), SDK 0.8 with the five-line glue (kimi-cli),
-publications inside the session/new and session/load handlers (pydantic-acp), SDK 1.0.0rc2
-(bub), an agent that hands ``run_agent`` duplicates of its stdio (gptme). ``nox -s
-thirdparty_all`` runs all ten; together they take about four times as long."""
+THIRDPARTY_CI = ("fast-agent", "kimi-cli", "pydantic-acp", "bub")
+"""The agents CI runs (``nox -s thirdparty``), one for each main path through the adapter: the
+most used agent, on the pinned SDK (fast-agent); SDK 0.8, zero-code and with the five-line
+glue (kimi-cli); publications inside the session/new and session/load handlers
+(pydantic-acp); SDK 1.0.0rc2 (bub). ``nox -s thirdparty_all`` runs all ten, in about three
+times as long: the others add SDK 0.6.3, 0.9 and 0.11, duplicated stdio streams (gptme) and
+deepagents' own tool."""
 
 
 @nox.session(python=PYTHON)
