@@ -176,13 +176,12 @@ def sdk_v2(session: nox.Session) -> None:
     session.run("python", "-m", "agent_meta", "demo", "--runtime", "sdk", "--protocol", "2")
 
 
-THIRDPARTY_CI = ("fast-agent", "kimi-cli", "pydantic-acp", "bub")
-"""The agents CI runs (``nox -s thirdparty``), one for each main path through the adapter: the
-most used agent, on the pinned SDK (fast-agent); SDK 0.8, zero-code and with the five-line
-glue (kimi-cli); publications inside the session/new and session/load handlers
-(pydantic-acp); SDK 1.0.0rc2 (bub). ``nox -s thirdparty_all`` runs all ten, in about three
-times as long: the others add SDK 0.6.3, 0.9 and 0.11, duplicated stdio streams (gptme) and
-deepagents' own tool."""
+THIRDPARTY_CI = ("fast-agent", "kimi-cli", "pydantic-acp", "langchain-acp", "bub")
+"""The agents CI runs (``nox -s thirdparty``): the most used agent, on the pinned SDK
+(fast-agent); SDK 0.8, zero-code and with the five-line glue (kimi-cli); publications inside
+the session/new and session/load handlers (pydantic-acp); langchain-acp; SDK 1.0.0rc2 (bub).
+``nox -s thirdparty_all`` runs all ten, in about twice the time: the others add SDK 0.6.3, 0.9
+and 0.11, duplicated stdio streams (gptme) and deepagents' own tool."""
 
 
 @nox.session(python=PYTHON)
