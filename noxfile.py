@@ -196,7 +196,7 @@ def thirdparty(session: nox.Session) -> None:
 def thirdparty_all(session: nox.Session) -> None:
     """Every third-party agent: deepagents-acp (in this session's venv), fast-agent,
     mistral-vibe, hermes-agent, kimi-cli, pydantic-acp, langchain-acp, bub, gptme and
-    box-agent. Not in CI: about four times ``thirdparty``'s time, and 1.4 GB of venvs (uv
+    box-agent. Not in CI: about twice ``thirdparty``'s time, and 1.4 GB of venvs (uv
     links them to its cache)."""
     _thirdparty(session, None)
 
