@@ -520,6 +520,49 @@ def test_a_client_that_goes_away_stops_the_owner_with_a_clear_error() -> None:
         asyncio.run(scenario())
 
 
+@pytest.mark.filterwarnings("ignore:the SDK never read")
+def test_frames_still_in_the_stdout_buffer_at_the_end_are_written_or_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 27 (d): what the owner has handed to stdout's asyncio transport may still sit in
+    its buffer (up to its high-water mark) when the block ends. The block waits for the flush
+    (within ``drain_timeout``); a client that reads nothing by then makes it raise, as frames
+    left in the owner's queue do, instead of ending the loop with them silently lost."""
+    import fcntl
+    import os
+
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # the rest stays in the transport
+    frames = [f"frame {n:03d} ".encode() + b"x" * 500 for n in range(60)]  # about 30 KiB
+    raised: list[BaseException] = []
+
+    async def scenario() -> None:
+        from agent_meta.sdk import open_stdio_adapter
+
+        try:
+            async with open_stdio_adapter(
+                OwnerOptions(drain_timeout=0.5), stdout=write_end
+            ) as meta:
+                for frame in frames:
+                    await meta.owner.send_encoded(frame + b"\n", None)
+                await meta.owner.wait_flushed()  # all handed to the transport: "written"
+        except TransportBrokenError as exc:
+            raised.append(exc)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        os.close(write_end)
+    received = b""
+    while chunk := os.read(read_end, 1 << 16):
+        received += chunk
+    os.close(read_end)
+    delivered = received == b"".join(frame + b"\n" for frame in frames)
+    assert raised or delivered, f"no error, and only {len(received)} bytes arrived"
+    assert raised  # nobody read within the drain timeout
+    assert not delivered
+
+
 def test_an_adapter_the_sdk_never_reads_through_says_so(caplog: pytest.LogCaptureFixture) -> None:
     """A forgotten ``**adapter.connection_kwargs()``: the SDK runs on its own streams, the
     adapter idles."""

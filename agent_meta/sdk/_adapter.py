@@ -342,8 +342,10 @@ class SdkAdapter:
         return self._ready.popleft()
 
     async def _input_ended(self) -> None:
-        """Wait until the SDK may stop: the client's requests answered, within the owner's
-        ``drain_timeout`` (a client that stopped reading cannot hold the exit)."""
+        """Wait until the SDK may stop: the client's requests answered and the ACP v2 turns
+        that run on after their answer ended (the SDK would close its connection under them),
+        within the owner's ``drain_timeout`` (a client that stopped reading cannot hold the
+        exit)."""
         gate = self.gate
         gate.input_ended()
         timeout = self._owner.options.drain_timeout
@@ -354,9 +356,10 @@ class SdkAdapter:
                     await self._settled.wait()
         except TimeoutError:
             logger.warning(
-                "the client's input ended; %d of its requests were still unanswered after "
-                "the drain timeout of %s s, and are cancelled",
+                "the client's input ended; %d of its requests were still unanswered and %d "
+                "ACP v2 turns still running after the drain timeout of %s s, and are cancelled",
                 gate.in_flight,
+                gate.running_turns,
                 timeout,
             )
 
@@ -454,10 +457,13 @@ class SdkAdapter:
         owner = self._owner
         method = message["method"]
         params = message.get("params")
+        gate = self.gate
         if "id" not in message:
             await owner.send_notification(method, params)
+            gate.sent_notification(message)
+            if gate.may_stop:
+                self._settled.set()  # the end of the input waited for this turn to end
             return
-        gate = self.gate
         gate.sent_request(message["id"])
         try:
             if not await owner.send_request(message["id"], method, params):
