@@ -491,7 +491,7 @@ def test_the_end_of_the_input_waits_for_a_v2_turn_that_runs_on_after_its_answer(
     inbound.input_ended()
     assert inbound.in_flight == 0
     assert not stops(inbound)
-    assert inbound.running_turns == 1
+    assert len(inbound.turns) == 1
     inbound.sent_notification(state("s1", "running"))
     inbound.sent_notification(state("s2", "idle"))  # another session's
     assert not stops(inbound)

@@ -39,10 +39,8 @@ and every response it is about to write (:meth:`~InboundGate.respond`), and writ
   request, never the connection (R12).
 - Each entry of a batch is admitted on its own; the batch is answered with one array once the
   last of its requests is (an array only of what the gate refused, at once).
-- After the end of the input the runtime may stop (:attr:`InboundGate.may_stop`) once no
-  request is still being answered and no ACP v2 turn runs on after its prompt's early answer
-  (until its session's idle ``state_update``), unless the agent waits for the client, whose
-  answer can no longer come.
+- After the end of the input, the runtime stops once no request nor ACP v2 turn still runs
+  (:attr:`InboundGate.may_stop`, :mod:`agent_meta.sansio._turns`).
 
 What an exception out of a handler earns is :mod:`agent_meta.sansio._handler_errors`.
 """
@@ -65,6 +63,7 @@ from ..core._jsonrpc import (
 from ..core._replay import Replay, replay_of
 from ._frames import build_response, join_response_frames, session_of
 from ._seam import RequestId, is_request_id
+from ._turns import RunningTurns
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -184,11 +183,9 @@ class InboundGate:
 
     __slots__ = (
         "_batches",
-        "_ended_early",
         "_in_flight",
         "_input_ended",
         "_outstanding",
-        "_turns",
         "cancels_prompts",
         "completes_params",
         "initialized",
@@ -196,6 +193,7 @@ class InboundGate:
         "max_frame_bytes",
         "protocol_version",
         "statistics",
+        "turns",
         "versions",
     )
 
@@ -231,10 +229,7 @@ class InboundGate:
         self._batches: dict[RequestId, _Batch] = {}
         # Requests the agent sent the client, still unanswered.
         self._outstanding: set[RequestId] = set()
-        # Sessions whose ACP v2 turn runs on after its prompt was answered (until idle), and
-        # prompts whose session went idle before they were answered (their turn has ended).
-        self._turns: set[str] = set()
-        self._ended_early: set[RequestId] = set()
+        self.turns = RunningTurns()  # ACP v2 turns running on after their answer (may_stop)
         self._input_ended = False
 
     # -- inbound ----------------------------------------------------------------------------
@@ -391,10 +386,9 @@ class InboundGate:
             self.statistics.replaced_responses += 1
         if request is not None and request[0] == "initialize":
             self._initialized(response.get("result"))
-        if request is not None and "result" in response:
-            self._turn_answered(request_id, request)
-        elif request is not None:
-            self._ended_early.discard(request_id)
+        if request is not None:
+            ok, version = "result" in response, self.protocol_version or 1
+            self.turns.answered(request_id, *request, ok=ok, version=version)
         batch = None if request is None else self._batches.pop(request_id, None)
         if batch is None:
             return Answer(response, frame, (request_id,), replaced)
@@ -416,39 +410,8 @@ class InboundGate:
         self._outstanding.add(request_id)
 
     def sent_notification(self, message: Mapping[str, Any]) -> None:
-        """The agent sent the client a notification: an idle ``state_update`` (ACP v2) ends
-        its session's turns (see :attr:`may_stop`)."""
-        if message.get("method") != "session/update":
-            return
-        params = message.get("params")
-        session_id = session_of(params)
-        update = params.get("update") if isinstance(params, dict) else None
-        if session_id is None or not isinstance(update, dict):
-            return
-        if update.get("sessionUpdate") != "state_update" or update.get("state") != "idle":
-            return
-        self._turns.discard(session_id)
-        # Idle means every turn of the session ended, those whose answer is still to come too
-        # (an SDK sends the answer from another task than the one that ran the turn).
-        for request_id, (method, session) in self._in_flight.items():
-            if method == "session/prompt" and session == session_id:
-                self._ended_early.add(request_id)
-
-    def _turn_answered(self, request_id: RequestId, request: tuple[str, str | None]) -> None:
-        """A request was answered successfully: under ACP v2 a prompt's answer (its
-        ``messageId``) comes as soon as the message is accepted, and the turn runs on until its
-        session reports ``idle`` (unless it did already); a session/close ends the session's
-        turns."""
-        method, session_id = request
-        if request_id in self._ended_early:
-            self._ended_early.discard(request_id)
-            return
-        if session_id is None:
-            return
-        if method == "session/prompt" and (self.protocol_version or 1) >= 2:
-            self._turns.add(session_id)
-        elif method == "session/close":
-            self._turns.discard(session_id)
+        """The agent sent the client a notification (see :attr:`turns`)."""
+        self.turns.notified(message, self._in_flight)
 
     def _initialized(self, result: object) -> None:
         if isinstance(result, dict):
@@ -494,23 +457,15 @@ class InboundGate:
 
     @property
     def may_stop(self) -> bool:
-        """Whether the runtime may stop after the end of the input: no request of the client is
-        still being answered and no ACP v2 turn runs on after its answer (a session's turns end
-        with its idle ``state_update``), or the agent waits for an answer from the client,
-        which can no longer come."""
-        if not self._input_ended:
-            return False
-        return bool(self._outstanding) or not (self._in_flight or self._turns)
+        """Whether the input has ended and no request of the client nor ACP v2 turn still runs,
+        or the agent waits for an answer from the client, which can no longer come."""
+        stopped = bool(self._outstanding) or not (self._in_flight or self.turns)
+        return self._input_ended and stopped
 
     @property
     def in_flight(self) -> int:
         """Requests of the client passed on and not answered yet."""
         return len(self._in_flight)
-
-    @property
-    def running_turns(self) -> int:
-        """Sessions whose ACP v2 turn runs on after its prompt was answered."""
-        return len(self._turns)
 
 
 def _lacks_servers(params: object) -> TypeGuard[dict[str, Any]]:

@@ -356,11 +356,12 @@ class SdkAdapter:
                     await self._settled.wait()
         except TimeoutError:
             logger.warning(
-                "the client's input ended; %d of its requests were still unanswered and %d "
-                "ACP v2 turns still running after the drain timeout of %s s, and are cancelled",
+                "the client's input ended; %d of its requests were still unanswered after "
+                "the drain timeout of %s s, and are cancelled (ACP v2 turns still running "
+                "after their answer: %d)",
                 gate.in_flight,
-                gate.running_turns,
                 timeout,
+                len(gate.turns),
             )
 
     async def send(self, message: dict[str, Any]) -> None:
