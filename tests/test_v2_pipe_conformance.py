@@ -989,12 +989,13 @@ def folded_meta(frames: list[Frame], session_id: str) -> dict[str, Any]:
 async def test_a_turn_running_on_after_its_answer_finishes_when_the_input_ends() -> None:
     """Issue 27 (d). ``migration.mdx``: the prompt is answered as soon as it is accepted and
     the turn ends with an idle ``state_update``; the input ending meanwhile does not cut it
-    short. A prompt of 20,000 ``/meta set`` lines, then the end of the input right after the
-    early answer: every key reaches the client, then the idle ``state_update``, and the agent
-    exits 0. The SDK runtime used to hand the SDK the end of the input as soon as no request
-    was in flight: the SDK closed its connection under the running turn, which died at its
-    next send (a few hundred keys, no idle)."""
-    count = 20_000
+    short. A prompt of 3,000 ``/meta set`` lines, then the end of the input right after the
+    early answer, before the client reads on: the turn's output is far more than the pipe
+    holds, so it runs when the input ends, whatever the scheduling. Every key reaches the
+    client, then the idle ``state_update``, and the agent exits 0. The SDK runtime used to hand
+    the SDK the end of the input as soon as no request was in flight: the SDK closed its
+    connection under the running turn, which died at its next send (no idle, keys lost)."""
+    count = 3000  # far more output than the pipe holds: the turn cannot end before the EOF
     async with agent() as peer:
         await initialize(peer, 2)
         session_id = await new_session(peer)
