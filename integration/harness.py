@@ -30,7 +30,7 @@ from acp.schema import (
 from agent_meta.testing import ClientMirror
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 
     from acp.connection import StreamEvent
 
@@ -282,10 +282,12 @@ def run_node_client(
     agent: Sequence[str] | None = None,
     steps: Any = None,
     protocol_version: int = 2,
+    env: Mapping[str, str] | None = None,
 ) -> NodeRun:
     """Run ``ts_client.mjs`` (the official TypeScript SDK, ACP v2 or v1) against an agent
-    command."""
-    env = dict(os.environ)
+    command; ``env`` is the environment the client and the agent start with (default: this
+    process's), plus what the agent needs (:func:`agent_env`)."""
+    env = dict(os.environ if env is None else env)
     env.update(agent_env())
     env["AGENT_META_AGENT"] = json.dumps(list(agent or agent_command()))
     env["AGENT_META_CWD"] = str(REPO)

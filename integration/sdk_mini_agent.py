@@ -14,13 +14,17 @@ change. Prompts are commands:
 ``session/load`` replays the session's history. Run it as ``python -m
 integration.sdk_mini_agent stdio``, or ``... plain`` (no agent_meta: for ``agent-meta run``),
 or ``... asgi`` to serve streamable HTTP and WebSocket on 127.0.0.1 (the port it got is the
-first line it prints).
+first line it prints). Two more start it without agent_meta on streams of its own:
+``own-stdio``, as gptme-acp 0.35.1 does (duplicates of fd 0 and fd 1, fd 1 then pointed at
+stderr), and ``own-pipes`` (a pipe pair that is not its stdio, which ``agent-meta run``
+refuses).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import sys
 from typing import TYPE_CHECKING, Any, cast
@@ -152,12 +156,44 @@ async def _serve_plain() -> None:
     await acp.run_agent(agent, use_unstable_protocol=True)
 
 
+def _capture_stdio() -> tuple[int, int]:
+    """As gptme-acp 0.35.1 starts, before its loop: duplicate fd 0 and fd 1, point fd 1 at
+    stderr (so that a stray print cannot reach the client); the duplicates carry the protocol."""
+    stdin, stdout = os.dup(0), os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115  # as gptme does
+    print("a stray print after the redirect")  # on stderr now
+    return stdout, stdin
+
+
+async def _serve_on(write_fd: int, read_fd: int) -> None:
+    """``run_agent`` on asyncio streams over the two descriptors, without agent_meta."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    protocol = asyncio.StreamReaderProtocol(reader)
+    await loop.connect_read_pipe(lambda: protocol, os.fdopen(read_fd, "rb", buffering=0))
+    transport, writing = await loop.connect_write_pipe(
+        lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()),
+        os.fdopen(write_fd, "wb", buffering=0),
+    )
+    writer = asyncio.StreamWriter(transport, writing, None, loop)
+    agent = cast("acp.Agent", MiniAgent(None))
+    await acp.run_agent(agent, input_stream=writer, output_stream=reader)
+
+
+MODES = {"stdio": _serve_stdio, "plain": _serve_plain}
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] == ["stdio"]:
-        asyncio.run(_serve_stdio())
-    elif sys.argv[1:] == ["plain"]:
-        asyncio.run(_serve_plain())
-    elif sys.argv[1:] == ["asgi"]:
+    mode = sys.argv[1] if len(sys.argv) == 2 else ""
+    if mode == "asgi":
         _serve_asgi()
+    elif mode == "own-stdio":
+        asyncio.run(_serve_on(*_capture_stdio()))
+    elif mode == "own-pipes":  # a pipe pair of its own: not this process's stdio
+        to_agent, from_agent = os.pipe()
+        asyncio.run(_serve_on(from_agent, to_agent))
+    elif mode in MODES:
+        asyncio.run(MODES[mode]())
     else:
-        sys.exit("usage: python -m integration.sdk_mini_agent stdio|plain|asgi")
+        sys.exit("usage: python -m integration.sdk_mini_agent stdio|plain|asgi|own-stdio|own-pipes")

@@ -209,3 +209,35 @@ def test_ask_is_answered_by_the_python_sdk_client() -> None:
         u["content"]["text"] for u in session_updates(wire.incoming(), "agent_message_chunk")
     ]
     assert replies == ["answer: reject\n"]
+
+
+def test_set_title_sent_raw_through_the_python_sdk_connection() -> None:
+    """The Python SDK has no ``session/set_title`` method: the request goes raw through its
+    connection (as an application would send it). The confirmation arrives before the answer;
+    the agent's ``/title`` then never reaches the client; ``session/list`` and ``session/load``
+    show the client's title (R13)."""
+
+    async def scenario() -> tuple[Transcript, str, Any, Any, int, int]:
+        async with python_client() as (conn, wire):
+            session = (await conn.new_session(cwd=CWD, mcp_servers=[])).session_id
+            await conn.prompt(session_id=session, prompt=text("/title Generated"))
+            asked = wire.mark()
+            params = {"sessionId": session, "title": "Mine"}
+            answer = await conn._conn.send_request("session/set_title", params)
+            later = wire.mark()
+            await conn.prompt(session_id=session, prompt=text("/title Again\n/meta set a 1"))
+            listing = await conn.list_sessions()
+            await conn.load_session(cwd=CWD, session_id=session, mcp_servers=[])
+            return wire, session, answer, listing, asked, later
+
+    wire, session, answer, listing, asked, later = run_async(scenario())
+    assert answer == {"title": "Mine"}
+    confirmed = wire.between(asked, later)
+    assert [m.get("method", "response") for m in confirmed] == ["session/update", "response"]
+    assert info_updates(confirmed) == [
+        {"sessionUpdate": "session_info_update", "title": "Mine", "_meta": {}}
+    ]
+    assert {u.get("title") for u in info_updates(wire.incoming(later))} == {"Mine"}
+    assert [s.title for s in listing.sessions] == ["Mine"]
+    assert wire.mirror.info(session).title == "Mine"
+    assert wire.mirror.meta(session) == {"a": 1}

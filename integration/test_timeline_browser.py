@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BROKEN = ROOT / "tests" / "broken_agents"
 WIDTH, HEIGHT = 1200, 900
 #: The background of a row with a finding (``tr.finding`` in the page's style sheet).
 FINDING_RGB = (0xFD, 0xE4, 0xE4)
@@ -116,7 +115,7 @@ def count_rgb(rows: list[bytes], width: int, rgb: tuple[int, int, int]) -> int:
 def test_the_html_timeline_in_a_real_browser(tmp_path: Path) -> None:
     binary = chromium()
     log, page, shot = tmp_path / "log.ndjson", tmp_path / "timeline.html", tmp_path / "shot.png"
-    agent = [sys.executable, str(BROKEN / "frame_after_close.py")]
+    agent = [sys.executable, "-m", "tests.broken_agents.frame_after_close"]  # from ROOT
     proxied = [sys.executable, "-m", "agent_meta", "proxy", "--log", str(log), "--", *agent]
     checked = run("check", "--protocol", "2", "--prompt", "/meta set a 1", "--", *proxied)
     assert checked.returncode == 1, checked.stdout + checked.stderr

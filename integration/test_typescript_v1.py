@@ -124,3 +124,29 @@ def test_close_then_load_starts_a_fresh_lifetime() -> None:
     mirror = _fold(run.received())
     assert mirror.meta(session) == {"b": 2}
     assert mirror.info(session).title is None
+
+
+# --- client-set titles (R13) ---------------------------------------------------------------
+
+
+def _response(run: NodeRun, index: int) -> Any:
+    return next(
+        line["result"]
+        for line in run.lines
+        if line["type"] == "response" and line.get("index") == index
+    )
+
+
+def test_set_title_through_the_sdk_beats_every_agent_title() -> None:
+    """v1: every frame after the client set the title carries it (the whole object), the
+    agent's ``/title`` never; the listing and the ``session/load`` resync carry it too."""
+    run = _run("set-title")
+    session = _session_id(run)
+    assert _response(run, 2) == {"title": "Mine"}
+    assert [u.get("title") for u in info_updates(run.step_received(2))] == ["Mine"]
+    assert {u.get("title") for u in info_updates(run.step_received(3))} == {"Mine"}
+    assert [e.get("title") for e in _response(run, 4)["sessions"]] == ["Mine"]
+    assert info_updates(run.step_received(5))[-1]["title"] == "Mine"
+    assert _response(run, 6) == {"title": "Renamed"}
+    assert [e.get("title") for e in _response(run, 7)["sessions"]] == ["Renamed"]
+    assert _fold(run.received()).info(session).title == "Renamed"

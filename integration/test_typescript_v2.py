@@ -216,3 +216,37 @@ def test_resume_during_a_running_prompt_reports_its_state_before_the_response() 
     ended = _states(run.received(), session)[-1]
     assert (ended["state"], ended["stopReason"]) == ("idle", "end_turn")
     assert _fold(run.received()).meta(session) == {"a": 1}
+
+
+# --- client-set titles (R13) ---------------------------------------------------------------
+
+
+def _response(run: NodeRun, index: int) -> Any:
+    return next(
+        line["result"]
+        for line in run.lines
+        if line["type"] == "response" and line.get("index") == index
+    )
+
+
+def test_set_title_through_the_sdk_beats_every_agent_title() -> None:
+    """The SDK's unstable ``session/set_title`` (its schema requires the ``{title}`` result):
+    confirmed before the response, then the agent's ``/title`` never reaches the client, and
+    the listing and the resync carry the client's title."""
+    run = run_node_client("set-title")
+    session = _session_id(run)
+    assert _response(run, 2) == {"title": "Mine"}
+    assert info_updates(run.step_received(2)) == [
+        {"sessionUpdate": "session_info_update", "title": "Mine"}
+    ]
+    assert all("title" not in u for u in info_updates(run.step_received(3)))
+    assert [u.get("_meta") for u in info_updates(run.step_received(3))] == [{"b": 2}]
+    assert [e.get("title") for e in _response(run, 4)["sessions"]] == ["Mine"]
+    resync = info_updates(run.step_received(5))
+    assert resync[-1]["title"] == "Mine"
+    assert _response(run, 6) == {"title": "Renamed"}
+    assert [e.get("title") for e in _response(run, 7)["sessions"]] == ["Renamed"]
+    mirror = _fold(run.received())
+    assert (mirror.info(session).title, mirror.meta(session)) == ("Renamed", {"a": 1, "b": 2})
+    handled = [p["update"].get("title") for p in run.handled_updates() if "title" in p["update"]]
+    assert "Generated again" not in handled

@@ -31,6 +31,9 @@ class WrappedStore:
     async def read(self, session_id: str) -> StoredLifetime | None:
         return await self.inner.read(session_id)
 
+    async def read_many(self, session_ids: Sequence[str]) -> dict[str, StoredLifetime]:
+        return await self.inner.read_many(session_ids)
+
     async def write(
         self, saves: Sequence[StoredLifetime], deletes: Sequence[tuple[str, int]], *, holder: str
     ) -> frozenset[str]:

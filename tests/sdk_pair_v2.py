@@ -16,12 +16,14 @@ from acp.experimental import v2
 from acp.experimental.negotiation import AgentProtocolRouter
 
 from agent_meta import OwnerOptions
+from agent_meta.sdk._run import connecting_v2_factory
 from tests.sdk_pair import GUARD, RawClient, _pair
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
 
     from agent_meta.sdk import SdkAdapter
+    from agent_meta.stores._store import LifetimeStore
 
 V2_OPTIONS = OwnerOptions(protocol_version=2)
 """The owner's options for a v2-only agent (``agent-meta agent --runtime sdk --protocol 2``)."""
@@ -34,6 +36,7 @@ async def run_v2(
     *,
     observe: bool = True,
     max_line_bytes: int = 1 << 20,
+    store: LifetimeStore | None = None,
 ) -> tuple[RawClient, SdkAdapter]:
     """Run ``scenario`` against a v2 SDK agent (built by ``make_agent``) behind an adapter;
     ``observe``: pass the agent's observer to the connection, as the CLI does."""
@@ -47,7 +50,7 @@ async def run_v2(
         )
         return run
 
-    return await _run(connect, scenario, options, max_line_bytes)
+    return await _run(connect, scenario, options, max_line_bytes, store)
 
 
 async def run_auto(
@@ -61,7 +64,9 @@ async def run_auto(
     def connect(adapter: SdkAdapter, agents: list[Any]) -> Coroutine[Any, Any, None]:
         v1_agent, v2_agent = make_v1(adapter), make_v2(adapter)
         agents.extend((v1_agent, v2_agent))
-        router = AgentProtocolRouter(v1=lambda _conn: v1_agent, v2=lambda _conn: v2_agent)
+        # As the reference agent builds it (1.0.0rc2's router calls no v2 on_connect itself).
+        v2_factory = connecting_v2_factory(lambda _conn: v2_agent)
+        router = AgentProtocolRouter(v1=lambda _conn: v1_agent, v2=v2_factory)
         run: Coroutine[Any, Any, None] = router.run(
             **adapter.connection_kwargs(), observers=[v2_agent.observe]
         )
@@ -75,9 +80,11 @@ async def _run(
     scenario: Callable[[RawClient, SdkAdapter], Awaitable[None]],
     options: OwnerOptions | None,
     max_line_bytes: int,
+    store: LifetimeStore | None = None,
 ) -> tuple[RawClient, SdkAdapter]:
     agents: list[Any] = []
-    async with asyncio.timeout(GUARD), _pair(options, max_line_bytes) as (client, adapter):
+    paired = _pair(options, max_line_bytes, store)
+    async with asyncio.timeout(GUARD), paired as (client, adapter):
         served = asyncio.create_task(connect(adapter, agents))
         try:
             await scenario(client, adapter)

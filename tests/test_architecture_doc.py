@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "architecture.md"
-RULES = [f"R{n}" for n in range(1, 13)]
+RULES = [f"R{n}" for n in range(1, 14)]
 
 
 def rule_rows() -> dict[str, tuple[list[str], list[str]]]:
@@ -67,3 +67,14 @@ def test_rule_row_names_real_code_and_real_tests(rule: str) -> None:
         file_name, _, test_pattern = pattern.partition("::")
         names = functions_in(ROOT / file_name)
         assert fnmatch.filter(names, test_pattern), f"{rule}: {pattern} matches no test"
+
+
+def test_the_picture_names_every_package_and_only_those() -> None:
+    """The layer picture of docs/architecture.md names each package of agent_meta (``name/``
+    after a margin) and no package that is not there."""
+    text = DOC.read_text(encoding="utf-8")
+    picture = text.split("```text", 1)[1].split("```", 1)[0]
+    named = set(re.findall(r"(?m)(?:^|\s{2})([a-z_]+)/(?=\s)", picture))
+    package = ROOT / "agent_meta"
+    real = {path.parent.name for path in package.glob("*/__init__.py")}
+    assert named == real

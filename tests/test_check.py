@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent_meta.tools._check import _offer
+from agent_meta.tools._check import _offer, check
 from agent_meta.tools._peer import AgentPeer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,8 +149,10 @@ def test_the_same_sdk_agent_alone_fails_v1_meaning_on_its_live_removal() -> None
     [
         ("correct", PROMPTS, {1: set(), 2: set()}),
         ("correct", SAME_KEY, {1: set(), 2: set()}),
-        ("no_resync", PROMPTS, {1: {"resync"}, 2: {"resync"}}),
-        ("null_without_snapshot", PROMPTS, {1: {"resync"}, 2: {"resync"}}),
+        # Its replay carries the session's first title, and nothing restores the current one.
+        ("no_resync", PROMPTS, {1: {"resync", "title"}, 2: {"resync", "title"}}),
+        ("no_title_restore", PROMPTS, {1: {"title"}, 2: {"title"}}),
+        ("null_without_snapshot", PROMPTS, {1: {"resync", "title"}, 2: {"resync", "title"}}),
         ("late_publication", PROMPTS, {1: set(), 2: set()}),
         ("frame_after_close", PROMPTS, {1: {"fence"}, 2: {"fence"}}),
         ("v1_patches", PROMPTS, {1: {"v1-meaning"}, 2: set()}),
@@ -340,3 +342,52 @@ def test_offers_are_read_from_initialize() -> None:
     )  # fmt: skip
     assert _offer("nonsense").version == 0
     assert _offer({"protocolVersion": "2"}).version == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "child_meta"),
+    [
+        ("no_resync", "replace"),  # its v1 frames are whole objects
+        ("null_without_snapshot", "replace"),
+        ("no_title_restore", "replace"),
+        ("frame_after_close", "replace"),
+        ("v1_patches", "patch"),  # its v1 frames are partial objects
+    ],
+)
+def test_agent_meta_own_repairs_what_these_agents_break(name: str, child_meta: str) -> None:
+    """The same agents, each failing alone (above), pass under ``agent-meta own``."""
+    own = [sys.executable, "-m", "agent_meta", "own", "--child-meta", child_meta, "--"]
+    status, document = report([*own, *broken(name)], "--quiet-ms", "20", *prompts(PROMPTS))
+    assert failed(document) == {1: set(), 2: set()}, json.dumps(document, indent=1)
+    assert status == 0
+
+
+AIR = {"_meta": {"jetbrains": {"air": {"version": 1, "capabilities": ["sessionFailure"]}}}}
+
+
+async def test_the_client_capabilities_given_are_announced() -> None:
+    done = await check(broken("correct"), versions=(1, 2), capabilities=AIR, quiet=0)
+    announced = []
+    for run in done.runs:
+        assert run.peer is not None
+        params = run.peer.frames[0].message["params"]  # type: ignore[index]
+        announced.append(params["clientCapabilities" if run.protocol == 1 else "capabilities"])
+    assert announced == [AIR, AIR]
+
+
+@pytest.mark.parametrize("value", ["[1]", "not json", "3"])
+def test_client_capabilities_that_are_no_object_are_a_usage_error(value: str) -> None:
+    done = run_check(broken("correct"), "--client-capabilities", value)
+    assert done.returncode == 2
+    assert "--client-capabilities" in done.stderr
+
+
+def test_a_v1_updated_at_is_sent_but_not_judged_and_says_so() -> None:
+    stamp = ["--prompt", "/updated 2026-01-01T00:00:00"]  # ISO 8601 without an offset
+    _, document = report(broken("correct"), "--quiet-ms", "20", *stamp)
+    rules = {
+        run["protocol"]: {rule["id"]: rule for rule in run["rules"]} for run in document["runs"]
+    }
+    assert rules[1]["updated-at"]["status"] == "not exercised"
+    assert "v1 stamps are not judged" in rules[1]["updated-at"]["reason"]
+    assert rules[2]["updated-at"]["status"] == "fail"  # v2 wants an offset

@@ -13,16 +13,10 @@ import pytest
 import trio
 
 from agent_meta import __version__
-from agent_meta.agents.reference_agent import COMMANDS
+from agent_meta.agents._common._commands import COMMANDS
 from agent_meta.cli import _main as _cli
 from agent_meta.cli._main import build_parser, main
-from agent_meta.core._jsonrpc import (
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
-    RESOURCE_NOT_FOUND,
-)
+from agent_meta.core._jsonrpc import ErrorCode
 from agent_meta.trio_connection._lines import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
@@ -93,7 +87,7 @@ def test_sdk_runtime_refuses_protocol_2_where_the_sdk_has_no_v2(
 def test_sdk_runtime_without_the_sdk_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "agent_meta.agents.sdk_agent", None)  # makes the import fail
+    monkeypatch.setitem(sys.modules, "agent_meta.agents.sdk_agent._serve", None)  # import fails
     assert main(["agent", "--runtime", "sdk"]) == 2
     assert "pip install 'agent-meta[sdk]'" in capsys.readouterr().err
 
@@ -210,24 +204,24 @@ async def test_bad_inbound_input_over_a_real_pipe() -> None:
             await agent.turn_end(a)
 
             await agent.send_raw(b'{"jsonrpc": "2.0", "id": 4, "method": \n')
-            assert _error_code(await agent.response(None)) == PARSE_ERROR
+            assert _error_code(await agent.response(None)) == ErrorCode.PARSE_ERROR
             await agent.send_raw(b'{"jsonrpc": "2.0", "id": 5, "method": 7}\n')
-            assert _error_code(await agent.response(5)) == INVALID_REQUEST
+            assert _error_code(await agent.response(5)) == ErrorCode.INVALID_REQUEST
             await agent.request(6, "session/frobnicate", {})
-            assert _error_code(await agent.response(6)) == METHOD_NOT_FOUND
+            assert _error_code(await agent.response(6)) == ErrorCode.METHOD_NOT_FOUND
             await agent.request(7, "session/new", {"cwd": 42})
-            assert _error_code(await agent.response(7)) == INVALID_PARAMS
+            assert _error_code(await agent.response(7)) == ErrorCode.INVALID_PARAMS
             huge = json.dumps(
                 {"jsonrpc": "2.0", "id": 8, "method": "x", "params": {"p": "y" * 4096}}
             )
             await agent.send_raw(huge.encode() + b"\n")
-            assert _error_code(await agent.response(None)) == PARSE_ERROR
+            assert _error_code(await agent.response(None)) == ErrorCode.PARSE_ERROR
             await agent.request(
                 9,
                 "session/prompt",
                 {"sessionId": "nope", "prompt": [{"type": "text", "text": "hi"}]},
             )
-            assert _error_code(await agent.response(9)) == RESOURCE_NOT_FOUND
+            assert _error_code(await agent.response(9)) == ErrorCode.RESOURCE_NOT_FOUND
 
             # Nothing was lost for the real sessions: both still work and keep their state.
             await agent.request(
@@ -245,7 +239,7 @@ async def test_bad_inbound_input_over_a_real_pipe() -> None:
             # EOF in the middle of a line: one parse error, then a clean exit.
             await agent.send_raw(b'{"jsonrpc": "2.0", "id": 12, "meth')
             await agent.stdin.aclose()
-            assert _error_code(await agent.response(None)) == PARSE_ERROR
+            assert _error_code(await agent.response(None)) == ErrorCode.PARSE_ERROR
             assert await agent.receive() is None
             assert await process.wait() == 0
     finally:

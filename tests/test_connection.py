@@ -18,18 +18,8 @@ from agent_meta import (
     TransportBrokenError,
     serve_agent,
 )
-from agent_meta.agents.reference_agent import ReferenceAgent
-from agent_meta.core._jsonrpc import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
-    REQUEST_CANCELLED,
-    RESOURCE_NOT_FOUND,
-    UNSUPPORTED_PROTOCOL_VERSION,
-    JsonRpcError,
-)
+from agent_meta.agents.reference_agent._agent import ReferenceAgent
+from agent_meta.core._jsonrpc import ErrorCode, JsonRpcError
 from tests.peer import serve
 
 if TYPE_CHECKING:
@@ -53,7 +43,7 @@ class ToyAgent(BaseAgent):
     async def new_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         name = params.get("name")
         if not isinstance(name, str):
-            raise JsonRpcError(INVALID_PARAMS, "invalid params: 'name' must be a string")
+            raise JsonRpcError(ErrorCode.INVALID_PARAMS, "invalid params: 'name' must be a string")
         lifetime = ctx.owner.open_lifetime(name)
         await lifetime.publish(meta={"created": True})
 
@@ -109,7 +99,11 @@ async def test_initialize_negotiates_the_version(
 ) -> None:
     async with serve(ToyAgent(), protocol_versions=allowed) as peer:
         response = await peer.request("initialize", {"protocolVersion": requested})
-    assert response["result"] == {"protocolVersion": negotiated, "agentVersion": negotiated}
+    expected: dict[str, Any] = {"protocolVersion": negotiated, "agentVersion": negotiated}
+    if negotiated == 1:  # session/set_title, answered by the connection (R13), is advertised
+        titles: dict[str, Any] = {"setTitle": {}, "title": {}}
+        expected["agentCapabilities"] = {"sessionCapabilities": titles}
+    assert response["result"] == expected
 
 
 @pytest.mark.parametrize(("allowed", "requested"), [((2,), 1), ((1, 2), 0)])
@@ -121,7 +115,7 @@ async def test_a_version_below_every_supported_one_is_refused_with_32022(
     async with serve(ToyAgent(), protocol_versions=allowed) as peer:
         refused = await peer.request("initialize", {"protocolVersion": requested})
         assert refused["error"] == {
-            "code": UNSUPPORTED_PROTOCOL_VERSION,
+            "code": ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
             "message": "Unsupported protocol version",
             "data": {"requested": requested, "supported": list(allowed)},
         }
@@ -131,9 +125,12 @@ async def test_a_version_below_every_supported_one_is_refused_with_32022(
 
 async def test_initialize_rejects_a_bad_version_and_methods_before_it() -> None:
     async with serve(ToyAgent()) as peer:
-        assert _code(await peer.request("session/new", {"name": "a"})) == INVALID_REQUEST
-        assert _code(await peer.request("initialize", {"protocolVersion": "2"})) == INVALID_PARAMS
-        assert _code(await peer.request("initialize", {})) == INVALID_PARAMS
+        assert _code(await peer.request("session/new", {"name": "a"})) == ErrorCode.INVALID_REQUEST
+        assert (
+            _code(await peer.request("initialize", {"protocolVersion": "2"}))
+            == ErrorCode.INVALID_PARAMS
+        )
+        assert _code(await peer.request("initialize", {})) == ErrorCode.INVALID_PARAMS
         assert (await peer.request("initialize", INIT_V2))["result"]["protocolVersion"] == 2
 
 
@@ -143,7 +140,7 @@ async def test_a_version_beyond_uint16_is_invalid_params(requested: int) -> None
     version at all, so ``-32602``, not a negotiation to the highest one. 65535 is valid."""
     async with serve(ToyAgent()) as peer:
         refused = await peer.request("initialize", {"protocolVersion": requested})
-        assert _code(refused) == INVALID_PARAMS, refused
+        assert _code(refused) == ErrorCode.INVALID_PARAMS, refused
         accepted = await peer.request("initialize", {"protocolVersion": 65535})
         assert accepted["result"]["protocolVersion"] == 2
 
@@ -163,7 +160,7 @@ async def test_a_null_initialize_id_is_judged_by_the_version_it_asks_for(
         if served:
             assert answer["result"]["protocolVersion"] == 1, answer
         else:
-            assert _code(answer) == INVALID_REQUEST, answer
+            assert _code(answer) == ErrorCode.INVALID_REQUEST, answer
 
 
 @pytest.mark.parametrize("session_id", [["x"], {"a": 1}, 5, None, True])
@@ -188,29 +185,38 @@ async def test_the_version_cannot_change_once_a_session_is_open() -> None:
     async with serve(ToyAgent()) as peer:
         await peer.request("initialize", INIT_V2)
         await peer.request("session/new", {"name": "a"})
-        assert _code(await peer.request("initialize", {"protocolVersion": 1})) == INVALID_REQUEST
+        assert (
+            _code(await peer.request("initialize", {"protocolVersion": 1}))
+            == ErrorCode.INVALID_REQUEST
+        )
 
 
 async def test_malformed_input_gets_the_right_error_and_the_connection_survives() -> None:
     async with serve(ToyAgent()) as peer:
         await peer.request("initialize", INIT_V2)
         await peer.send_raw(b"{not json\n")
-        assert _code((await peer.until_response(None))[-1]) == PARSE_ERROR
+        assert _code((await peer.until_response(None))[-1]) == ErrorCode.PARSE_ERROR
         await peer.send_raw(b'{"jsonrpc": "2.0", "id": 5, "method": "x", "params": NaN}\n')
-        assert _code((await peer.until_response(None))[-1]) == PARSE_ERROR
+        assert _code((await peer.until_response(None))[-1]) == ErrorCode.PARSE_ERROR
         await peer.send_raw(b'{"jsonrpc": "1.0", "id": 6, "method": "x"}\n')
-        assert _code((await peer.until_response(6))[-1]) == INVALID_REQUEST
+        assert _code((await peer.until_response(6))[-1]) == ErrorCode.INVALID_REQUEST
         await peer.send_raw(b"[]\n")
-        assert _code((await peer.until_response(None))[-1]) == INVALID_REQUEST
+        assert _code((await peer.until_response(None))[-1]) == ErrorCode.INVALID_REQUEST
         await peer.send_raw(b'{"jsonrpc": "2.0", "id": 8, "method": "x", "params": [1]}\n')
-        assert _code((await peer.until_response(8))[-1]) == INVALID_PARAMS
+        assert _code((await peer.until_response(8))[-1]) == ErrorCode.INVALID_PARAMS
         await peer.send_raw(b'{"jsonrpc": "2.0", "id": 9, "method": "x", "params": 5}\n')
-        assert _code((await peer.until_response(9))[-1]) == INVALID_REQUEST
-        assert _code(await peer.request("session/frobnicate", {})) == METHOD_NOT_FOUND
-        assert _code(await peer.request("_vendor/thing", {})) == METHOD_NOT_FOUND
-        assert _code(await peer.request("session/new", {"name": 3})) == INVALID_PARAMS
-        assert _code(await peer.request("session/prompt", {"sessionId": "x"})) == RESOURCE_NOT_FOUND
-        assert _code(await peer.request("session/prompt", {"sessionId": "boom"})) == INTERNAL_ERROR
+        assert _code((await peer.until_response(9))[-1]) == ErrorCode.INVALID_REQUEST
+        assert _code(await peer.request("session/frobnicate", {})) == ErrorCode.METHOD_NOT_FOUND
+        assert _code(await peer.request("_vendor/thing", {})) == ErrorCode.METHOD_NOT_FOUND
+        assert _code(await peer.request("session/new", {"name": 3})) == ErrorCode.INVALID_PARAMS
+        assert (
+            _code(await peer.request("session/prompt", {"sessionId": "x"}))
+            == ErrorCode.RESOURCE_NOT_FOUND
+        )
+        assert (
+            _code(await peer.request("session/prompt", {"sessionId": "boom"}))
+            == ErrorCode.INTERNAL_ERROR
+        )
         # Unknown notifications and stray responses are ignored, without an answer.
         await peer.notify("_vendor/ping", {})
         await peer.send({"id": 99, "result": {}})
@@ -220,7 +226,7 @@ async def test_malformed_input_gets_the_right_error_and_the_connection_survives(
 async def test_an_overlong_line_is_a_parse_error_and_the_next_line_is_served() -> None:
     async with serve(ToyAgent(), max_line_bytes=256) as peer:
         await peer.send_raw(b'{"jsonrpc": "2.0", "id": 1, "method": "x", "p": "' + b"z" * 1000)
-        assert _code((await peer.until_response(None))[-1]) == PARSE_ERROR
+        assert _code((await peer.until_response(None))[-1]) == ErrorCode.PARSE_ERROR
         await peer.send_raw(b'"}\n')
         assert (await peer.request("initialize", INIT_V2))["result"]["protocolVersion"] == 2
 
@@ -230,7 +236,7 @@ async def test_eof_inside_a_line_answers_a_parse_error_then_stops_cleanly() -> N
         await peer.request("initialize", INIT_V2)
         await peer.send_raw(b'{"jsonrpc": "2.0", "id": 3, "meth')
         await peer.to_agent.aclose()
-        assert _code((await peer.until_response(None))[-1]) == PARSE_ERROR
+        assert _code((await peer.until_response(None))[-1]) == ErrorCode.PARSE_ERROR
         assert await peer.receive() is None
 
 
@@ -285,7 +291,7 @@ async def test_cancel_request_answers_request_cancelled() -> None:
         )
         await agent.prompt_started.wait()
         await peer.notify("$/cancel_request", {"requestId": 41})
-        assert _code((await peer.until_response(41))[-1]) == REQUEST_CANCELLED
+        assert _code((await peer.until_response(41))[-1]) == ErrorCode.REQUEST_CANCELLED
 
 
 class EarlyAnswerAgent(BaseAgent):
@@ -340,10 +346,10 @@ class AskingAgent(BaseAgent):
         ({"result": "allow"}, {"result": "allow"}),
         ({"result": [1, None]}, {"result": [1, None]}),
         ({"result": None}, {"result": None}),
-        ({"result": {}, "extra": 1}, INVALID_REQUEST),
-        ({"result": {}, "error": {"code": 1, "message": "m"}}, INVALID_REQUEST),
-        ({"jsonrpc": "1.0", "result": {}}, INVALID_REQUEST),
-        ({"error": {"code": "1", "message": "m"}}, INVALID_REQUEST),
+        ({"result": {}, "extra": 1}, ErrorCode.INVALID_REQUEST),
+        ({"result": {}, "error": {"code": 1, "message": "m"}}, ErrorCode.INVALID_REQUEST),
+        ({"jsonrpc": "1.0", "result": {}}, ErrorCode.INVALID_REQUEST),
+        ({"error": {"code": "1", "message": "m"}}, ErrorCode.INVALID_REQUEST),
     ],
     ids=["string", "array", "null", "extra-member", "result-and-error", "jsonrpc-1.0", "bad-error"],
 )
@@ -400,7 +406,7 @@ async def test_a_duplicate_request_id_in_flight_is_rejected() -> None:
         await peer.send(held)
         await agent.prompt_started.wait()
         await peer.send(held)
-        assert _code((await peer.until_response(5))[-1]) == INVALID_REQUEST
+        assert _code((await peer.until_response(5))[-1]) == ErrorCode.INVALID_REQUEST
         agent.release.set()
         assert (await peer.until_response(5))[-1]["result"] == {"stopReason": "end_turn"}
 
@@ -459,8 +465,8 @@ async def test_a_batch_is_answered_by_one_array_after_its_last_request() -> None
         assert batch_line.startswith(b"[")  # one line, one array
         by_id = {frame.get("id"): frame for frame in frames if "method" not in frame}
         assert by_id[1]["result"] == {"sessionId": "a"}
-        assert by_id[None]["error"]["code"] == INVALID_REQUEST
-        assert by_id[2]["error"]["code"] == METHOD_NOT_FOUND
+        assert by_id[None]["error"]["code"] == ErrorCode.INVALID_REQUEST
+        assert by_id[2]["error"]["code"] == ErrorCode.METHOD_NOT_FOUND
         after = await peer.receive()  # the after_response update follows the whole batch
         assert after is not None
         assert after["params"]["update"]["sessionUpdate"] == "after_new"

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from agent_meta import BaseAgent, JsonRpcError, RequestContext, UnknownSessionError
-from agent_meta.core._jsonrpc import RESOURCE_NOT_FOUND
+from agent_meta.core._jsonrpc import ErrorCode
 from tests.peer import serve
 
 if TYPE_CHECKING:
@@ -123,7 +123,9 @@ async def test_close_ends_the_lifetime_before_its_response() -> None:
         assert closed["result"] == {}
         assert not agent.owners[0].has_lifetime("s")
         late = await peer.request("session/prompt", {"sessionId": "s", "text": "set b 2"})
-        assert late["error"]["code"] == RESOURCE_NOT_FOUND  # no lifetime: the agent's error
+        assert (
+            late["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND
+        )  # no lifetime: the agent's error
         reopened, answer = await peer.call("session/resume", {"sessionId": "s", "cwd": "/"})
     assert answer["result"] == {}
     # A fresh lifetime with nothing known: the resync clears what the client kept.
@@ -136,7 +138,7 @@ async def test_a_failed_load_of_an_unknown_session_leaves_no_lifetime() -> None:
     async with serve(agent) as peer:
         await peer.request("initialize", INIT)
         failed = await peer.request("session/resume", {"sessionId": "ghost", "cwd": "/"})
-        assert failed["error"]["code"] == RESOURCE_NOT_FOUND
+        assert failed["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND
         assert not agent.owners[0].has_lifetime("ghost")
 
 

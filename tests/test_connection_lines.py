@@ -7,7 +7,7 @@ import trio
 import trio.testing
 
 from agent_meta.core._jsonrpc import (
-    INVALID_PARAMS,
+    ErrorCode,
     JsonRpcError,
     optional_str,
     require_object_list,
@@ -94,7 +94,7 @@ def test_params_helpers_name_the_field() -> None:
     assert require_str({"sessionId": "s"}, "sessionId") == "s"
     with pytest.raises(JsonRpcError, match="'sessionId' is missing") as missing:
         require_str({}, "sessionId")
-    assert missing.value.code == INVALID_PARAMS
+    assert missing.value.code == ErrorCode.INVALID_PARAMS
     with pytest.raises(JsonRpcError, match="must be a string, not a number"):
         require_str({"sessionId": 3}, "sessionId")
     assert optional_str({"cwd": None}, "cwd") is None

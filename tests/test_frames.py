@@ -4,7 +4,7 @@ The owner joins pre-encoded fragments instead of dumping a model per frame (see
 ``agent_meta/sansio/_frames.py``). These properties pin that shortcut to the wire models: for
 any publication, the frame the send queue renders -- and the frame each driver's owner (trio,
 asyncio) writes, express path included -- parses to exactly what
-:func:`agent_meta.wire.encode_session_update` produces, and every frame is one ASCII line.
+:func:`agent_meta.wire._convert.encode_session_update` produces, and every frame is one ASCII line.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 import agent_meta
 import agent_meta.wire
 from agent_meta.sansio._edits import Outcome
-from agent_meta.sansio._entries import Outgoing
 from agent_meta.sansio._frames import build_notification, build_response
 from agent_meta.sansio._queue import SendQueue
 from agent_meta.testing import RecordingTransport
+from agent_meta.wire._convert import encode_session_update
 from tests import drivers
 from tests.strategies import json_values, session_info_patches
 
@@ -49,11 +49,11 @@ def rendered(
         notification_meta=notification_meta,
     )
     assert queue.submit(state, update) is Outcome.ACCEPTED
-    out = queue.next_action()
-    assert isinstance(out, Outgoing)
-    queue.written(out)
+    frame = queue.next_action()
+    assert isinstance(frame, bytes)
+    queue.written()
     assert queue.next_action() is None
-    return out.frame
+    return frame
 
 
 def written(
@@ -114,7 +114,7 @@ def test_v2_frames_match_the_reference_encoder(
     notification_meta: dict[str, Any] | None,
 ) -> None:
     frame = frame_of(via, 2, session_id, patch, notification_meta)
-    reference = agent_meta.wire.encode_session_update(session_id, patch, 2, notification_meta)
+    reference = encode_session_update(session_id, patch, 2, notification_meta)
     assert json.loads(frame) == json.loads(reference)
     assert_one_ascii_line(frame)
 
@@ -128,7 +128,7 @@ def test_v1_passthrough_frames_match_the_reference_encoder(
     notification_meta: dict[str, Any] | None,
 ) -> None:
     frame = frame_of(via, 1, session_id, patch, notification_meta)
-    reference = agent_meta.wire.encode_session_update(session_id, patch, 1, notification_meta)
+    reference = encode_session_update(session_id, patch, 1, notification_meta)
     assert json.loads(frame) == json.loads(reference)
     assert_one_ascii_line(frame)
 

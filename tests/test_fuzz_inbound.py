@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_meta import MetaValueError
-from agent_meta.agents.reference_agent import ReferenceAgent
+from agent_meta.agents.reference_agent._agent import ReferenceAgent
 from agent_meta.testing import ClientMirror
 from agent_meta.trio_connection._lines import (
     IncompleteLineError,
@@ -33,15 +33,9 @@ from agent_meta.trio_connection._lines import (
     NdjsonLineReader,
 )
 from agent_meta.trio_connection._serve import serve_agent
-from agent_meta.wire import (
-    InvalidMessageError,
-    JsonRpcRequest,
-    MessageDecodeError,
-    MessageParseError,
-    encode_frame,
-)
+from agent_meta.wire import JsonRpcRequest, MessageDecodeError, encode_frame
 from agent_meta.wire import decode as decode_line
-from agent_meta.wire._decode import decode_message
+from agent_meta.wire._decode import InvalidMessageError, MessageParseError, decode_message
 from tests.reporting import show_lines
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import trio
 import trio.testing
 
 from agent_meta import BaseAgent, OwnerOptions, RequestContext, serve_agent
-from agent_meta.agents.reference_agent import ReferenceAgent
+from agent_meta.agents.reference_agent._agent import ReferenceAgent
 from agent_meta.testing import RecordingTransport
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def exchange(
         agent = BadResults() if bad_results else ReferenceAgent()
         frames = trio.run(_trio, agent, lines, initialize, options)
     else:
-        from agent_meta.agents.sdk_agent import SdkReferenceAgent
+        from agent_meta.agents.sdk_agent._agent import SdkReferenceAgent
 
         make = SdkBadResults if bad_results else SdkReferenceAgent
         frames = _sdk(make, lines, initialize, options)
@@ -126,7 +126,7 @@ CASES: dict[str, tuple[list[bytes], list[dict[str, Any]]]] = {
     "an-empty-batch": ([b"[]"], [error(None, -32600, "Invalid Request: an empty batch ...")]),
     "a-notification-without-a-valid-method": (
         [b'{"jsonrpc": "2.0", "method": 3}'],
-        [error(None, -32600, "Invalid Request: invalid JsonRpcNotification: ...")],
+        [error(None, -32600, "Invalid Request: invalid notification: the method must be a string")],
     ),
     "a-malformed-response": ([b'{"jsonrpc": "2.0", "id": 77, "result": {}, "extra": 1}'], []),
     "array-params": (

@@ -15,6 +15,7 @@ import pytest
 
 from agent_meta import (
     ConnectionClosedError,
+    JsonRpcError,
     LifetimeTakenOverError,
     MetaValueError,
     OwnerClosedError,
@@ -26,7 +27,7 @@ from agent_meta.core._errors import STORE_FAILED_MESSAGE
 from agent_meta.sansio._gate import Admission, Answer, InboundGate
 from agent_meta.sansio._handler_errors import failure_of
 from agent_meta.sansio._lines import IncompleteLineError, LineTooLongError
-from agent_meta.wire import JsonRpcError, Replay, replay_of
+from agent_meta.wire import Replay, replay_of
 from agent_meta.wire._decode import InvalidMessageError, MessageParseError
 
 LIMIT = 1 << 20

@@ -123,7 +123,7 @@ def test_a_v2_resume_replays_only_with_a_replay_cursor(
     tracker = LifetimeTracker()
     resume = request("r", "session/resume", sessionId="s1", cwd="/", **params)
     start = tracker.inbound(resume, every_lifetime, protocol_version=2)
-    assert start == ReplayStart("s1", 1, replays)
+    assert start == ReplayStart("s1", 1, replays, held=True)
     sent = tracker.outbound(info("s1", _meta={"k": 1}), every_lifetime, handling=start.token)
     if replays:
         assert sent == OutboundPlan(session_id="s1")  # replay: written as it is
@@ -139,7 +139,7 @@ def test_a_v1_resume_is_replay_whatever_it_carries() -> None:
     tracker = LifetimeTracker()
     resume = request("r", "session/resume", sessionId="s1", cwd="/")
     start = tracker.inbound(resume, every_lifetime, protocol_version=1)
-    assert start == ReplayStart("s1", 1, True)
+    assert start == ReplayStart("s1", 1, True, held=True)
     sent = tracker.outbound(info("s1", _meta={"k": 1}), every_lifetime, handling=start.token)
     assert sent == OutboundPlan(session_id="s1")
 
@@ -593,3 +593,55 @@ def test_a_clear_published_while_a_replay_built_the_state_keeps_the_history_out(
     tracker.outbound(info("s1", _meta=None), every_lifetime)
     plan = tracker.outbound(result("r", {}), every_lifetime, known=nothing_known)
     assert plan.seed == InfoUpdate(updated_at="2026-01-01T00:00:00Z")
+
+
+# -- client-set titles (R13) -------------------------------------------------------------------
+
+
+def test_set_title_is_not_tracked_where_the_connection_answers_it() -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request(5, "session/set_title", sessionId="s", title="T"), every_lifetime)
+    assert tracker.answering(result(5, {"title": "T"})) is None
+    assert tracker.outbound(result(5, {"title": "T"}), every_lifetime) == OutboundPlan()
+
+
+@pytest.mark.parametrize(
+    ("answer", "title"),
+    [({"title": "T (stored)"}, "T (stored)"), ({}, "T"), ({"title": 3}, "T")],
+)
+def test_a_forwarded_set_title_answered_by_the_agent_adopts_the_stored_title(
+    answer: object, title: str
+) -> None:
+    """The TypeScript SDK shape answers the title it stored; the RFD's empty result means the
+    title was stored as given."""
+    tracker = LifetimeTracker()
+    tracker.forwards_titles = True
+    tracker.inbound(request(5, "session/set_title", sessionId="s", title="T"), every_lifetime)
+    plan = tracker.outbound(result(5, answer), every_lifetime)
+    assert plan == OutboundPlan(step=LifetimeStep.ADOPT_TITLE, session_id="s", title=title)
+
+
+def test_a_forwarded_set_title_the_agent_refused_adopts_nothing() -> None:
+    tracker = LifetimeTracker()
+    tracker.forwards_titles = True
+    tracker.inbound(request(5, "session/set_title", sessionId="s", title="T"), every_lifetime)
+    assert tracker.outbound(error(5), every_lifetime) == OutboundPlan()
+    tracker.inbound(request(6, "session/set_title", sessionId="s", title=7), every_lifetime)
+    assert tracker.outbound(result(6, {}), every_lifetime) == OutboundPlan()  # no title known
+    tracker.inbound(request(7, "session/set_title", title="T"), every_lifetime)
+    assert tracker.outbound(result(7, {"title": "T"}), every_lifetime) == OutboundPlan()
+
+
+def test_answering_names_the_request_a_result_answers_without_planning_it() -> None:
+    tracker = LifetimeTracker()
+    tracker.inbound(request(1, "session/list"), no_lifetimes)
+    tracker.inbound(request(2, "initialize", protocolVersion=2), no_lifetimes)
+    tracker.inbound(request(3, "session/prompt", sessionId="s"), no_lifetimes)
+    assert tracker.answering(result(1, {"sessions": []})) == "session/list"
+    assert tracker.answering(result(1, {"sessions": []})) == "session/list"  # still remembered
+    assert tracker.answering(result(2, {"protocolVersion": 2})) == "initialize"
+    assert tracker.answering(error(2)) is None
+    assert tracker.answering(result(3, {})) is None  # not a tracked method
+    assert tracker.answering(request(1, "session/list")) is None
+    assert tracker.outbound(result(1, {"sessions": []}), no_lifetimes) == OutboundPlan()
+    assert tracker.answering(result(1, {"sessions": []})) is None  # planned: forgotten

@@ -20,6 +20,7 @@ import pytest
 
 import agent_meta as am
 from agent_meta import OwnerOptions
+from agent_meta.owner._asyncio_stream import AsyncioStreamTransport
 from agent_meta.testing import ClientMirror, GatedTransport, PipeRecorder, RecordingTransport
 from tests import drivers
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from agent_meta.testing import Message
+    from agent_meta.testing._mirror import Message
 
 SID = "sess-1"
 GUARD = 30.0  # seconds; only ever reached when something hangs
@@ -475,7 +476,7 @@ async def test_the_stream_transport_refuses_a_closing_stream_and_stays_broken(
 ) -> None:
     read_fd, write_fd = os.pipe()
     writer = await drivers.asyncio_pipe_writer(write_fd)
-    transport = am.AsyncioStreamTransport(writer)
+    transport = AsyncioStreamTransport(writer)
     frame = b'{"jsonrpc":"2.0","method":"x"}\n'
     await transport.send_frame(frame)
     assert transport.send_nowait(frame) == len(frame)  # the buffer is empty
@@ -497,7 +498,7 @@ async def test_a_stream_closing_with_data_still_buffered_never_drops_a_frame_sil
     without a word and ``drain()`` returns at once; the transport must refuse instead."""
     async with PipeRecorder(size=4096) as pipe:
         writer = await pipe.asyncio_writer()
-        transport = am.AsyncioStreamTransport(writer)
+        transport = AsyncioStreamTransport(writer)
         big = b'{"jsonrpc":"2.0","method":"x","params":{"p":"' + b"x" * 20000 + b'"}}\n'
         writer.write(big)  # more than the pipe takes: the rest waits in the buffer
         assert writer.transport.get_write_buffer_size()
@@ -517,7 +518,7 @@ async def test_a_cancelled_drain_does_not_break_the_stream_transport(
     async with PipeRecorder(size=4096) as pipe:
         writer = await pipe.asyncio_writer()
         writer.transport.set_write_buffer_limits(high=0)  # every drain waits for the reader
-        transport = am.AsyncioStreamTransport(writer)
+        transport = AsyncioStreamTransport(writer)
         big = b'{"jsonrpc":"2.0","method":"x","params":{"p":"' + b"x" * 20000 + b'"}}\n'
         sending = asyncio.create_task(transport.send_frame(big))
         await driver.wait_all_tasks_blocked()  # in drain(): the pipe is full

@@ -1,6 +1,6 @@
 """Direct writes: over a real pipe, the call that queues a frame writes it while the writer idles.
 
-A :class:`~agent_meta.StreamTransport` over a :class:`trio.lowlevel.FdStream` lets the owner
+A ``StreamTransport`` over a :class:`trio.lowlevel.FdStream` lets the owner
 write a frame in the very call that queued it (no task switch) whenever its writer task is
 parked with nothing to do. These tests drive real ``os.pipe()`` pairs, shrunk to one page where
 they need the pipe to fill, and check what matters: frames reach the pipe at once; a frame the
@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 import agent_meta
 from agent_meta import OwnerOptions
+from agent_meta.owner._trio_stream import StreamTransport
 from agent_meta.testing import ClientMirror
 from tests.reporting import show_lines
 
@@ -96,12 +97,12 @@ def updates(data: bytes) -> list[dict[str, Any]]:
 
 async def test_send_nowait_writes_only_to_a_working_fd_stream() -> None:
     memory, _ = trio.testing.memory_stream_pair()
-    in_memory = agent_meta.StreamTransport(memory)
+    in_memory = StreamTransport(memory)
     assert not in_memory.can_send_nowait
     assert in_memory.send_nowait(b"{}\n") == 0  # not a pipe: always through the writer task
 
     async with pipe() as (read_fd, stream):
-        transport = agent_meta.StreamTransport(stream)
+        transport = StreamTransport(stream)
         assert transport.can_send_nowait
         assert transport.send_nowait(b"{}\n") == 3
         assert read_now(read_fd) == b"{}\n"
@@ -259,7 +260,7 @@ async def test_no_direct_write_begins_once_the_owner_is_cancelled() -> None:
 
 
 async def test_a_subclass_of_stream_transport_gets_every_frame_through_send_frame() -> None:
-    class CountingTransport(agent_meta.StreamTransport):
+    class CountingTransport(StreamTransport):
         def __init__(self, stream: trio.abc.SendStream) -> None:
             super().__init__(stream)
             self.sent: list[bytes] = []

@@ -22,17 +22,18 @@ import pytest
 
 import agent_meta as am
 from agent_meta import OwnerOptions
+from agent_meta.core._patch import fold_meta_patches
 from agent_meta.testing import (
     ClientMirror,
     FailingTransport,
     GatedTransport,
-    Message,
     PipeRecorder,
     RecordingTransport,
     SlowTransport,
 )
 
 if TYPE_CHECKING:
+    from agent_meta.testing._mirror import Message
     from tests.drivers import Driver, Owner, VirtualTime
 
 SID = "sess-1"
@@ -132,7 +133,7 @@ async def test_r1_known_state_is_the_fold_of_accepted_publications(
         for update in updates:
             assert await lt.publish(meta=update)
         await owner.wait_flushed()
-        assert lt.snapshot().meta == am.fold_meta_patches(None, updates)
+        assert lt.snapshot().meta == fold_meta_patches(None, updates)
         assert lt.snapshot().meta == {"d": "v"}
         assert_synced(mirror, lt)
 

@@ -40,15 +40,18 @@ Every check runs on both drivers (trio and asyncio, ``tests/drivers.py``).
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import agent_meta
-from agent_meta.testing import ClientMirror, GatedTransport, Message
+from agent_meta.testing import ClientMirror, GatedTransport
 from tests import drivers
+
+if TYPE_CHECKING:
+    from agent_meta.testing._mirror import Message
 
 SID = "sess-prefix"
 Held = dict[str, list[agent_meta.SessionInfo]]

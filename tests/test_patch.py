@@ -25,9 +25,9 @@ from agent_meta import (
     apply_meta_patch,
     apply_session_info_patch,
     compose_meta_patches,
-    fold_meta_patches,
 )
 from agent_meta.core._json import MAX_DEPTH
+from agent_meta.core._patch import fold_meta_patches
 from tests.strategies import json_values, meta_keys, meta_updates, patch_objects, stored_meta
 
 

@@ -17,12 +17,13 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_meta import OMITTED, fold_meta_patches
+from agent_meta import OMITTED
+from agent_meta.core._patch import fold_meta_patches
 from agent_meta.sansio._lines import LineSplitter
 from agent_meta.testing import ClientMirror
 from agent_meta.tools._findings import WATCHED_LINE_BYTES, take_lines
 from agent_meta.tools._peer import AgentPeer
-from agent_meta.tools._proxy import _Reporter
+from agent_meta.tools._stderr import Reporter
 from agent_meta.tools._watch import Watcher
 from tests.strategies import meta_updates
 
@@ -723,7 +724,7 @@ def test_findings_that_did_not_fit_are_counted_once_stderr_moves() -> None:
             return super().write(text)
 
     stream = Stuck()
-    reporter = _Reporter(stream, limit=3)
+    reporter = Reporter(stream, "agent-meta proxy", limit=3, noun="findings")
     for number in range(10):
         reporter.line(f"finding {number}")
     release.set()

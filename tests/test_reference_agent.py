@@ -9,8 +9,9 @@ import trio
 import trio.testing
 
 from agent_meta import OwnerOptions, SQLiteStore, serve_agent
-from agent_meta.agents.reference_agent import COMMANDS, ReferenceAgent
-from agent_meta.core._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
+from agent_meta.agents._common._commands import COMMANDS
+from agent_meta.agents.reference_agent._agent import ReferenceAgent
+from agent_meta.core._jsonrpc import ErrorCode
 from agent_meta.testing import ClientMirror
 from tests.peer import Peer, serve
 
@@ -84,7 +85,8 @@ async def test_initialize_v2_and_v1_shapes() -> None:
     async with serve(ReferenceAgent()) as peer:
         result = (await peer.request("initialize", {"protocolVersion": 2, "info": INFO}))["result"]
         assert result["info"]["name"] == "agent-meta-reference"
-        assert result["capabilities"] == {"session": {}}
+        # session/set_title is the connection's (R13): advertised in both shapes
+        assert result["capabilities"] == {"session": {"setTitle": {}, "title": {}}}
         assert "agentCapabilities" not in result
     async with serve(ReferenceAgent(), mirror_version=1) as peer:
         result = (await peer.request("initialize", {"protocolVersion": 1}))["result"]
@@ -92,7 +94,13 @@ async def test_initialize_v2_and_v1_shapes() -> None:
         assert result["agentInfo"]["name"] == "agent-meta-reference"
         capabilities = result["agentCapabilities"]
         assert capabilities["loadSession"] is True
-        assert capabilities["sessionCapabilities"] == {"resume": {}, "close": {}, "list": {}}
+        assert capabilities["sessionCapabilities"] == {
+            "resume": {},
+            "close": {},
+            "list": {},
+            "setTitle": {},
+            "title": {},
+        }
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -286,7 +294,7 @@ async def test_close_fences_the_lifetime_and_resume_opens_a_fresh_one() -> None:
         response = await peer.request(
             "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "x"}]}
         )
-        assert response["error"]["code"] == RESOURCE_NOT_FOUND
+        assert response["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND
         listed = (await peer.request("session/list", {}))["result"]["sessions"]
         assert listed[0]["title"] == "T"
         assert listed[0]["_meta"] == {"a": 1}
@@ -307,16 +315,22 @@ async def test_unknown_sessions_and_bad_resume_params_get_errors_without_harm() 
         ]
         for method, params in calls:
             response = await peer.request(method, params)
-            assert response["error"]["code"] == RESOURCE_NOT_FOUND
+            assert response["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND
             assert response["error"]["data"] == {"sessionId": "nope"}
         # Closing a session that does not exist SHOULD succeed (ACP v2 schema).
         assert (await peer.request("session/close", {"sessionId": "nope"}))["result"] == {}
         bad = {"sessionId": session_id, "cwd": "/", "replayFrom": {"type": "message"}}
-        assert (await peer.request("session/resume", bad))["error"]["code"] == INVALID_PARAMS
+        assert (await peer.request("session/resume", bad))["error"][
+            "code"
+        ] == ErrorCode.INVALID_PARAMS
         load = {"sessionId": session_id, "cwd": "/", "mcpServers": []}
-        assert (await peer.request("session/load", load))["error"]["code"] == METHOD_NOT_FOUND
+        assert (await peer.request("session/load", load))["error"][
+            "code"
+        ] == ErrorCode.METHOD_NOT_FOUND
         bad_prompt = {"sessionId": session_id, "prompt": []}
-        assert (await peer.request("session/prompt", bad_prompt))["error"]["code"] == INVALID_PARAMS
+        assert (await peer.request("session/prompt", bad_prompt))["error"][
+            "code"
+        ] == ErrorCode.INVALID_PARAMS
         await _prompt(peer, session_id, "/meta set still 1")
         assert peer.mirror.meta(session_id) == {"still": 1}
 

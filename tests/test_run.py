@@ -22,6 +22,7 @@ import pytest
 import trio
 
 from tests.agent_process import BOUND, AgentProcess, prompt_params, request
+from tests.sdk_release import needs_run_agent, needs_session_info
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 PLAIN_AGENT = [sys.executable, "-m", "integration.sdk_mini_agent", "plain"]
+OWN_STDIO_AGENT = [sys.executable, "-m", "integration.sdk_mini_agent", "own-stdio"]
+"""The same agent started as gptme-acp starts: streams on duplicates of its stdio."""
+OWN_PIPES_AGENT = [sys.executable, "-m", "integration.sdk_mini_agent", "own-pipes"]
+"""The same agent on a pipe pair of its own."""
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
 
@@ -88,6 +93,8 @@ def info_updates(agent: AgentProcess, since: int = 0) -> list[dict[str, object]]
     ]
 
 
+@needs_run_agent
+@needs_session_info
 async def test_an_unchanged_sdk_agent_is_owned_resynced_and_can_clear() -> None:
     async with supervised(*PLAIN_AGENT) as agent:
         sid = await start(agent)
@@ -114,10 +121,61 @@ async def test_an_unchanged_sdk_agent_is_owned_resynced_and_can_clear() -> None:
     }
 
 
-async def test_the_same_agent_without_agent_meta_cannot_clear() -> None:
-    """The baseline the first test is measured against: the agent alone."""
+@needs_run_agent
+@needs_session_info
+async def test_an_agent_that_hands_the_sdk_duplicates_of_its_stdio_is_owned() -> None:
+    """gptme-acp 0.35.1 duplicates fd 0 and fd 1, points fd 1 at stderr and passes streams on
+    the duplicates to ``run_agent``: its own stdio, which ``agent-meta run`` owns. The adapter
+    reads the client through the agent's reader and writes the client's stdout; what the agent
+    prints after its redirect goes to stderr, as alone."""
+    async with supervised(*OWN_STDIO_AGENT) as agent:
+        sid = await start(agent)
+        for text in ("meta a 1", "clear", "meta b 2"):
+            answer = await agent.prompt(sid, text)
+            assert answer.get("result") == {"stopReason": "end_turn"}, answer
+        before = len(agent.messages)
+        loaded = await agent.call("session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []})
+        assert loaded["result"] == {}
+        assert await agent.finish() == 0
+        errors = await stderr_of(agent)
+    assert info_updates(agent, 0)[:3] == [
+        {"sessionUpdate": "session_info_update", "_meta": {"a": 1}},
+        {"sessionUpdate": "session_info_update", "_meta": {}},  # the clear, through adapter_of
+        {"sessionUpdate": "session_info_update", "_meta": {"b": 2}},
+    ]
+    after = agent.messages[before:]
+    assert after[-1] == loaded
+    assert after[-2]["params"]["update"] == {
+        "sessionUpdate": "session_info_update",
+        "_meta": {"b": 2},
+    }
+    assert "a stray print after the redirect" in errors
+    assert "agent-meta run:" not in errors, errors
+
+
+@needs_run_agent
+async def test_streams_that_are_not_the_agents_stdio_are_refused_saying_what_to_do() -> None:
+    """``run_agent`` on a pipe pair of the agent's own: nothing there is the client, so
+    ``agent-meta run`` stops it, and says why and what to do instead."""
+    async with supervised(*OWN_PIPES_AGENT) as agent:
+        await agent.send(request(1, "initialize", {"protocolVersion": 1}))
+        assert await agent.receive() is None  # nothing reached the client
+        status = await agent.process.wait()
+        errors = await stderr_of(agent)
+    assert status == 2, errors
+    assert (
+        "the agent gave run_agent an input_stream writing to a pipe, not to its stdout; "
+        "agent-meta run owns a connection only on the process's own stdin and stdout"
+    ) in errors, errors
+    assert "Adopt agent_meta in the agent's code instead: agent_meta.sdk.run_agent" in errors
+
+
+@needs_run_agent
+@pytest.mark.parametrize("command", [PLAIN_AGENT, OWN_STDIO_AGENT], ids=["stdio", "own-stdio"])
+async def test_the_same_agent_without_agent_meta_cannot_clear(command: list[str]) -> None:
+    """The baseline the tests above are measured against: the agent alone."""
     direct = await trio.lowlevel.open_process(
-        PLAIN_AGENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT
     )
     alone = AgentProcess(direct)
     try:
@@ -168,8 +226,18 @@ PLAIN_SCRIPT = (
         ),
         pytest.param(["cat"], NEVER_BOOTED, id="not python"),
         # Isolated and -E interpreters ignore PYTHONPATH: agent_meta's sitecustomize never runs.
-        pytest.param([sys.executable, "-I", "-c", PLAIN_SCRIPT], NEVER_BOOTED, id="python -I"),
-        pytest.param([sys.executable, "-E", "-c", PLAIN_SCRIPT], NEVER_BOOTED, id="python -E"),
+        pytest.param(
+            [sys.executable, "-I", "-c", PLAIN_SCRIPT],
+            NEVER_BOOTED,
+            id="python -I",
+            marks=needs_run_agent,
+        ),
+        pytest.param(
+            [sys.executable, "-E", "-c", PLAIN_SCRIPT],
+            NEVER_BOOTED,
+            id="python -E",
+            marks=needs_run_agent,
+        ),
     ],
 )
 async def test_an_agent_that_answers_without_ownership_is_stopped(
@@ -210,17 +278,17 @@ async def test_an_sdk_release_outside_the_range_is_refused(tmp_path: Path) -> No
     fake = tmp_path / "site"
     (fake / "acp").mkdir(parents=True)
     (fake / "acp" / "__init__.py").write_text("async def run_agent(*a, **k): pass\n")
-    info = fake / "agent_client_protocol-0.7.0.dist-info"
+    info = fake / "agent_client_protocol-0.5.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: agent-client-protocol\nVersion: 0.7.0\n"
+        "Metadata-Version: 2.1\nName: agent-client-protocol\nVersion: 0.5.0\n"
     )
     script = f"import sys, time; sys.path.insert(0, {str(fake)!r}); import acp; time.sleep(60)"
     async with supervised(sys.executable, "-c", script) as agent:
         status = await agent.process.wait()
         errors = await stderr_of(agent)
     assert status == 2
-    assert "agent-client-protocol 0.7.0 is not supported" in errors
+    assert "agent-client-protocol 0.5.0 is not supported" in errors
 
 
 async def test_an_interpreter_without_agent_meta_is_refused(tmp_path: Path) -> None:
@@ -254,6 +322,8 @@ STRAY = textwrap.dedent(
 )
 
 
+@needs_run_agent
+@needs_session_info
 async def test_stray_prints_go_to_stderr_and_the_stream_stays_clean() -> None:
     async with supervised(sys.executable, "-c", STRAY) as agent:
         sid = await start(agent)
@@ -265,6 +335,7 @@ async def test_stray_prints_go_to_stderr_and_the_stream_stays_clean() -> None:
     assert "a stray print while serving" in errors
 
 
+@needs_run_agent
 async def test_a_client_that_stopped_reading_makes_it_exit_1() -> None:
     body = "\n".join(f"line {n:05d} " + "x" * 100 for n in range(3000))
     async with supervised(*PLAIN_AGENT) as agent:
@@ -278,6 +349,7 @@ async def test_a_client_that_stopped_reading_makes_it_exit_1() -> None:
     assert "stopped reading" in errors
 
 
+@needs_run_agent
 async def test_sigterm_is_passed_on_to_the_agent() -> None:
     async with supervised(*PLAIN_AGENT) as agent:
         await start(agent)
@@ -305,6 +377,7 @@ HANGING = textwrap.dedent(
 """The plain agent, with a prompt that never ends and an ``atexit`` handler writing argv[1]."""
 
 
+@needs_run_agent
 async def test_drain_timeout_bounds_the_wait_for_running_requests_at_the_end_of_input(
     tmp_path: Path,
 ) -> None:
@@ -347,6 +420,7 @@ PID_THEN_PLAIN_AGENT = [
 """The plain agent, saying its process id on stderr first."""
 
 
+@needs_run_agent
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a parent-death signal: Linux")
 async def test_an_agent_does_not_outlive_a_killed_supervisor() -> None:
     """A client that gives up kills the process it started with SIGKILL, which cannot be
@@ -369,6 +443,8 @@ async def test_an_agent_does_not_outlive_a_killed_supervisor() -> None:
             os.close(pidfd)
 
 
+@needs_run_agent
+@needs_session_info
 async def test_an_extension_imported_into_the_agent_publishes_on_its_sessions() -> None:
     # The agent finds the extension on its PYTHONPATH (kept behind agent_meta's own entry).
     env = {**os.environ, "PYTHONPATH": str(TESTS)}

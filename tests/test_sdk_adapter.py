@@ -23,8 +23,12 @@ from agent_meta.sdk import SdkAdapter, open_stream_adapter
 from agent_meta.sdk._release import installed_release
 from integration.sdk_mini_agent import MiniAgent, info
 from tests.sdk_pair import RawClient, run
+from tests.sdk_release import needs_run_agent, needs_session_info
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::UserWarning"),  # the SDK warns on unstable routes
+    needs_run_agent,
+]
 
 
 async def start(client: RawClient) -> str:
@@ -50,6 +54,7 @@ def go(scenario: Any, options: OwnerOptions | None = None) -> tuple[RawClient, S
 # -- absorption (R1, R10) ------------------------------------------------------------------------
 
 
+@needs_session_info
 def test_sdk_session_info_updates_join_the_lifetime_and_render_as_full_objects() -> None:
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
         sid = await start(client)
@@ -80,6 +85,7 @@ def test_a_clear_the_sdk_cannot_send_goes_through_the_handle() -> None:
     assert client.info_updates("s1")[-1] == {"sessionUpdate": "session_info_update", "_meta": {}}
 
 
+@needs_session_info
 def test_concurrent_sdk_updates_are_all_kept_and_every_line_is_whole() -> None:
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
         sid = await start(client)
@@ -92,6 +98,7 @@ def test_concurrent_sdk_updates_are_all_kept_and_every_line_is_whole() -> None:
     assert all(line.count(b"\n") == 1 for line in client.lines)
 
 
+@needs_session_info
 def test_what_a_new_session_handler_publishes_is_known_to_the_lifetime_it_opens() -> None:
     """Issue 27 (a): pydantic-acp publishes its session info in its session/new handler. The
     update reaches the client before the response, as the agent sent it, and the lifetime the
@@ -119,6 +126,7 @@ def test_what_a_new_session_handler_publishes_is_known_to_the_lifetime_it_opens(
     assert (stats.seeded_updates, stats.passed_through_updates) == (1, 0)
 
 
+@needs_session_info
 def test_an_update_for_a_session_no_request_is_opening_passes_through_and_is_counted() -> None:
     class StrayAgent(MiniAgent):
         async def prompt(self, prompt: list[Any], session_id: str, **kw: Any) -> Any:
@@ -154,6 +162,7 @@ class V2MiniAgent(MiniAgent):
         return await super().prompt(prompt, session_id, **kwargs)
 
 
+@needs_session_info
 def test_an_updated_at_without_an_offset_under_v2_is_left_out_and_the_rest_published(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -174,6 +183,7 @@ def test_an_updated_at_without_an_offset_under_v2_is_left_out_and_the_rest_publi
     assert [r.levelname for r in warnings] == ["WARNING"]  # said once, not per update
 
 
+@needs_session_info
 def test_an_update_the_owner_refuses_is_counted_and_never_raised_into_the_agent(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -192,6 +202,7 @@ def test_an_update_the_owner_refuses_is_counted_and_never_raised_into_the_agent(
     assert "refused a session_info_update" in caplog.text
 
 
+@needs_session_info
 @pytest.mark.parametrize("method", ["session/load", "session/resume"])
 def test_a_load_or_resume_with_a_null_id_is_resynced_before_its_response(method: str) -> None:
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
@@ -215,6 +226,7 @@ def test_a_load_or_resume_with_a_null_id_is_resynced_before_its_response(method:
 # -- resync (R4), lifetimes (R5), fencing (R6) ---------------------------------------------------
 
 
+@needs_session_info
 @pytest.mark.parametrize("method", ["session/load", "session/resume"])
 def test_load_and_resume_resync_after_the_replay_and_before_the_response(method: str) -> None:
     responses: list[int] = []
@@ -249,6 +261,7 @@ def test_load_and_resume_resync_after_the_replay_and_before_the_response(method:
     assert adapter.owner.statistics().resyncs == 1
 
 
+@needs_session_info
 def test_a_replay_does_not_bring_back_what_the_lifetime_removed() -> None:
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
         sid = await start(client)
@@ -265,6 +278,7 @@ def test_a_replay_does_not_bring_back_what_the_lifetime_removed() -> None:
     assert adapter.statistics().replayed_updates == 2
 
 
+@needs_session_info
 def test_a_live_update_racing_a_replay_is_absorbed_and_resynced() -> None:
     """Only what the load handler sends (from its task, or a task it starts) is replay; a
     background task started before the load publishes live updates meanwhile."""
@@ -334,6 +348,7 @@ class StampingAgent(MiniAgent):
         await self.conn.session_update(session_id, update)
 
 
+@needs_session_info
 def test_the_agents_current_info_in_a_load_is_state_and_the_resync_carries_it() -> None:
     """Issue 27 (b), replay is replay: what a load handler sends is history, but the agent's
     current info, an ``updatedAt`` newer than everything known or replayed, is state. The
@@ -364,6 +379,7 @@ def test_the_agents_current_info_in_a_load_is_state_and_the_resync_carries_it() 
     assert (stats.replayed_updates, stats.absorbed_updates) == (2, 3)
 
 
+@needs_session_info
 def test_two_loads_of_one_session_each_replay_until_their_own_response() -> None:
     """Load 1 answers while load 2 still replays: 2's replayed patch is still replay (not
     folded back into a lifetime that removed its key)."""
@@ -423,6 +439,7 @@ class InterleavingLoads(MiniAgent):
             await self.second_started.wait()
 
 
+@needs_session_info
 def test_two_loads_replaying_at_once_are_each_resynced_to_the_true_state() -> None:
     """Issue 27 (c) on ACP v1: neither replay is folded into the state while they run, so each
     response is preceded by the resync to ``{"k": 2}`` (the second's replayed ``k: 1`` used to
@@ -454,6 +471,7 @@ def test_two_loads_replaying_at_once_are_each_resynced_to_the_true_state() -> No
         assert resync == {"sessionUpdate": "session_info_update", "_meta": {"k": 2}}, request_id
 
 
+@needs_session_info
 def test_a_worker_an_earlier_load_started_is_live_during_a_later_load() -> None:
     """A task the first load's handler started keeps that request's mark in its context; once
     that request is answered, what the task sends is live, even while another load runs."""
@@ -545,6 +563,7 @@ def test_close_ends_the_lifetime_before_its_response_and_fences_what_follows() -
     assert adapter.owner.statistics().fenced == 2
 
 
+@needs_session_info
 @pytest.mark.skipif(ROUTES_CLOSE, reason="this SDK release routes session/close")
 def test_where_the_sdk_does_not_route_close_the_lifetime_stays_open() -> None:
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:

@@ -15,14 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.sdk_release import REFERENCE_AGENT_SKIP
+
+if REFERENCE_AGENT_SKIP is not None:  # its modules do not import there
+    pytest.skip(REFERENCE_AGENT_SKIP, allow_module_level=True)
+
+from agent_meta import ErrorCode
 from agent_meta.agents._common._storage import HistoryStore
-from agent_meta.agents.sdk_agent import SdkReferenceAgent
+from agent_meta.agents.sdk_agent._agent import SdkReferenceAgent
 from agent_meta.sdk._release import installed_release
 from agent_meta.testing import ClientMirror
-from agent_meta.wire import (
-    REQUEST_CANCELLED,
-    RESOURCE_NOT_FOUND,
-)
 from tests.sdk_pair import RawClient, run
 
 if TYPE_CHECKING:
@@ -155,7 +157,7 @@ def test_close_stops_a_burst_and_nothing_of_the_session_follows_its_response() -
         closed = await client.call("session/close", {"sessionId": sid})
         assert closed["result"] == {}
         later = await prompt(client, sid, "/meta set late 1")
-        assert later["error"]["code"] == RESOURCE_NOT_FOUND  # closed: resume it first
+        assert later["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND  # closed: resume it first
 
     client, _ = go(scenario)
     close = next(i for i, m in enumerate(client.messages) if m.get("result") == {} and i > 2)
@@ -187,9 +189,9 @@ def test_unknown_sessions_and_cursors_are_refused() -> None:
         await start(client)
         for method in ("session/load", "session/resume"):
             answer = await client.call(method, {"sessionId": "nope", "cwd": "/", "mcpServers": []})
-            assert answer["error"]["code"] == RESOURCE_NOT_FOUND
+            assert answer["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND
         answer = await prompt(client, "nope", "hi")
-        assert answer["error"]["code"] == RESOURCE_NOT_FOUND
+        assert answer["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND
         listed = await client.call("session/list", {"cursor": "forged"})
         assert listed["error"]["code"] == -32602
         if ROUTES_CLOSE:
@@ -252,7 +254,7 @@ def test_a_refused_resume_does_not_reopen_a_closed_session() -> None:
         assert refused["error"]["code"] == -32602
         assert not adapter.owner.has_lifetime(sid)
         answer = await prompt(client, sid, "/meta set x 1")
-        assert answer["error"]["code"] == RESOURCE_NOT_FOUND  # closed: resume it first
+        assert answer["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND  # closed: resume it first
 
     go(scenario)
 
@@ -264,7 +266,7 @@ def test_unknown_sessions_refused_by_load_or_resume_leave_no_lifetime() -> None:
             method = "session/load" if n % 2 else "session/resume"
             params = {"sessionId": f"bogus-{n}", "cwd": "/", "mcpServers": []}
             answer = await client.call(method, params)
-            assert answer["error"]["code"] == RESOURCE_NOT_FOUND
+            assert answer["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND
         assert adapter.owner.lifetime_ids() == [sid]
 
     go(scenario)
@@ -319,7 +321,7 @@ def test_a_prompt_right_behind_close_ends_before_the_close_response() -> None:
     assert list(answers)[-1] == 2, answers  # the close response comes last
     late = answers[3]
     if "error" in late:  # stopped before its message was stored
-        assert late["error"]["code"] == REQUEST_CANCELLED
+        assert late["error"]["code"] == ErrorCode.REQUEST_CANCELLED
         assert ("user", "late") not in history.messages
     else:
         assert late["result"] == {"stopReason": "cancelled"}
@@ -347,7 +349,7 @@ def test_a_load_running_when_the_session_closes_is_answered_before_the_close() -
     assert answers == [
         {"jsonrpc": "2.0", "id": 1, "error": answers[0]["error"]}
     ]  # answered, before the close's response (the scenario read that one last)
-    assert answers[0]["error"]["code"] == REQUEST_CANCELLED
+    assert answers[0]["error"]["code"] == ErrorCode.REQUEST_CANCELLED
     closing = next(
         i for i, m in enumerate(client.messages) if m.get("result") == {} and m["id"] > 102
     )

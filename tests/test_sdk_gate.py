@@ -21,11 +21,15 @@ from agent_meta.sdk import SdkAdapter
 from agent_meta.sdk._release import installed_release
 from integration.sdk_mini_agent import MiniAgent
 from tests.sdk_pair import GUARD, RawClient, pipe_reader, pipe_writer, run
+from tests.sdk_release import needs_run_agent
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::UserWarning"),  # the SDK warns on unstable routes
+    needs_run_agent,
+]
 
 Message = dict[str, Any]
 

@@ -8,11 +8,15 @@ exits with status 1 and says so on stderr, whether its input ended or a SIGTERM 
 from __future__ import annotations
 
 import signal
+import sys
 
 import pytest
 import trio
 
 from tests.agent_process import AgentProcess, prompt_params, request, spawn
+from tests.sdk_release import REFERENCE_AGENT_SKIP, RELEASE, needs_reference_agent
+
+RUNTIMES = ["trio", pytest.param("sdk", marks=needs_reference_agent)]
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
 
@@ -40,6 +44,14 @@ async def stderr_of(agent: AgentProcess) -> bytes:
     return errors
 
 
+@needs_reference_agent
+@pytest.mark.xfail(
+    RELEASE.v2 and not RELEASE.cancels_requests,
+    strict=True,
+    reason="on SDK 1.0.0rc2 the SDK runtime does not exit once the drain timeout has passed "
+    "with its output stuck (rc3's connection, which cancels and answers requests apart, "
+    "does); not investigated further",
+)
 @pytest.mark.parametrize("end", ["end of input", "SIGTERM"])
 async def test_frames_left_unwritten_make_the_sdk_runtime_exit_1_and_say_so(end: str) -> None:
     async with spawn("--runtime", "sdk", stderr=True) as agent:
@@ -56,7 +68,7 @@ async def test_frames_left_unwritten_make_the_sdk_runtime_exit_1_and_say_so(end:
 
 
 @pytest.mark.parametrize("answer", [{}, None], ids=["{}", "null"])
-@pytest.mark.parametrize("runtime", ["trio", "sdk"])
+@pytest.mark.parametrize("runtime", RUNTIMES)
 async def test_an_ask_answered_with_no_permission_outcome_is_not_answered(
     runtime: str, answer: object
 ) -> None:
@@ -85,7 +97,7 @@ async def test_an_ask_answered_with_no_permission_outcome_is_not_answered(
     ), replies
 
 
-@pytest.mark.parametrize("runtime", ["trio", "sdk"])
+@pytest.mark.parametrize("runtime", RUNTIMES)
 async def test_lone_surrogates_in_meta_keys_and_values_reach_the_client_exactly(
     runtime: str,
 ) -> None:
@@ -145,3 +157,19 @@ async def test_a_deep_value_is_served_or_refused_by_the_limits_on_v1(
     else:
         assert "nested deeper than 240 levels" in replies[-1], replies
         assert infos == [], infos
+
+
+@pytest.mark.skipif(REFERENCE_AGENT_SKIP is None, reason="the reference agent runs on this SDK")
+async def test_the_sdk_runtime_on_a_release_too_old_for_it_says_which_it_needs() -> None:
+    """The adapter serves SDK 0.6 on; the reference agent needs 0.7.1's API: said, not a
+    traceback, and not "install the SDK" (it is installed)."""
+    done = await trio.run_process(
+        [sys.executable, "-m", "agent_meta", "agent", "--runtime", "sdk"],
+        stdin=b"",
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    said = done.stderr.decode()
+    assert "needs agent-client-protocol 0.7.1 or later" in said, said
+    assert f"{RELEASE.version} is installed" in said

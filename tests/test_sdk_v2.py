@@ -19,6 +19,7 @@ from acp.experimental import v2
 from acp.experimental.v2 import schema as s
 
 from agent_meta.sdk import run_v2_agent, serve_router
+from agent_meta.sdk._release import installed_release
 from integration.sdk_mini_agent import MiniAgent
 from integration.sdk_v2_mini_agent import V2Agent
 from tests.sdk_pair import RawClient, run_entry
@@ -257,6 +258,10 @@ def test_close_fences_what_the_agent_sends_after_it() -> None:
     assert agent.adapter.owner.statistics().fenced >= 1
 
 
+@pytest.mark.skipif(
+    not installed_release().cancels_requests,
+    reason="this SDK release names $/cancel_request but its connection ignores it (1.0.0rc2)",
+)
 def test_the_sdk_cancels_a_request_for_a_cancel_request() -> None:
     class Slow(V2Agent):
         async def list_sessions(self, **_: Any) -> Any:

@@ -28,7 +28,7 @@ from agent_meta import (
 )
 from agent_meta.sansio._edits import DomainEdit, Outcome, ReportFailure, ResolveFailure
 from agent_meta.sansio._encode import EncodedUpdate, encode_update
-from agent_meta.sansio._entries import Outgoing, StoreBatch
+from agent_meta.sansio._entries import StoreBatch
 from agent_meta.sansio._modes import V1MetaMode, wire_mode
 from agent_meta.sansio._queue import SendQueue
 from tests.strategies import session_info_patches
@@ -54,7 +54,7 @@ def publish(q: SendQueue, state: LifetimeState, update: EncodedUpdate) -> bool:
     return outcome is Outcome.ACCEPTED
 
 
-def next_frame(q: SendQueue) -> Outgoing | None:
+def next_frame(q: SendQueue) -> bytes | None:
     action = q.next_action()
     assert not isinstance(action, StoreBatch)
     return action
@@ -71,7 +71,7 @@ def info(update: dict[str, Any], *, sid: str = SID, nmeta: Any = OMITTED) -> dic
     return {"jsonrpc": "2.0", "method": "session/update", "params": params}
 
 
-def take(q: SendQueue) -> Outgoing:
+def take(q: SendQueue) -> bytes:
     out = next_frame(q)
     assert out is not None
     return out
@@ -81,15 +81,15 @@ def drain(q: SendQueue) -> list[dict[str, Any]]:
     """Write everything queued, as a writer that never fails would."""
     frames = []
     while (out := next_frame(q)) is not None:
-        q.written(out)
+        q.written()
         frames.append(parse(out))
     return frames
 
 
-def parse(out: Outgoing) -> dict[str, Any]:
-    assert out.frame.endswith(b"\n")
-    assert out.frame.count(b"\n") == 1
-    message: dict[str, Any] = json.loads(out.frame)
+def parse(frame: bytes) -> dict[str, Any]:
+    assert frame.endswith(b"\n")
+    assert frame.count(b"\n") == 1
+    message: dict[str, Any] = json.loads(frame)
     return message
 
 
@@ -181,7 +181,7 @@ def test_queued_patches_merge_into_one_frame() -> None:
     publish(q, s, enc(meta={"a": 1, "b": 1}))
     publish(q, s, enc(title="x", meta={"b": 2}))
     publish(q, s, enc(meta={"c": 3}))
-    assert q.counters.coalesced == 2
+    assert q.statistics().coalesced == 2
     assert q.queued_frames == 1
     assert drain(q) == [info({"title": "x", "_meta": {"a": 1, "b": 2, "c": 3}})]
 
@@ -231,7 +231,7 @@ def test_notification_meta_frame_is_never_merged_and_is_a_barrier() -> None:
         info({"_meta": {"c": 1}}),
         info({"_meta": {"d": 1}}, nmeta={"traceparent": "00-2"}),
     ]
-    assert q.counters.coalesced == 0
+    assert q.statistics().coalesced == 0
 
 
 def test_entry_in_flight_is_not_merged_into() -> None:
@@ -240,7 +240,7 @@ def test_entry_in_flight_is_not_merged_into() -> None:
     publish(q, s, enc(meta={"a": 1}))
     first = take(q)
     publish(q, s, enc(meta={"a": 2}))
-    q.written(first)
+    q.written()
     assert parse(first) == info({"_meta": {"a": 1}})
     assert drain(q) == [info({"_meta": {"a": 2}})]
 
@@ -276,7 +276,7 @@ def test_resync_is_clear_then_snapshot() -> None:
     drain(q)
     assert q.resync(s) is Outcome.ACCEPTED
     assert drain(q) == [info({"_meta": None}), info({"title": "T", "_meta": {"a": 1}})]
-    assert q.counters.resyncs == 1
+    assert q.statistics().resyncs == 1
 
 
 def test_resync_snapshot_is_rendered_at_write_time() -> None:
@@ -288,11 +288,11 @@ def test_resync_snapshot_is_rendered_at_write_time() -> None:
     publish(q, s, enc(meta={"a": 2, "b": None}))
     clear = take(q)
     publish(q, s, enc(meta={"c": 3}))  # after the clear was taken, before the snapshot
-    q.written(clear)
+    q.written()
     assert parse(clear) == info({"_meta": None})
     # The snapshot carries both later publications; their own entry sends nothing more.
     assert drain(q) == [info({"_meta": {"a": 2, "c": 3}})]
-    assert q.counters.frames_written == 3  # {a: 1}, the clear, the snapshot
+    assert q.statistics().frames_written == 3  # {a: 1}, the clear, the snapshot
 
 
 def test_pending_resyncs_are_deduplicated() -> None:
@@ -381,7 +381,7 @@ def test_close_drops_queued_frames_and_fences_later_calls() -> None:
     assert s.closed
     assert not publish(q, s, enc(meta={"late": 1}))
     assert q.resync(s) is Outcome.FENCED
-    assert q.counters.fenced == 5
+    assert q.statistics().fenced == 5
     assert drain(q) == [
         info({"_meta": {"o": 1}}, sid="other"),
         {"jsonrpc": "2.0", "id": 1, "result": {}},
@@ -393,9 +393,9 @@ def test_close_stops_the_second_frame_of_clear_then_object() -> None:
     s = opened(q)
     publish(q, s, enc(meta=None))
     publish(q, s, enc(meta={"b": 1}))
-    clear = take(q)
+    take(q)
     q.close_lifetime(s)
-    q.written(clear)
+    q.written()
     assert next_frame(q) is None
 
 
@@ -420,11 +420,12 @@ def test_lost_frame_is_repaired_by_a_resync() -> None:
     q = make_queue()
     s = opened(q)
     publish(q, s, enc(meta={"a": 1}))
-    q.lost(take(q))
+    take(q)
+    q.lost()
     assert s.needs_repair
     assert drain(q) == [info({"_meta": None}), info({"_meta": {"a": 1}})]
-    assert q.counters.write_failures == 1
-    assert q.counters.repairs == 1
+    assert q.statistics().write_failures == 1
+    assert q.statistics().repairs == 1
     assert not s.needs_repair
 
 
@@ -433,16 +434,16 @@ def test_repair_precedes_the_lifetimes_next_frame() -> None:
     s = opened(q)
     other = opened(q, "other")
     publish(q, s, enc(meta={"a": 1}))
-    lost = take(q)
+    take(q)
     publish(q, other, enc(meta={"o": 1}))
     publish(q, s, enc(meta={"b": 2}))
-    q.lost(lost)
+    q.lost()
     assert drain(q) == [
         info({"_meta": {"o": 1}}, sid="other"),
         info({"_meta": None}),
         info({"_meta": {"a": 1, "b": 2}}),  # the repair's snapshot carries {"b": 2}
     ]
-    assert q.counters.repairs == 1
+    assert q.statistics().repairs == 1
 
 
 def test_lost_first_frame_of_a_resync_drops_the_rest_and_repairs() -> None:
@@ -451,7 +452,8 @@ def test_lost_first_frame_of_a_resync_drops_the_rest_and_repairs() -> None:
     publish(q, s, enc(meta={"a": 1}))
     drain(q)
     q.resync(s)
-    q.lost(take(q))
+    take(q)
+    q.lost()
     assert drain(q) == [info({"_meta": None}), info({"_meta": {"a": 1}})]
 
 
@@ -459,8 +461,9 @@ def test_lost_raw_frame_is_only_counted() -> None:
     q = make_queue()
     s = opened(q)
     q.submit_raw(raw_frame(3))
-    q.lost(take(q))
-    assert q.counters.write_failures == 1
+    take(q)
+    q.lost()
+    assert q.statistics().write_failures == 1
     assert not s.needs_repair
     assert next_frame(q) is None
 
@@ -470,9 +473,9 @@ def test_written_frames_are_counted() -> None:
     s = opened(q)
     publish(q, s, enc(meta={"a": 1}))
     out = take(q)
-    q.written(out)
-    assert q.counters.frames_written == 1
-    assert q.counters.bytes_written == len(out.frame)
+    q.written()
+    assert q.statistics().frames_written == 1
+    assert q.statistics().bytes_written == len(out)
 
 
 # -- capacity (R3) ---------------------------------------------------------------------------
@@ -485,7 +488,8 @@ def test_raw_frames_count_against_capacity() -> None:
     q.submit_raw(raw_frame(1))
     q.submit_raw(raw_frame(2))
     assert not q.has_room()
-    q.written(take(q))
+    take(q)
+    q.written()
     assert q.has_room()
 
 
@@ -508,13 +512,14 @@ def test_a_publication_that_needs_room_is_full_and_changes_nothing() -> None:
     traced = enc(meta={"a": 1}, notification_meta={"t": 1})
     assert q.submit(s, traced) is Outcome.FULL
     assert s.snapshot().meta is None
-    assert q.counters.publications == 0
+    assert q.statistics().publications == 0
     off = make_queue(coalesce=False, capacity=1)
     s_off = opened(off)
     assert off.submit(s_off, enc(meta={"a": 1})) is Outcome.ACCEPTED
     assert off.submit(s_off, enc(meta={"a": 2})) is Outcome.FULL
     assert s_off.snapshot().meta == {"a": 1}
-    off.written(take(off))
+    take(off)
+    off.written()
     assert off.submit(s_off, enc(meta={"a": 2})) is Outcome.ACCEPTED
 
 
@@ -586,7 +591,7 @@ def test_v1_passthrough_sends_patches_as_published_without_resync() -> None:
     publish(q, s, enc(meta={"b": None}, offset_timestamps=False))
     q.resync(s)
     assert drain(q) == [info({"_meta": {"a": 1}}), info({"_meta": {"b": None}})]
-    assert q.counters.coalesced == 0
+    assert q.statistics().coalesced == 0
     assert s.snapshot().meta == {"a": 1}
 
 
@@ -594,7 +599,8 @@ def test_v1_passthrough_lost_frame_queues_no_repair() -> None:
     q = make_queue(protocol_version=1, v1_meta_mode="passthrough")
     s = opened(q)
     publish(q, s, enc(meta={"a": 1}, offset_timestamps=False))
-    q.lost(take(q))
+    take(q)
+    q.lost()
     assert next_frame(q) is None
 
 
@@ -602,7 +608,11 @@ def test_v1_passthrough_lost_frame_queues_no_repair() -> None:
 
 
 class _Key:
-    pass
+    """A dict key that is no string; its repr is fixed, so the test id is the same in every
+    process (pytest-xdist's workers must collect the same tests)."""
+
+    def __repr__(self) -> str:
+        return "_Key()"
 
 
 def _cycle() -> dict[str, Any]:
@@ -647,7 +657,7 @@ def test_oversized_publication_raises_before_anything_changes() -> None:
     with pytest.raises(FrameTooLargeError):
         publish(q, s, enc(meta={"big": "x" * 2000}))
     assert s.snapshot().meta == {"a": 1}
-    assert q.counters.publications == 1
+    assert q.statistics().publications == 1
     assert drain(q) == [info({"_meta": {"a": 1}})]
 
 
@@ -680,7 +690,7 @@ def test_removal_of_an_escaped_key_respects_the_frame_limit() -> None:
     except FrameTooLargeError:
         return
     out = take(q)
-    assert len(out.frame) <= 1000
+    assert len(out) <= 1000
 
 
 # -- flushing ----------------------------------------------------------------------------------
@@ -693,11 +703,11 @@ def test_is_flushed_once_everything_up_to_the_target_is_written() -> None:
     q.submit_raw(raw_frame(1))
     target = q.flush_target()
     assert not q.is_flushed(target)
-    first = take(q)
-    q.written(first)
-    second = take(q)
+    take(q)
+    q.written()
+    take(q)
     assert not q.is_flushed(target)
-    q.written(second)
+    q.written()
     assert next_frame(q) is None
     assert q.is_flushed(target)
 
@@ -706,14 +716,14 @@ def test_merge_does_not_flush_frames_queued_after_the_merged_entry() -> None:
     q = make_queue()
     s = opened(q)
     publish(q, s, enc(meta={"x": 0}))
-    in_flight = take(q)
+    take(q)
     publish(q, s, enc(meta={"a": 1}))
     q.submit_raw(raw_frame(1))
     publish(q, s, enc(meta={"a": 2}))  # merged into the entry before the response
     target = q.flush_target()
-    q.written(in_flight)
-    merged = take(q)
-    q.written(merged)
+    q.written()
+    take(q)
+    q.written()
     response = take(q)
     assert parse(response) == {"jsonrpc": "2.0", "id": 1, "result": {}}
     assert not q.is_flushed(target)  # the response is not written yet
@@ -727,11 +737,11 @@ def test_a_frame_handed_out_must_be_reported_before_the_next() -> None:
     s = opened(q)
     publish(q, s, enc(meta=None))
     publish(q, s, enc(meta={"b": 1}))  # merged: a clear, then the object (two frames)
-    clear = take(q)
-    with pytest.raises(RuntimeError, match="report the last frame"):
+    take(q)
+    with pytest.raises(RuntimeError, match="report the frame handed out"):
         q.next_action()
-    q.lost(clear)
-    assert take(q).frame  # the repair resync, rendered only now
+    q.lost()
+    assert take(q)  # the repair resync, rendered only now
 
 
 def test_close_stops_a_resync_between_its_two_frames() -> None:
@@ -749,10 +759,10 @@ def test_close_stops_a_resync_between_its_two_frames() -> None:
     assert q.close_lifetime(s) == 0
     assert not q.is_flushed(q.flush_target())
     assert q.queued_entries == 1
-    q.written(clear)
+    q.written()
     assert next_frame(q) is None  # the snapshot frame is not sent
     assert q.is_flushed(q.flush_target())
-    assert q.counters.fenced == 0
+    assert q.statistics().fenced == 0
 
 
 def test_a_held_frame_is_handed_out_again_first_and_never_cut() -> None:
@@ -762,15 +772,14 @@ def test_a_held_frame_is_handed_out_again_first_and_never_cut() -> None:
     s = opened(q)
     publish(q, s, enc(meta={"a": 1}))
     out = take(q)
-    out.sent = 5
-    q.hold(out)
+    q.hold(5)
     q.submit_raw(raw_frame(9))
     q.close_lifetime(s)
     assert not q.is_flushed(q.flush_target())
-    again = take(q)
-    assert again is out
-    assert again.unsent() == out.frame[5:]
-    q.written(again)
+    assert take(q) == out[5:]  # the rest, before anything else
+    q.hold(3)  # in part again
+    assert take(q) == out[8:]
+    q.written()
     assert parse(take(q)) == {"jsonrpc": "2.0", "id": 9, "result": {}}
 
 
@@ -788,7 +797,7 @@ def test_durable_queue_stores_before_the_frame_that_depends_on_it() -> None:
     assert not q.is_flushed(target)  # the frame is taken, not written
     out = take(q)  # the frame taken before the batch, handed out again
     assert parse(out) == info({"_meta": {"a": 1}})
-    q.written(out)
+    q.written()
     assert q.next_action() is None
     assert q.is_flushed(target)
     assert q.store_batches == 1
@@ -807,7 +816,7 @@ def test_a_frame_waits_only_for_the_changes_it_was_rendered_from() -> None:
     q.stored(first)
     out = take(q)
     assert parse(out) == info({"_meta": {"n": 1}})
-    q.written(out)
+    q.written()
     second = q.next_action()  # n=2's frame was rendered after its change: stored first
     assert isinstance(second, StoreBatch)
     assert [r.meta for r in second.saves] == ['{"n":2}']
@@ -828,8 +837,8 @@ def test_a_frame_whose_lifetime_closed_while_stored_is_dropped() -> None:
     assert deletes.deletes == [(SID, 1)]  # its first record, stored under epoch 1
     q.stored(deletes)
     assert q.next_action() is None
-    assert q.counters.fenced == 1
-    assert q.counters.frames_written == 0
+    assert q.statistics().fenced == 1
+    assert q.statistics().frames_written == 0
 
 
 def test_a_change_without_a_frame_is_stored_and_flushing_waits_for_it() -> None:
@@ -849,7 +858,7 @@ def test_a_change_without_a_frame_is_stored_and_flushing_waits_for_it() -> None:
             drained.append(action)
             q.stored(action)
         else:
-            q.written(action)
+            q.written()
     target = q.flush_target()
     assert q.is_flushed(target)
     # resolving clears the record (a frame) and the incident: both stored
@@ -860,7 +869,8 @@ def test_a_change_without_a_frame_is_stored_and_flushing_waits_for_it() -> None:
     assert isinstance(batch, StoreBatch)
     assert batch.saves[0].failure is None
     q.stored(batch)
-    q.written(take(q))
+    take(q)
+    q.written()
     assert q.next_action() is None  # the writer asks again: the entry is finished
     assert q.is_flushed(target)
 
@@ -964,7 +974,7 @@ def test_r7_an_ended_lifetime_is_fenced() -> None:
     q.close_lifetime(s)
     assert q.submit(s, ReportFailure(incident("i", 1), {"m": 1})) is Outcome.FENCED
     assert q.submit(s, ResolveFailure(incident("i", 1))) is Outcome.FENCED
-    assert q.counters.fenced == 2
+    assert q.statistics().fenced == 2
 
 
 # -- domain patches (R8) ----------------------------------------------------------------------
@@ -990,9 +1000,11 @@ def test_r8_an_edit_that_waited_for_room_is_computed_afresh() -> None:
     waiting = DomainEdit("acme", ("b",), 2)
     assert q.submit(s, waiting) is Outcome.FULL  # nothing changed
     assert s.snapshot().meta == {"acme": {"a": 1}}
-    q.written(take(q))
+    take(q)
+    q.written()
     publish(q, s, enc(meta={"acme": {"a": 10}}))  # another writer got the room first
-    q.written(take(q))
+    take(q)
+    q.written()
     assert q.submit(s, waiting) is Outcome.ACCEPTED  # submitted again: sees a=10
     assert s.snapshot().meta == {"acme": {"a": 10, "b": 2}}
 
@@ -1001,7 +1013,7 @@ def test_r8_removing_what_is_not_there_sends_nothing() -> None:
     q = make_queue()
     s = opened(q)
     assert q.submit(s, DomainEdit("acme", ("x",), OMITTED)) is Outcome.ACCEPTED
-    assert q.counters.publications == 0
+    assert q.statistics().publications == 0
     assert drain(q) == []
     publish(q, s, enc(meta={"acme": {"x": 1, "y": 2}}))
     q.submit(s, DomainEdit("acme", ("x",), OMITTED))
@@ -1017,7 +1029,7 @@ def test_r8_a_step_that_is_not_an_object_raises_and_changes_nothing() -> None:
     with pytest.raises(MetaPathError):
         q.submit(s, DomainEdit("acme", ("x", "y"), 1))
     assert s.snapshot().meta == {"acme": {"x": [1]}}
-    assert q.counters.publications == 1
+    assert q.statistics().publications == 1
 
 
 # -- protocol versions (R10): one table -------------------------------------------------------
@@ -1051,7 +1063,7 @@ def test_r10_the_version_set_at_initialize_switches_the_rendering() -> None:
 
 
 def _counters(q: SendQueue) -> tuple[int, ...]:
-    c = q.counters
+    c = q.statistics()
     return (c.publications, c.frames_written, c.bytes_written, c.fenced, c.coalesced)
 
 
@@ -1081,8 +1093,8 @@ def test_express_frames_are_the_frames_the_queue_would_write(
             express = index == 1 and take_now  # as a driver: only when it writes at once
             assert q.submit(s, update, express=express) is Outcome.ACCEPTED
             while take_now and (out := next_frame(q)) is not None:
-                q.written(out)
-                written[index].append(out.frame)
+                q.written()
+                written[index].append(out)
     assert all(q.is_flushed(q.flush_target()) for q in queues)
     assert written[0] == written[1]
     assert lifetimes[0].snapshot() == lifetimes[1].snapshot()
@@ -1111,10 +1123,10 @@ def test_an_express_frame_is_in_flight_until_reported() -> None:
     out = take(q)
     assert parse(out) == info({"_meta": {"a": 1}})
     assert q.submit(s, enc(meta={"b": 2}), express=True) is Outcome.ACCEPTED  # queued behind it
-    with pytest.raises(RuntimeError, match="report the last frame"):
+    with pytest.raises(RuntimeError, match="report the frame handed out"):
         q.next_action()
     assert not q.is_flushed(target)
-    q.written(out)
+    q.written()
     assert q.is_flushed(target)
     assert drain(q) == [info({"_meta": {"b": 2}})]
 
@@ -1125,7 +1137,7 @@ def test_an_express_frame_of_a_closed_lifetime_is_dropped_unless_begun() -> None
     q.submit(s, enc(meta={"a": 1}), express=True)
     q.close_lifetime(s)
     assert next_frame(q) is None  # not begun: dropped, counted as fenced
-    assert q.counters.fenced == 1
+    assert q.statistics().fenced == 1
     assert q.is_flushed(q.flush_target())
 
 
@@ -1140,10 +1152,11 @@ def test_entries_behind_a_snapshot_send_nothing_that_would_go_back() -> None:
     q.resync(s)
     publish(q, s, enc(meta={"a": 1}))
     publish(q, s, enc(meta={"a": 2}, notification_meta={"trace": "t2"}))
-    q.written(take(q))  # the clear
+    take(q)  # the clear
+    q.written()
     snapshot = take(q)
     publish(q, s, enc(meta={"a": 3}))  # after the snapshot is rendered: a frame of its own
-    q.written(snapshot)
+    q.written()
     assert parse(snapshot) == info({"_meta": {"x": 0, "a": 2}})
     assert drain(q) == [info({}, nmeta={"trace": "t2"}), info({"_meta": {"a": 3}})]
     assert s.snapshot().meta == {"x": 0, "a": 3}
@@ -1154,10 +1167,11 @@ def test_an_open_entry_behind_a_snapshot_takes_no_later_publication() -> None:
     s = opened(q)
     q.resync(s)
     publish(q, s, enc(meta={"a": 1}))  # the open entry, behind the resync
-    q.written(take(q))  # the clear
+    take(q)  # the clear
+    q.written()
     snapshot = take(q)  # rendered now: carries a=1
     publish(q, s, enc(meta={"b": 2}))  # must not merge into the absorbed entry
-    q.written(snapshot)
+    q.written()
     assert parse(snapshot) == info({"_meta": {"a": 1}})
     assert drain(q) == [info({"_meta": {"b": 2}})]
 
@@ -1182,5 +1196,5 @@ def test_a_v1_frame_that_carries_what_is_queued_behind_it_counts_it_coalesced() 
         publish(q, s, enc(meta={"n": n}))
     frames = drain(q)
     assert [frame["params"]["update"]["_meta"] for frame in frames] == [{"n": 3}]
-    assert (q.counters.publications, q.counters.coalesced) == (3, 2)
-    assert q.counters.frames_written == 1
+    assert (q.statistics().publications, q.statistics().coalesced) == (3, 2)
+    assert q.statistics().frames_written == 1

@@ -18,9 +18,9 @@ from agent_meta import (
     SessionInfo,
     SessionInfoPatch,
     apply_session_info_patch,
-    compose_session_info_patches,
-    is_rfc3339,
 )
+from agent_meta.core._session_info import compose_session_info_patches
+from agent_meta.core._timestamps import is_rfc3339
 from tests.strategies import rfc3339_timestamps, session_info_patches, session_infos, stored_meta
 
 if TYPE_CHECKING:

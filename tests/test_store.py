@@ -14,15 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from agent_meta import (
-    MemoryStore,
-    OwnerClosedError,
-    StoreCorruptError,
-    StoredLifetime,
-    StoreError,
-    StoreLockedError,
-    StoreSchemaError,
-)
+from agent_meta import MemoryStore, OwnerClosedError, StoredLifetime, StoreError
+from agent_meta.core._errors import StoreCorruptError, StoreLockedError, StoreSchemaError
 from agent_meta.stores._sqlite import SQLiteStore
 from agent_meta.stores._urls import redact_url
 from agent_meta.testing import ClientMirror, FailingTransport, RecordingTransport

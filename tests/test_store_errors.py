@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from agent_meta import BaseAgent, RequestContext, StoredLifetime, StoreError
-from agent_meta.agents.reference_agent import ReferenceAgent
-from agent_meta.core._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND
+from agent_meta.agents.reference_agent._agent import ReferenceAgent
+from agent_meta.core._jsonrpc import ErrorCode
 from integration.sdk_mini_agent import MiniAgent
 from tests.failing_store import WrappedStore
 from tests.peer import serve
@@ -41,7 +41,7 @@ class UnreachableStore(WrappedStore):
 
 def assert_generic(error: dict[str, object], caplog: pytest.LogCaptureFixture) -> None:
     assert error == {
-        "code": INTERNAL_ERROR,
+        "code": ErrorCode.INTERNAL_ERROR,
         "message": "the lifetime store failed; see the agent's log",
     }
     assert LOCATION in caplog.text  # the agent's log has the detail
@@ -110,7 +110,7 @@ UNSTORABLE = [("x\x00y", "a NUL character (U+0000)"), ("x\ud800", "a lone surrog
 
 
 def assert_refused(error: dict[str, object], flaw: str) -> None:
-    assert error["code"] == INVALID_PARAMS
+    assert error["code"] == ErrorCode.INVALID_PARAMS
     assert isinstance(error["message"], str)
     assert error["message"].endswith(f"holds {flaw}")
 
@@ -156,5 +156,5 @@ async def test_an_unknown_session_id_is_quoted_cut_short() -> None:
         await peer.request("initialize", INIT_V2)
         params = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]}
         error = (await peer.request("session/prompt", params))["error"]
-    assert error["code"] == RESOURCE_NOT_FOUND
+    assert error["code"] == ErrorCode.RESOURCE_NOT_FOUND
     assert error["message"] == f"unknown session {'s' * 64!r}… (100000 characters)"

@@ -24,14 +24,8 @@ skip_module_without_psycopg()  # before psycopg is imported (agent_meta.Postgres
 import psycopg
 import trio
 
-from agent_meta import (
-    PostgresStore,
-    StoreCorruptError,
-    StoredLifetime,
-    StoreError,
-    StoreLockedError,
-    StoreSchemaError,
-)
+from agent_meta import PostgresStore, StoredLifetime, StoreError
+from agent_meta.core._errors import StoreCorruptError, StoreLockedError, StoreSchemaError
 from agent_meta.stores._postgres import redact
 from agent_meta.testing import ClientMirror, RecordingTransport
 
@@ -85,10 +79,55 @@ async def test_stores_opened_at_once_on_an_empty_database_create_the_schema_once
             nursery.start_soon(open_one)
     for store in stores:
         await store.aclose()
-    assert sql(postgres_url, "SELECT version FROM agent_meta_schema") == [(1,)]
+    assert sql(postgres_url, "SELECT version FROM agent_meta_schema") == [(2,)]
     async with await PostgresStore.open(postgres_url) as store:
         await store.migrate()  # current: only read
         assert await store.write([StoredLifetime("s")], [], holder="h") == frozenset()
+
+
+_VERSION_1 = """
+CREATE TABLE agent_meta_lifetimes (
+    session_id text PRIMARY KEY, title text, updated_at text, meta text, failure_id text,
+    failure_revision bigint, needs_repair boolean NOT NULL DEFAULT false, epoch bigint NOT NULL,
+    holder text NOT NULL
+);
+CREATE TABLE agent_meta_schema (
+    single boolean PRIMARY KEY DEFAULT true CHECK (single), version integer NOT NULL
+);
+INSERT INTO agent_meta_schema (version) VALUES (1);
+INSERT INTO agent_meta_lifetimes
+VALUES ('old', '"T"', NULL, '{"v":1}', NULL, NULL, false, 3, 'gone');
+"""
+
+
+async def test_version_1_tables_are_migrated_by_the_first_store_that_opens_them(
+    driver: Driver, postgres_url: str
+) -> None:
+    """Version 2 added whether a title is the client's (R13): the tables of version 1 get the
+    column (no title of them is the client's), once, however many stores open them at once."""
+    sql(postgres_url, _VERSION_1)
+    stores: list[PostgresStore] = []
+
+    async def open_one() -> None:
+        stores.append(await PostgresStore.open(postgres_url, min_size=0))
+
+    async with driver.task_group() as tasks:
+        for _ in range(4):
+            tasks.start_soon(open_one)
+    for opened in stores:
+        await opened.aclose()
+    assert sql(postgres_url, "SELECT version FROM agent_meta_schema") == [(2,)]
+    async with (
+        await PostgresStore.open(postgres_url) as store,
+        driver.open_owner(RecordingTransport(), store=store) as owner,
+    ):
+        claimed = await owner.claim_lifetime("old")
+        assert claimed is not None
+        assert (claimed.snapshot().title, claimed.title_set_by_client) == ("T", False)
+        assert await claimed.set_client_title("Mine")
+        record = await store.read("old")
+        assert record is not None
+        assert (record.epoch, record.title, record.client_title) == (4, '"Mine"', True)
 
 
 async def test_a_newer_schema_and_foreign_tables_are_refused(

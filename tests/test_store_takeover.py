@@ -24,6 +24,7 @@ from agent_meta import (
     StoredLifetime,
     UnknownSessionError,
 )
+from agent_meta.stores._sqlite import SCHEMA_VERSION
 from agent_meta.testing import ClientMirror, RecordingTransport
 
 if TYPE_CHECKING:
@@ -315,7 +316,73 @@ async def test_a_version_1_file_is_migrated_and_its_lifetimes_claimed(
         assert record is not None
         assert record.epoch == 2
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+
+
+async def test_read_many_reads_many_records_in_one_call_and_claims_none(
+    driver: Driver, kind: str, place: str
+) -> None:
+    shared, stack = await stores(kind, place)
+    async with two_owners(driver, shared, stack) as (a, _):
+        store = await shared.open()
+        ids = [f"s{index}" for index in range(1200)]  # more than one SQLite statement takes
+        for session_id in ids:
+            a.open_lifetime(session_id)
+        await a.lifetime("s7").set_client_title("Mine")
+        await a.wait_flushed()
+        found = await store.read_many([*reversed(ids), "absent", "s7"])
+        assert sorted(found) == sorted(ids)
+        assert (found["s7"].title, found["s7"].client_title, found["s7"].epoch) == (
+            '"Mine"',
+            True,
+            1,
+        )
+        assert not found["s8"].client_title
+        assert await store.read_many([]) == {}
+        await a.lifetime("s7").publish(meta={"still": "held"})  # nothing was claimed
+        await a.wait_flushed()
+
+
+async def test_a_version_2_file_is_migrated_and_keeps_its_lifetimes_and_epochs(
+    driver: Driver, kind: str, tmp_path: Path
+) -> None:
+    """Version 3 added whether a title is the client's (R13): a version 2 file gets the column
+    (no title of it is the client's) at open, and its lifetimes and epochs are kept."""
+    if kind != "sqlite":
+        pytest.skip("a SQLite file format")
+    path = tmp_path / "shared.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        PRAGMA application_id = 1095191892;
+        PRAGMA user_version = 2;
+        CREATE TABLE agent_meta_lifetimes (
+            session_id TEXT PRIMARY KEY NOT NULL, title TEXT, updated_at TEXT, meta TEXT,
+            failure_id TEXT, failure_revision INTEGER, needs_repair INTEGER NOT NULL DEFAULT 0,
+            epoch INTEGER NOT NULL DEFAULT 1, holder TEXT NOT NULL DEFAULT ''
+        ) WITHOUT ROWID;
+        INSERT INTO agent_meta_lifetimes VALUES ('old', '"T"', NULL, '{"v":1}', NULL, NULL, 0, 4,
+            'gone');
+        """
+    )
+    conn.close()
+    async with await SQLiteStore.open(path) as store:
+        async with driver.open_owner(RecordingTransport(), store=store) as owner:
+            claimed = await owner.claim_lifetime("old")
+            assert claimed is not None
+            assert (claimed.snapshot().title, claimed.title_set_by_client) == ("T", False)
+            assert await claimed.set_client_title("Mine")
+            created = owner.open_lifetime("new")  # a row written by this version
+            await created.publish(meta={"n": 1})
+        old = await store.read("old")
+        new = await store.read("new")
+        assert old is not None
+        assert new is not None
+        assert (old.epoch, old.title, old.client_title) == (5, '"Mine"', True)
+        assert (new.epoch, new.client_title) == (1, False)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     conn.close()
 
 

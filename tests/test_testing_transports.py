@@ -11,7 +11,8 @@ import pytest
 import trio
 import trio.testing
 
-from agent_meta import FrameLostError, FrameNotSentError, StreamTransport, Transport
+from agent_meta import FrameLostError, FrameNotSentError, Transport
+from agent_meta.owner._trio_stream import StreamTransport
 from agent_meta.testing import (
     ClientMirror,
     FailingTransport,

@@ -14,27 +14,32 @@ from pydantic import ValidationError
 
 from agent_meta import OMITTED, AgentMetaError, MetaValueError, SessionInfoPatch
 from agent_meta.wire import (
-    InvalidMessageError,
-    JsonRpcErrorObject,
     JsonRpcErrorResponse,
     JsonRpcNotification,
     JsonRpcRequest,
     JsonRpcSuccessResponse,
     MessageDecodeError,
-    MessageParseError,
     SessionInfoUpdate,
     SessionInfoUpdateV1,
+    encode_frame,
+    patch_from_update,
+)
+from agent_meta.wire import decode as decode_line
+from agent_meta.wire._convert import encode_session_update, update_from_patch
+from agent_meta.wire._decode import (
+    InvalidMessageError,
+    MessageParseError,
+    decode_message,
+    message_from_json,
+    parse_json_line,
+)
+from agent_meta.wire._models import (
+    MISSING,
+    JsonRpcErrorObject,
     SessionNotification,
     SessionNotificationV1,
     WireModel,
-    encode_frame,
-    encode_session_update,
-    patch_from_update,
-    update_from_patch,
 )
-from agent_meta.wire import decode as decode_line
-from agent_meta.wire._decode import decode_message, message_from_json, parse_json_line
-from agent_meta.wire._models import MISSING
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -549,10 +554,11 @@ def test_a_success_response_result_is_any_json_value(result: Any) -> None:
     assert json.loads(encode_frame(JsonRpcSuccessResponse(id=3, result=result)))["result"] == result
 
 
-def test_invalid_request_keeps_the_validation_error_as_cause() -> None:
+def test_an_invalid_request_says_what_is_wrong() -> None:
     with pytest.raises(InvalidMessageError) as caught:
         decode_message('{"jsonrpc":"2.0","id":1,"method":"m","params":7}')
-    assert isinstance(caught.value.__cause__, ValidationError)
+    assert "params must be an object or an array" in str(caught.value)
+    assert caught.value.request_id == 1
 
 
 def test_decode_accepts_str_bytes_and_surrounding_whitespace() -> None:

@@ -139,9 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
     from ..instrument import _supervise
-    from ..tools import _check, _proxy, _timeline
+    from ..tools import _check, _own, _proxy, _timeline
 
-    for app in (_supervise, _proxy, _check, _timeline):
+    for app in (_supervise, _own, _proxy, _check, _timeline):
         app.add_parser(commands)
     return parser
 
@@ -165,6 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..instrument._supervise import main as run_main  # agent's
 
         return run_main(arguments[1:])
+    if arguments[:1] == ["own"]:  # the same: its child starts before anything heavy loads
+        from ..tools._own import main as own_main
+
+        return own_main(arguments[1:])
     parser = build_parser()
     args = parser.parse_args(arguments)
     if hasattr(args, "run"):  # the apps: proxy, check, timeline
@@ -178,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = _agent_options(parser, args)
     if args.runtime == "sdk":
         return _run_sdk_agent(parser, args, options)
-    from ..agents.reference_agent import ReferenceAgent
+    from ..agents.reference_agent._agent import ReferenceAgent
     from ..trio_connection._stdio import run_stdio_agent
 
     try:
@@ -236,13 +240,36 @@ SDK_V1_ONLY = (
 """Why ``--runtime sdk`` takes no ``--protocol 2`` on an SDK release without the v2 API."""
 
 
+def _sdk_too_old_for_the_reference_agent() -> str | None:
+    """Why the installed SDK cannot run the reference agent, if it cannot: the adapter serves
+    0.6 on, the reference agent is written against the API of 0.7.1 on (``run_agent``,
+    ``SessionInfoUpdate``, resume). A missing SDK is :func:`_import_extra`'s to report."""
+    try:
+        from ..sdk._release import installed_release
+
+        release = installed_release()
+    except ImportError:
+        return None
+    if release.runs_agent and release.session_info:
+        return None
+    return (
+        "agent-meta agent --runtime sdk needs agent-client-protocol 0.7.1 or later (the reference "
+        f"agent uses its run_agent and SessionInfoUpdate); {release.version} is installed.\n"
+        "Install a later one with: pip install 'agent-client-protocol>=0.7.1'"
+    )
+
+
 def _run_sdk_agent(
     parser: argparse.ArgumentParser, args: argparse.Namespace, options: OwnerOptions
 ) -> int:
     """``agent-meta agent --runtime sdk``: the reference agent on the official SDK (asyncio):
     ACP v1 on any supported release, v2 on 1.0 (``auto``: the one the client asks for)."""
+    too_old = _sdk_too_old_for_the_reference_agent()
+    if too_old is not None:
+        print(too_old, file=sys.stderr)
+        return 2
     sdk_agent = _import_extra(
-        "agent_meta.agents.sdk_agent",
+        "agent_meta.agents.sdk_agent._serve",
         "agent-meta agent --runtime sdk needs the official ACP Python SDK",
         "Install it with: pip install 'agent-meta[sdk]'",
     )
@@ -400,7 +427,7 @@ write protects is written. Only for crash tests."""
 async def _serve_with_store(
     url: str, versions: tuple[int, ...], max_line: int, options: OwnerOptions
 ) -> None:
-    from ..agents.reference_agent import ReferenceAgent
+    from ..agents.reference_agent._agent import ReferenceAgent
     from ..stores._open import open_store
     from ..trio_connection._stdio import serve_stdio
 
@@ -438,6 +465,9 @@ class _CrashAfterWrites:
 
     async def read(self, session_id: str) -> StoredLifetime | None:
         return await self._store.read(session_id)
+
+    async def read_many(self, session_ids: Sequence[str]) -> dict[str, StoredLifetime]:
+        return await self._store.read_many(session_ids)
 
     async def write(
         self,

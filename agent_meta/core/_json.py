@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Mapping
+from math import inf as _inf
 from math import isfinite as _isfinite
 from typing import Any, Final, TypeAlias
 
@@ -59,6 +60,11 @@ _INT_DIGITS: Final = sys.get_int_max_str_digits()
 INT_LIMIT: Final = 10**_INT_DIGITS if _INT_DIGITS else None
 """Integers must be smaller than this in magnitude: Python refuses to write longer ones as text
 (``sys.get_int_max_str_digits()``, read at import), so they could never be sent."""
+_INT_BOUND: Final[float] = _inf if INT_LIMIT is None else INT_LIMIT
+""":data:`INT_LIMIT`, with no limit as an infinite one: one comparison on every path."""
+_INT_FLOOR: Final[float] = -_INT_BOUND
+"""Its negation, computed once: negating a 4,300-digit integer copies it (about 600
+instructions), and every integer published is checked against both."""
 
 
 class NumberOverflowError(ValueError):
@@ -107,7 +113,7 @@ def nesting_depth(value: object) -> int:
 
 def int_fits(value: int) -> bool:
     """Whether ``value`` can be written as JSON text (see :data:`INT_LIMIT`)."""
-    return INT_LIMIT is None or -INT_LIMIT < value < INT_LIMIT
+    return _INT_FLOOR < value < _INT_BOUND
 
 
 def _checked_int(value: int) -> int:
@@ -153,25 +159,19 @@ def _plain_container(value: dict[object, object] | list[object], depth: int) -> 
         return False
     items: Iterable[object] = value
     if type(value) is dict:
-        if not _string_keys(value):
-            return False
+        for key in value:  # the keys, checked inline: no call on the send path
+            if type(key) is not str:
+                return False
         items = value.values()
     for item in items:
         kind = type(item)
         if kind is str or kind is bool or item is None:
             continue  # the common scalars, checked inline
         if kind is int:  # and integers (a counter, a step): no call for them either
-            if INT_LIMIT is None or -INT_LIMIT < item < INT_LIMIT:
+            if _INT_FLOOR < item < _INT_BOUND:  # type: ignore[operator]  # an int
                 continue
             return False
         if not _plain_item(item, depth):
-            return False
-    return True
-
-
-def _string_keys(value: dict[object, object]) -> bool:
-    for key in value:  # noqa: SIM110  # a loop: no generator to build on the send path
-        if type(key) is not str:
             return False
     return True
 
@@ -180,7 +180,7 @@ def _plain_item(item: object, depth: int) -> bool:
     """An item of a container, other than the common scalars: an int, a float, a container."""
     kind = type(item)
     if kind is int:
-        return INT_LIMIT is None or -INT_LIMIT < item < INT_LIMIT
+        return _INT_FLOOR < item < _INT_BOUND  # type: ignore[operator]  # an int
     if kind is dict or kind is list:
         return _plain_container(item, depth + 1)  # type: ignore[arg-type]  # exact type
     return _plain_scalar(item)

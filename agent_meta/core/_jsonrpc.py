@@ -1,13 +1,14 @@
-"""JSON-RPC error codes, the handlers' error type, version negotiation and params helpers (pure).
+"""JSON-RPC error codes, the handlers' error type and version negotiation (pure).
 
 Decoding a line into an envelope is :mod:`agent_meta.wire._models`' job; this module names the
-error codes ACP uses and gives handlers one exception type, :class:`JsonRpcError`, that the
-connection turns into an error response.
+error codes ACP uses (:class:`ErrorCode`) and gives handlers one exception type,
+:class:`JsonRpcError`, that the connection turns into an error response.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+import enum
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -15,14 +16,8 @@ if TYPE_CHECKING:
     from ._json import JsonObject, JsonValue
 
 __all__ = [
-    "INTERNAL_ERROR",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "METHOD_NOT_FOUND",
-    "PARSE_ERROR",
-    "REQUEST_CANCELLED",
-    "RESOURCE_NOT_FOUND",
-    "UNSUPPORTED_PROTOCOL_VERSION",
+    "MAX_PROTOCOL_VERSION",
+    "ErrorCode",
     "JsonRpcError",
     "negotiate_version",
     "optional_str",
@@ -30,22 +25,35 @@ __all__ = [
     "require_str",
 ]
 
-PARSE_ERROR: Final = -32700
-"""The line is not JSON (or not UTF-8)."""
-INVALID_REQUEST: Final = -32600
-"""The JSON is not a valid JSON-RPC 2.0 message (or arrives at the wrong time)."""
-METHOD_NOT_FOUND: Final = -32601
-"""No handler for the method (or not in the negotiated protocol version)."""
-INVALID_PARAMS: Final = -32602
-"""The params are missing a field, or a field has the wrong type or value."""
-INTERNAL_ERROR: Final = -32603
-"""The handler failed unexpectedly; the connection goes on."""
-REQUEST_CANCELLED: Final = -32800
-"""The request was cancelled (``$/cancel_request``) before it finished."""
-RESOURCE_NOT_FOUND: Final = -32002
-"""ACP's code for "a given resource, such as a session, was not found"."""
-UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
-"""ACP v2: no protocol version the agent supports is at or below the one requested."""
+
+class ErrorCode(enum.IntEnum):
+    """The JSON-RPC error codes ACP answers with (an ``int``: ``json.dumps`` writes the number).
+
+    =================================  ======  ==================================================
+    member                             code    when
+    =================================  ======  ==================================================
+    ``PARSE_ERROR``                    -32700  the line is not JSON (or not UTF-8)
+    ``INVALID_REQUEST``                -32600  not a valid JSON-RPC 2.0 message, or at the wrong
+                                               time (before ``initialize``, an id in flight)
+    ``METHOD_NOT_FOUND``               -32601  no handler for the method
+    ``INVALID_PARAMS``                 -32602  a field is missing, or of the wrong type or value
+    ``INTERNAL_ERROR``                 -32603  the handler failed unexpectedly; the connection
+                                               goes on
+    ``REQUEST_CANCELLED``              -32800  cancelled (``$/cancel_request``) before it finished
+    ``RESOURCE_NOT_FOUND``             -32002  ACP: a resource, such as a session, was not found
+    ``UNSUPPORTED_PROTOCOL_VERSION``   -32022  ACP v2: no version the agent supports is at or
+                                               below the one requested
+    =================================  ======  ==================================================
+    """
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    REQUEST_CANCELLED = -32800
+    RESOURCE_NOT_FOUND = -32002
+    UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
 class JsonRpcError(Exception):
@@ -53,7 +61,7 @@ class JsonRpcError(Exception):
 
     def __init__(self, code: int, message: str, data: JsonValue | None = None) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = int(code)  # an ErrorCode is written as its number
         self.message = message
         self.data = data
 
@@ -65,7 +73,7 @@ class JsonRpcError(Exception):
         return error
 
 
-# --------------------------------------------------------------------------- params helpers
+# --------------------------------------------------------------------------- params checks
 
 
 def require_str(params: Mapping[str, Any], name: str) -> str:
@@ -73,7 +81,7 @@ def require_str(params: Mapping[str, Any], name: str) -> str:
     value = params.get(name)
     if not isinstance(value, str):
         problem = "is missing" if name not in params else f"must be a string, not {_kind(value)}"
-        raise JsonRpcError(INVALID_PARAMS, f"invalid params: {name!r} {problem}")
+        raise JsonRpcError(ErrorCode.INVALID_PARAMS, f"invalid params: {name!r} {problem}")
     return value
 
 
@@ -84,7 +92,8 @@ def optional_str(params: Mapping[str, Any], name: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise JsonRpcError(
-            INVALID_PARAMS, f"invalid params: {name!r} must be a string, not {_kind(value)}"
+            ErrorCode.INVALID_PARAMS,
+            f"invalid params: {name!r} must be a string, not {_kind(value)}",
         )
     return value
 
@@ -98,7 +107,8 @@ def require_object_list(params: Mapping[str, Any], name: str) -> list[dict[str, 
         or not all(isinstance(item, dict) for item in value)
     ):
         raise JsonRpcError(
-            INVALID_PARAMS, f"invalid params: {name!r} must be a non-empty array of objects"
+            ErrorCode.INVALID_PARAMS,
+            f"invalid params: {name!r} must be a non-empty array of objects",
         )
     return value
 
@@ -132,11 +142,13 @@ def negotiate_version(requested: object, supported: Sequence[int]) -> int:
     """
     if type(requested) is not int or not 0 <= requested <= MAX_PROTOCOL_VERSION:
         raise JsonRpcError(
-            INVALID_PARAMS,
+            ErrorCode.INVALID_PARAMS,
             "invalid params: 'protocolVersion' must be an integer from 0 to 65535 (uint16)",
         )
     at_or_below = [version for version in supported if version <= requested]
     if not at_or_below:
         data: JsonObject = {"requested": requested, "supported": list(supported)}
-        raise JsonRpcError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", data)
+        raise JsonRpcError(
+            ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", data
+        )
     return at_or_below[-1]

@@ -30,6 +30,7 @@ __all__ = [
     "apply_meta_patch",
     "compose_meta_patches",
     "fold_meta_patches",
+    "replacement_patch",
 ]
 
 MetaPatch: TypeAlias = "Omitted | None | Mapping[str, object]"
@@ -128,6 +129,43 @@ def compose_meta_patches(first: MetaPatch, second: MetaPatch) -> list[CheckedMet
     merged = dict(a)
     merged.update(b)
     return [merged]
+
+
+def replacement_patch(
+    stored: Mapping[str, object] | None, whole: Mapping[str, object] | None
+) -> JsonObject:
+    """The shallow patch that turns ``stored`` into ``whole`` (both stored metadata, ``None``
+    for none): every key of ``whole`` whose value differs, and ``None`` for every stored key
+    that ``whole`` lacks. ``{}`` when they are equal. A key set to ``None`` in either counts as
+    absent. Neither argument is mutated; the values are JSON copies.
+
+    For a writer that sends whole objects where the reader patches (a v1 agent that sends its
+    complete ``_meta`` each time, under an owner that keeps the shallow-patch rule).
+
+    >>> replacement_patch({"a": 1, "b": 2}, {"b": 3, "c": 4})
+    {'a': None, 'b': 3, 'c': 4}
+    """
+    before = check_stored_meta(stored, path="stored")
+    after = check_stored_meta(whole, path="whole")
+    patch: JsonObject = {key: None for key in before if key not in after}
+    for key, value in after.items():
+        if key not in before or not same_json(before[key], value):
+            patch[key] = value
+    return patch
+
+
+def same_json(a: object, b: object) -> bool:
+    """Whether two JSON values are the same value (``1``, ``1.0`` and ``true`` are three;
+    object key order does not matter)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(same_json(a[key], b[key]) for key in a)
+    if isinstance(a, list):
+        assert isinstance(b, list)
+        return len(a) == len(b) and all(map(same_json, a, b))
+    return a == b
 
 
 def copy_meta(meta: Mapping[str, object] | None) -> JsonObject | None:

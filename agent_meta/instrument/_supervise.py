@@ -73,7 +73,7 @@ def add_parser(commands: Any) -> None:
 def _description() -> str:
     return (
         "Start AGENT_CMD (a Python ACP agent built on the official SDK, agent-client-protocol "
-        "0.8 to 1.0) with agent_meta's owner under its connection, without editing it: the "
+        "0.6 to 1.0) with agent_meta's owner under its connection, without editing it: the "
         "SDK's run_agent is replaced as the agent imports it. agent_meta must be installed "
         "in the agent's environment. Options go before the '--'. Exits 2, saying why, when "
         "the agent cannot be owned."
@@ -196,11 +196,12 @@ class _Watch:
         if self.sdk is None:
             return (
                 "it never imported the official ACP SDK (acp): agent-meta run serves Python "
-                "agents on agent-client-protocol 0.8 to 1.0"
+                "agents on agent-client-protocol 0.6 to 1.0"
             )
         return (
             f"it imported the official ACP SDK ({self.sdk}) but did not start its connection "
-            "through acp.run_agent (or the v2 run_agent, or a protocol router's run)"
+            "through acp.run_agent (or the v2 run_agent, or a protocol router's run; on SDK "
+            "0.6, AgentSideConnection on its stdio)"
         )
 
 

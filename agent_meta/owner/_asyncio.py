@@ -20,16 +20,14 @@ import asyncio
 import contextlib
 import math
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, NoReturn, final
+from typing import TYPE_CHECKING, final
 
 from ..core._deprecation import renamed_keywords
 from ..core._errors import OwnerClosedError
-from ..sansio._edits import Outcome
+from ..sansio._edits import ACCEPTED, FULL
 from ._asyncio_stream import AsyncioStreamTransport
 from ._base import OwnerBase, check_options
-from ._direct import DirectWriter
 from ._failures import only_broken
-from ._retry import tenacity_retry
 from ._threadsafe import ThreadsafeOwner
 from ._transport import Transport
 
@@ -97,21 +95,24 @@ class AsyncioMetaOwner(OwnerBase):
     """
 
     _cancelled = asyncio.CancelledError
+    _would_block_error = asyncio.QueueFull
     _room: _WaitingTasks
     _progress: _WaitingTasks
 
     def __init__(
         self, transport: Transport, options: OwnerOptions, store: LifetimeStore | None
     ) -> None:
-        super().__init__(options, store)
+        super().__init__(
+            options,
+            store,
+            transport,
+            sleep=asyncio.sleep,
+            room=_WaitingTasks(),
+            progress=_WaitingTasks(),
+            stream=transport if type(transport) is AsyncioStreamTransport else None,
+        )
         self._loop = asyncio.get_running_loop()
-        self._transport = transport
-        self._retry = tenacity_retry(options.retry, asyncio.sleep)
-        self._room = _WaitingTasks()  # producers wait here for capacity
-        self._progress = _WaitingTasks()  # wait_flushed waits here
         self._idle_writer: asyncio.Future[None] | None = None  # the writer, parked, no work
-        stream = transport if type(transport) is AsyncioStreamTransport else None
-        self._direct = DirectWriter.for_stream(self._queue, stream, store)
         self._threadsafe = ThreadsafeOwner(self, self._loop)
 
     @property
@@ -139,12 +140,12 @@ class AsyncioMetaOwner(OwnerBase):
         if task is not None and task.cancelling():  # passes here
             await asyncio.sleep(0)  # where that cancellation is raised, before any effect
         outcome = self._try_submit(state, edit)
-        while outcome is Outcome.FULL:
+        while outcome is FULL:
             await self._room.park()
             outcome = self._try_submit(state, edit)  # computed afresh from the state now (R8)
-        if outcome is Outcome.ACCEPTED and self._store is not None:
+        if outcome is ACCEPTED and self._store is not None:
             await self._durable(state)
-        return outcome is Outcome.ACCEPTED  # nothing awaited since the effect but the store
+        return outcome is ACCEPTED  # nothing awaited since the effect but the store
 
     async def _durable(self, state: LifetimeState) -> None:
         """Wait until what was just accepted is stored (it is accepted only then). It has taken
@@ -167,10 +168,10 @@ class AsyncioMetaOwner(OwnerBase):
         if _cancel_requested():
             await asyncio.sleep(0)
         outcome = self._try_raw(frame, session_id)
-        while outcome is Outcome.FULL:
+        while outcome is FULL:
             await self._room.park()
             outcome = self._try_raw(frame, session_id)
-        return outcome is Outcome.ACCEPTED
+        return outcome is ACCEPTED
 
     # -- driver hooks --------------------------------------------------------------------
     def _wake_writer(self) -> None:
@@ -186,19 +187,6 @@ class AsyncioMetaOwner(OwnerBase):
             idle.set_result(None)
         self._idle_writer = None
         self._express = False
-
-    def _wake_waiters(self) -> None:
-        self._room.unpark_all()
-        self._progress.unpark_all()
-
-    def _would_block(self) -> NoReturn:
-        raise asyncio.QueueFull
-
-    def _waiting_producers(self) -> int:
-        return len(self._room)
-
-    def _direct_writes(self) -> int:
-        return 0 if self._direct is None else self._direct.frames
 
     # -- the writer task -----------------------------------------------------------------
     async def _park_writer(self) -> None:
@@ -241,7 +229,7 @@ async def open_asyncio_owner(
     the running asyncio loop.
 
     ``output`` is an :class:`asyncio.StreamWriter` (wrapped in an
-    :class:`~agent_meta.AsyncioStreamTransport`) or a :class:`~agent_meta.Transport` whose
+    ``AsyncioStreamTransport``) or a :class:`~agent_meta.Transport` whose
     ``send_frame`` is awaited on this loop; the owner never closes it. ``options`` and
     ``store`` are those of :func:`~agent_meta.open_owner` (a store's ``write`` is awaited on
     this loop; :class:`~agent_meta.SQLiteStore` runs on either runtime).

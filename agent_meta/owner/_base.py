@@ -1,13 +1,14 @@
 """What every owner driver shares, whatever its runtime: no trio, no asyncio.
 
-:class:`OwnerBase` holds the sans-IO :class:`~agent_meta.sansio._queue.SendQueue` and the
-handles of the open lifetimes, claims stored lifetimes from the store, and turns public calls
-into queue events (validating them first). It also holds the writer loop, which only awaits the
-transport, the store, the retry policy and the driver's hooks, so it runs on either runtime.
-A driver subclass adds only what needs a runtime: parking and waking tasks (waiting for queue
-room, the idle writer), cancellation, and how a failed write is classified (``_write``). The
-handles agents hold (:class:`~agent_meta.SessionLifetime`) talk to this interface, so they
-serve every driver.
+:class:`OwnerBase` is the owner: it holds the sans-IO
+:class:`~agent_meta.sansio._queue.SendQueue` and the handles of the open lifetimes, claims
+stored lifetimes from the store, turns public calls into queue events (validating them first),
+and runs the writer task: ask the queue what to do next, have its
+:class:`~agent_meta.owner._writer.Writer` write or store it, wake the tasks that wait, park
+when there is nothing to do. A driver subclass adds only what needs a runtime: how tasks park
+and wake (the waiting producers and flushers it passes in, the idle writer), its sleep and its
+cancellation. The handles agents hold (:class:`~agent_meta.SessionLifetime`) talk to this
+interface, so they serve every driver.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import abc
 import logging
 import secrets
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, ClassVar, NoReturn, Protocol
 
 from ..core._errors import (
     MetaValueError,
@@ -25,8 +26,9 @@ from ..core._errors import (
     UnknownSessionError,
     shown_id,
 )
-from ..sansio._durability import FIRST_EPOCH
-from ..sansio._edits import Edit, Outcome
+from ..sansio._durability import claim_again, still_held
+from ..sansio._edits import ACCEPTED, FULL, Edit, Outcome
+from ..sansio._entries import StoreBatch
 from ..sansio._frames import (
     build_notification,
     build_request,
@@ -38,50 +40,90 @@ from ..sansio._options import OwnerOptions
 from ..sansio._queue import SendQueue
 from ..sansio._records import restore_state
 from ..sansio._state import LifetimeState
-from ._failures import taken_over_error
+from ._direct import DirectWriter
+from ._failures import store_failed, taken_over_error
 from ._lifetime import SessionLifetime
 from ._statistics import OwnerStatistics
-from ._writer import WaitingTasks, WriterLoop, broken_transport
+from ._writer import Writer
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from ..core._session_info import SessionInfo, SessionInfoPatch
     from ..sansio._encode import EncodedUpdate
     from ..sansio._records import StoredLifetime
     from ..stores._store import LifetimeStore
+    from ._direct import NowaitStream
+    from ._transport import Transport
 
-__all__ = [
-    "OwnerBase",
-    "WaitingTasks",
-    "broken_transport",
-    "check_options",
-]
+__all__ = ["OwnerBase", "WaitingTasks", "check_options"]
 
 logger = logging.getLogger("agent_meta")
 
 
-class OwnerBase(WriterLoop):
+class WaitingTasks(Protocol):
+    """Tasks parked until woken all at once: a ``trio.lowlevel.ParkingLot``, or the asyncio
+    driver's equivalent. True while any task waits; its length is how many."""
+
+    def __bool__(self) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+    async def park(self) -> None: ...
+
+    def unpark_all(self) -> object: ...
+
+
+class OwnerBase(abc.ABC):
     """The runtime-independent part of an owner. Drivers subclass it.
 
-    Each driver sets the transport, the retry policy (with the runtime's sleep), the producers
-    waiting for queue room and the callers of ``wait_flushed`` (see :class:`WriterLoop`).
+    A driver passes what its runtime provides: its ``sleep`` (for the retry backoff), where
+    producers wait for queue room (``room``) and where ``wait_flushed`` waits (``progress``),
+    and its stream transport when direct writes apply (``stream``); and it names its
+    cancellation and "would block" exceptions.
     """
 
-    def __init__(self, options: OwnerOptions, store: LifetimeStore | None) -> None:
+    _cancelled: ClassVar[type[BaseException]]
+    """The runtime's cancellation exception (``trio.Cancelled``, ``asyncio.CancelledError``)."""
+    _would_block_error: ClassVar[type[Exception]]
+    """What a ``*_nowait`` call raises where the ``async`` one would wait (``trio.WouldBlock``,
+    ``asyncio.QueueFull``)."""
+
+    def __init__(
+        self,
+        options: OwnerOptions,
+        store: LifetimeStore | None,
+        transport: Transport,
+        *,
+        sleep: Callable[[float], Awaitable[None]],
+        room: WaitingTasks,
+        progress: WaitingTasks,
+        stream: NowaitStream | None,
+    ) -> None:
         self._options = options
         self._queue = SendQueue(options, durable=store is not None)
         self._store = store
         self.holder = secrets.token_hex(16)
         """This owner's name in the store: a claim records it, so that a second claim by the
         same owner takes nothing over (128 random bits)."""
+        self._writer = Writer(
+            self._queue,
+            transport,
+            options.retry,
+            sleep=sleep,
+            cancelled=self._cancelled,
+            store=store,
+            holder=self.holder,
+        )
+        self._direct = DirectWriter.for_stream(self._queue, stream, store)
+        self._room = room  # producers wait here for capacity
+        self._progress = progress  # wait_flushed waits here
         self._lifetimes: dict[str, SessionLifetime] = {}
         self._opened_any = False
         self._stopped: BaseException | None = None
         self._closing = False
-        self._retried = 0
-        # A frame queued now is written at once by the queueing call (the trio driver's direct
-        # writes); the queue may then render it without an entry (SendQueue.submit).
+        # A frame queued now is written at once by the queueing call (direct writes, while the
+        # writer task idles); the queue may then render it without an entry (SendQueue.submit).
         self._express = False
 
     # -- configuration -------------------------------------------------------------------
@@ -152,13 +194,12 @@ class OwnerBase(WriterLoop):
         held = self._lifetimes.get(session_id)
         if self._store is None:
             return held
-        record = await _claim(self, session_id)
+        record = await self._claim(session_id)
         current = self._lifetimes.get(session_id)
-        if record is None and held is not None and current is held and held._state.epoch:
-            # Its first record may have been stored after the claim read the store: ask again.
-            record = await _claim(self, session_id)
+        if held is not None and current is held and claim_again(held._state, record):
+            record = await self._claim(session_id)
             current = self._lifetimes.get(session_id)
-        if current is not None and (current is not held or _still_held(current, record)):
+        if current is not None and (current is not held or still_held(current._state, record)):
             return current  # this owner's (or claimed by another task of it meanwhile)
         if current is not None:  # another holder's since: it ends here, the claim opens anew
             self._queue.take_over(current._state)
@@ -166,6 +207,16 @@ class OwnerBase(WriterLoop):
         if record is None:
             return None
         return self._open(session_id, encoded, record)
+
+    async def _claim(self, session_id: str) -> StoredLifetime | None:
+        """This owner's claim of ``session_id`` from its store (a failure stops the owner)."""
+        assert self._store is not None
+        try:
+            record = await self._store.claim(session_id, self.holder)
+        except Exception as exc:
+            raise store_failed(exc, self._store.location) from exc
+        self._check_running()
+        return record
 
     def _seed(self, seed: SessionInfoPatch | None) -> EncodedUpdate | None:
         if seed is None:
@@ -210,7 +261,7 @@ class OwnerBase(WriterLoop):
         try:
             record = await self._store.read(session_id)
         except Exception as exc:
-            raise self._store_failed(exc) from exc
+            raise store_failed(exc, self._store.location) from exc
         if record is None:
             return None
         state = LifetimeState(session_id)
@@ -257,7 +308,7 @@ class OwnerBase(WriterLoop):
     def statistics(self) -> OwnerStatistics:
         """Counters and queue sizes, for monitoring and tests."""
         queue = self._queue
-        c = queue.counters
+        c = queue.statistics()
         return OwnerStatistics(
             open_lifetimes=len(self._lifetimes),
             queued=queue.queued_entries,
@@ -269,13 +320,14 @@ class OwnerBase(WriterLoop):
             bytes_written=c.bytes_written,
             fenced=c.fenced,
             write_failures=c.write_failures,
-            retried_writes=self._retried,
+            retried_writes=self._writer.retried,
             resyncs=c.resyncs,
             repairs=c.repairs,
-            waiting_producers=self._waiting_producers(),
+            waiting_producers=len(self._room),
             store_writes=queue.store_batches,
             taken_over=c.taken_over,
-            direct_writes=self._direct_writes(),
+            direct_writes=0 if self._direct is None else self._direct.frames,
+            suppressed_titles=c.suppressed_titles,
         )
 
     # -- other frames --------------------------------------------------------------------
@@ -360,7 +412,7 @@ class OwnerBase(WriterLoop):
         elif self._stopped is not None or self._closing:
             self._check_running()
         outcome = self._queue.submit(state, edit, express=self._express)
-        if outcome is Outcome.ACCEPTED:
+        if outcome is ACCEPTED:
             self._wake_writer()
         return outcome
 
@@ -368,22 +420,22 @@ class OwnerBase(WriterLoop):
         """Submit one edit without waiting: the driver's "would block" error when it needs
         queue room and there is none."""
         outcome = self._try_submit(state, edit)
-        if outcome is Outcome.FULL:
+        if outcome is FULL:
             self._would_block()
-        return outcome is Outcome.ACCEPTED
+        return outcome is ACCEPTED
 
     def seed_lifetime(self, state: LifetimeState, update: EncodedUpdate) -> bool:
         """Make ``update`` known state of ``state`` without a frame; ``False`` if it has
         ended."""
         if not state.closed:
             self._check_running()
-        return self._queue.seed(state, update) is Outcome.ACCEPTED
+        return self._queue.seed(state, update) is ACCEPTED
 
     def resync_lifetime(self, state: LifetimeState) -> bool:
         """Queue a resync of ``state`` (R4; never waits); ``False`` if it has ended."""
         if not state.closed:
             self._check_running()
-        accepted = self._queue.resync(state) is Outcome.ACCEPTED
+        accepted = self._queue.resync(state) is ACCEPTED
         self._wake_writer()
         return accepted
 
@@ -392,15 +444,15 @@ class OwnerBase(WriterLoop):
         writer if it was queued."""
         self._check_running()
         outcome = self._queue.submit_raw(frame, session_id)
-        if outcome is Outcome.ACCEPTED:
+        if outcome is ACCEPTED:
             self._wake_writer()
         return outcome
 
     def _raw_nowait(self, frame: bytes, session_id: str | None = None) -> bool:
         outcome = self._try_raw(frame, session_id)
-        if outcome is Outcome.FULL:
+        if outcome is FULL:
             self._would_block()
-        return outcome is Outcome.ACCEPTED
+        return outcome is ACCEPTED
 
     @abc.abstractmethod
     async def submit_edit(self, state: LifetimeState, edit: Edit) -> bool:
@@ -411,28 +463,58 @@ class OwnerBase(WriterLoop):
         """Queue a raw frame, waiting for queue room as long as needed (the driver's way);
         ``False`` if it was fenced (its session's lifetime has ended)."""
 
+    # -- the writer task -----------------------------------------------------------------
+    async def _writer_loop(self) -> None:
+        """The writer task: ask the queue what to do next, have the writer do it, wake the
+        tasks it may concern; park when idle.
+
+        Runs until the owner closes (and the queue is empty) or fails; a failure stops the
+        owner and propagates.
+        """
+        queue = self._queue
+        writer = self._writer
+        room = self._room
+        progress = self._progress
+        try:
+            while True:
+                action = queue.next_action()
+                if room and queue.has_room():  # taking an entry may have freed room
+                    room.unpark_all()
+                if action is None:
+                    progress.unpark_all()
+                    if self._closing:
+                        return
+                    await self._park_writer()
+                elif isinstance(action, StoreBatch):
+                    taken = await writer.store(action)
+                    if taken:
+                        self._taken_over(taken)
+                    progress.unpark_all()
+                else:
+                    await writer.write(action)
+                    if progress:
+                        progress.unpark_all()
+        except BaseException as exc:
+            self._stop(exc)
+            raise
+
     # -- driver hooks --------------------------------------------------------------------
     @abc.abstractmethod
     def _wake_writer(self) -> None:
         """Something was queued or changed: the writer has work."""
 
     @abc.abstractmethod
-    def _wake_waiters(self) -> None:
-        """Queue room or flush progress may have changed: wake every waiting task."""
-
-    @abc.abstractmethod
-    def _would_block(self) -> NoReturn:
-        """Raise the runtime's "would block" exception (for the ``*_nowait`` calls)."""
-
-    @abc.abstractmethod
-    def _waiting_producers(self) -> int: ...
-
-    @abc.abstractmethod
     async def _park_writer(self) -> None:
         """Park the writer until :meth:`_wake_writer` (or a cancellation)."""
 
-    def _direct_writes(self) -> int:
-        return 0
+    def _wake_waiters(self) -> None:
+        """Queue room or flush progress may have changed: wake every waiting task."""
+        self._room.unpark_all()
+        self._progress.unpark_all()
+
+    def _would_block(self) -> NoReturn:
+        """Raise the runtime's "would block" exception (for the ``*_nowait`` calls)."""
+        raise self._would_block_error
 
     # -- stopping ------------------------------------------------------------------------
     def _check_running(self) -> None:
@@ -476,23 +558,3 @@ def _check_session_id(session_id: object) -> None:
     """A session id is a str (R12: a typed error, not a ``TypeError`` from a dict lookup)."""
     if not isinstance(session_id, str):
         raise MetaValueError(f"must be a str, not a {type(session_id).__name__}", path="session_id")
-
-
-async def _claim(owner: OwnerBase, session_id: str) -> StoredLifetime | None:
-    """``owner``'s claim of ``session_id`` from its store (a failure stops the owner)."""
-    assert owner._store is not None
-    try:
-        record = await owner._store.claim(session_id, owner.holder)
-    except Exception as exc:
-        raise owner._store_failed(exc) from exc
-    owner._check_running()
-    return record
-
-
-def _still_held(lifetime: SessionLifetime, record: StoredLifetime | None) -> bool:
-    """Whether ``lifetime``, open here, is still this owner's, given the record this owner's
-    claim read (a claim by the holder moves nothing)."""
-    epoch = lifetime._state.epoch
-    if epoch == 0:  # its first record is not stored yet, or was stored as the claim read it
-        return record is None or record.epoch == FIRST_EPOCH
-    return record is not None and record.epoch == epoch

@@ -7,15 +7,14 @@ per frame fewer. The writer task stays the only writer otherwise, so R2 holds: w
 stream does not take at once is held in the queue, and the writer task finishes it before
 anything else (and reports any error the usual way).
 
-Runtime-neutral: each driver decides when direct writes apply (:meth:`DirectWriter.for_transport`
-with its own stream transport class) and hands over that transport's ``send_nowait``.
+Runtime-neutral: each driver decides when direct writes apply (it passes its transport to
+:meth:`DirectWriter.for_stream` only when that is exactly its own stream transport class), and
+the writer uses that transport's ``send_nowait``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, final
-
-from ..sansio._entries import Outgoing
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -71,16 +70,15 @@ class DirectWriter:
         """
         queue = self._queue
         while True:
-            out = queue.next_action()
-            if out is None:
+            data = queue.next_action()
+            if data is None:
                 return False
-            assert isinstance(out, Outgoing)  # no store: nothing to store first
-            sent = self._send_nowait(out.frame)
-            if sent != len(out.frame):
-                out.sent = sent
-                queue.hold(out)
+            assert isinstance(data, bytes)  # no store: nothing to store first
+            sent = self._send_nowait(data)
+            if sent != len(data):
+                queue.hold(sent)
                 return True
-            queue.written(out)
+            queue.written()
             self.frames += 1
-            if queue.writing.idle:
+            if queue.idle:
                 return False

@@ -11,7 +11,13 @@ from ..core._errors import (
     shown_id,
 )
 
-__all__ = ["only_broken", "taken_over_error", "unwritten_error"]
+__all__ = [
+    "broken_transport",
+    "only_broken",
+    "store_failed",
+    "taken_over_error",
+    "unwritten_error",
+]
 
 
 def taken_over_error(session_id: str) -> LifetimeTakenOverError:
@@ -20,6 +26,29 @@ def taken_over_error(session_id: str) -> LifetimeTakenOverError:
         f"session {shown_id(session_id)} was taken over by another holder (a load or resume "
         "elsewhere): this publication was not stored, and nothing more of it is written here"
     )
+
+
+def broken_transport(exc: BaseException) -> TransportBrokenError:
+    """The error that stops the owner when a write failed part-way (any failure other than
+    the two the transport seam defines as safe, see :mod:`agent_meta.owner._transport`)."""
+    if isinstance(exc, TransportBrokenError):
+        return exc
+    error = TransportBrokenError(
+        f"writing a frame failed part-way ({type(exc).__name__}: {exc}); the stream can "
+        "no longer be trusted"
+    )
+    error.__cause__ = exc
+    return error
+
+
+def store_failed(exc: Exception, location: str) -> StoreError:
+    """A call of the store at ``location`` failed with ``exc``: the error that stops the owner
+    (R11), or that a claim or a read raises."""
+    if isinstance(exc, StoreError):
+        return exc
+    error = StoreError(location, f"saving lifetimes failed: {type(exc).__name__}: {exc}")
+    error.__cause__ = exc
+    return error
 
 
 def unwritten_error(when: str) -> TransportBrokenError:

@@ -1,9 +1,9 @@
 """Handles into an owner: a session lifetime, and a domain inside its ``_meta``.
 
-:class:`SessionLifetime` is what an agent holds for one session: publish, resync, domain edits
-and failure incidents. :class:`DomainHandle` edits values inside one top-level ``_meta`` key.
-Both only turn calls into edits for the owner's sans-IO queue, where every rule is decided, so
-the same handles serve the trio and the asyncio driver.
+:class:`SessionLifetime` is what an agent holds for one session: publish, resync, domain edits,
+failure incidents and the title the client set. :class:`DomainHandle` edits values inside one
+top-level ``_meta`` key. Both only turn calls into edits for the owner's sans-IO queue, where
+every rule is decided, so the same handles serve the trio and the asyncio driver.
 
 Cancellation (every ``async`` method): it either takes its whole effect or, if cancelled before
 it could (while it waits for queue room), none. Each ``*_nowait`` twin raises the driver's "would
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol, final
 from ..core._errors import MetaValueError
 from ..core._json import JsonValue, json_copy
 from ..core._sentinel import OMITTED, Omitted
-from ..sansio._edits import DomainEdit, ReportFailure, ResolveFailure, check_path
+from ..sansio._edits import ClientTitle, DomainEdit, ReportFailure, ResolveFailure, check_path
 from ..sansio._encode import EncodedUpdate, encode_update
 from ..sansio._state import FailureIncident, check_sizes
 
@@ -33,6 +33,7 @@ __all__ = [
     "LifetimeOwner",
     "SessionLifetime",
     "check_domain_key",
+    "client_title_edit",
     "domain_edit",
     "publication",
     "report_edit",
@@ -117,6 +118,13 @@ class SessionLifetime:
     def snapshot(self) -> SessionInfo:
         """A JSON copy of the known state: what a client holds once it is in sync."""
         return self._state.snapshot()
+
+    @property
+    def title_set_by_client(self) -> bool:
+        """Whether the client set the title (``session/set_title``, R13): the lifetime's title
+        is then the client's, and the ``title`` of every publication is dropped (counted in
+        ``statistics().suppressed_titles``); an agent may skip generating titles for it."""
+        return self._state.client_title
 
     # -- publishing ----------------------------------------------------------------------
     async def publish(
@@ -208,6 +216,39 @@ class SessionLifetime:
         """
         update = publication(self._owner, title, updated_at, meta, None)
         return self._owner.seed_lifetime(self._state, update)
+
+    # -- client-set titles (R13) ----------------------------------------------------------
+    async def set_client_title(self, title: str) -> bool:
+        """The client set the title to ``title``: publish it (the confirmation
+        ``session_info_update``) and keep it; from now on the ``title`` of every other
+        publication and seed is dropped, the rest of it still published. With a store, it
+        returns once the title is stored.
+
+        What agent_meta's connections call for ``session/set_title`` (they answer it
+        themselves, see ``docs/owner.md``); the request's own rules (the length limit) are
+        theirs. Returns ``False`` if the lifetime has ended; raises
+        :class:`~agent_meta.MetaValueError` for a title that is not a str and
+        :class:`~agent_meta.FrameTooLargeError` for one the frame limit cannot carry. Cancelled
+        while it waits for queue room, nothing changed; once accepted, a cancellation waits
+        for the store (as :meth:`publish` does).
+        """
+        return await self._owner.submit_edit(self._state, client_title_edit(self._owner, title))
+
+    def set_client_title_nowait(self, title: str) -> bool:
+        """Like :meth:`set_client_title`, but raise instead of waiting for queue room (and
+        return without waiting for the store: the confirmation is still written only once the
+        title is stored)."""
+        edit = client_title_edit(self._owner, title)
+        return self._owner.submit_edit_nowait(self._state, edit)
+
+    def adopt_client_title(self, title: str) -> bool:
+        """The client set the title to ``title`` through someone else, who confirmed it (an
+        agent behind a proxy answered ``session/set_title``): keep it as the client's, as
+        :meth:`set_client_title` does, without a confirmation of its own. If it differs from the
+        known title, a resync tells the client. Never blocks; ``False`` if the lifetime has
+        ended."""
+        edit = client_title_edit(self._owner, title, confirm=False)
+        return self._owner.submit_edit_nowait(self._state, edit)
 
     def domain(self, key: str) -> DomainHandle:
         """A handle that edits values inside the top-level ``_meta`` key ``key`` only (R8)."""
@@ -338,6 +379,13 @@ def publication(
         notification_meta=notification_meta,
         offset_timestamps=offset_timestamps,
     )
+
+
+def client_title_edit(owner: LifetimeOwner, title: object, *, confirm: bool = True) -> ClientTitle:
+    """The client set the title to ``title`` (a str, R12, R13)."""
+    if not isinstance(title, str):
+        raise MetaValueError(f"must be a str, not a {type(title).__name__}", path="title")
+    return ClientTitle(publication(owner, title, OMITTED, OMITTED, None), confirm)
 
 
 def check_domain_key(key: object) -> str:

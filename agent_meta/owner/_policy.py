@@ -15,7 +15,12 @@ this module only opens, resyncs and closes lifetimes on the owner as it says:
   replay, before the response (a replay that built the state is made known beneath what was
   published meanwhile first: the tracker's ``seed``);
 - a successful ``session/close`` ends the lifetime before its response is queued (R5, R6);
-- a failed load or resume that opened a lifetime with nothing known ends it again.
+- a failed load or resume that opened a lifetime with nothing known ends it again;
+- ``session/set_title`` is answered here, never by the agent (:meth:`LifetimePolicy.set_title`,
+  R13): the title becomes the client's, confirmed with a ``session_info_update``, stored, then
+  answered; an ``initialize`` result advertises it and a ``session/list`` result lists the
+  client's titles (:meth:`LifetimePolicy.rewrite`). A proxy in front of an agent that serves
+  ``session/set_title`` itself forwards it instead (:attr:`LifetimePolicy.forwards_titles`).
 
 An agent on either connection gets all of that without calling anything; the lifetime handles
 stay for what the protocol does not drive (publications, domain edits, failure incidents).
@@ -24,18 +29,35 @@ stay for what the protocol does not drive (publications, domain edits, failure i
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
-from ..core._errors import AgentMetaError
+from ..core._errors import (
+    STORE_FAILED_MESSAGE,
+    AgentMetaError,
+    FrameTooLargeError,
+    LifetimeTakenOverError,
+    StoreError,
+    shown_id,
+)
+from ..core._jsonrpc import ErrorCode, JsonRpcError
 from ..core._session_info import SessionInfo
 from ..sansio._modes import wire_mode
 from ..sansio._seam import (
     LifetimeStep,
     LifetimeTracker,
+    OpeningStart,
     OutboundPlan,
     ReplayStart,
     replaying_session,
 )
+from ..sansio._titles import (
+    advertise_titles,
+    listed_session_ids,
+    read_title_request,
+    retitle_listing,
+    title_result,
+)
+from ._titles import client_titles
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -68,6 +90,19 @@ class LifetimePolicy:
         (see :meth:`response`: replay, or what the lifetime the request opens must know); else
         ``None``. Raises :class:`~agent_meta.StoreError` when the store cannot be read (the
         request is then answered with an error, and nothing is opened)."""
+        start = await self._start(message)
+        return None if start is None else start.token
+
+    async def open_replay(self, message: Mapping[str, object]) -> ReplayStart | None:
+        """:meth:`request`, returning the whole :class:`~agent_meta.sansio._seam.ReplayStart`
+        of a load or resume (whether the request replays, whether its lifetime held its state
+        before), else ``None``: for a driver that tells replay from live state by the order of
+        frames, not by handler."""
+        start = await self._start(message)
+        return start if isinstance(start, ReplayStart) else None
+
+    async def _start(self, message: Mapping[str, object]) -> ReplayStart | OpeningStart | None:
+        """What the tracker starts for a request (opening a load's or resume's lifetime)."""
         owner = self._owner
         session_id = replaying_session(message)
         existed = False
@@ -80,7 +115,7 @@ class LifetimePolicy:
             return None
         if isinstance(replay, ReplayStart):
             self.open(replay.session_id)
-        return replay.token
+        return replay
 
     def response(
         self, message: Mapping[str, object], *, handling: int | None = None
@@ -132,6 +167,9 @@ class LifetimePolicy:
             if owner.has_lifetime(session_id):
                 self._seed(session_id, plan.seed)
                 owner.lifetime(session_id).resync()
+        elif plan.step is LifetimeStep.ADOPT_TITLE:
+            if owner.has_lifetime(session_id) and plan.title is not None:
+                self._adopt_title(session_id, plan.title)
         elif owner.has_lifetime(session_id):  # LifetimeStep.CLOSE or DISCARD
             owner.close_lifetime(session_id)
 
@@ -159,3 +197,104 @@ class LifetimePolicy:
             self._owner.open_lifetime(session_id)
         if self._on_open is not None:
             self._on_open(session_id)
+
+    # -- client-set titles (R13) -----------------------------------------------------------
+    @property
+    def forwards_titles(self) -> bool:
+        """Whether ``session/set_title`` reaches the agent: set it in a proxy in front of an
+        agent that advertises it (:func:`~agent_meta.sansio._titles.advertises_titles` of the
+        agent's ``initialize`` result). Its successful response then makes the title the
+        client's (:meth:`~agent_meta.SessionLifetime.adopt_client_title`) before it is written,
+        so later titles of the agent are kept off the wire. Off (the default), the connection
+        answers it with :meth:`set_title`."""
+        return self.tracker.forwards_titles
+
+    @forwards_titles.setter
+    def forwards_titles(self, value: bool) -> None:
+        self.tracker.forwards_titles = value
+
+    async def set_title(self, params: Mapping[str, object]) -> dict[str, Any]:
+        """Serve ``session/set_title`` (R13) and return its result, ``{"title": ...}``.
+
+        The title becomes the client's: its confirming ``session_info_update`` is queued (after
+        everything queued before, R2) and, with a store, stored before this returns, so that
+        the response, queued by the caller after it, is written only once the title is stored.
+        Raises :class:`~agent_meta.JsonRpcError`: ``-32602`` for params
+        :func:`~agent_meta.sansio._titles.read_title_request` refuses or a title the frame
+        limit cannot carry, ``-32002`` for a session with no open lifetime here (never
+        created, loaded or resumed on this connection, closed, or taken over by another
+        holder); nothing is stored or sent then. :class:`~agent_meta.StoreError` if the store
+        failed. Cancelled while it waits for queue room, nothing changed.
+        """
+        request = read_title_request(params)
+        session_id = request.session_id
+        owner = self._owner
+        if not owner.has_lifetime(session_id):
+            raise _no_session(session_id, "is not open on this connection")
+        lifetime = owner.lifetime(session_id)
+        try:
+            accepted = await lifetime.set_client_title(request.title)
+        except LifetimeTakenOverError:
+            raise _no_session(session_id, "was taken over by another connection") from None
+        except FrameTooLargeError as exc:
+            raise JsonRpcError(
+                ErrorCode.INVALID_PARAMS, f"invalid params: 'title' is too long: {exc}"
+            ) from None
+        if not accepted:
+            raise _no_session(session_id, "was closed")
+        return title_result(request.title)
+
+    async def answer_set_title(self, message: Mapping[str, object]) -> dict[str, Any]:
+        """The JSON-RPC response to a ``session/set_title`` request ``message``, served with
+        :meth:`set_title` (its errors become error responses): for a connection that writes
+        whole messages (the SDK adapter, a proxy)."""
+        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": message.get("id")}
+        params = message.get("params")
+        try:
+            answer["result"] = await self.set_title(params if isinstance(params, dict) else {})
+        except JsonRpcError as exc:
+            answer["error"] = exc.to_error()
+        except StoreError:
+            logger.exception("session/set_title: the lifetime store failed")
+            answer["error"] = {"code": ErrorCode.INTERNAL_ERROR, "message": STORE_FAILED_MESSAGE}
+        return answer
+
+    async def rewrite(self, message: Mapping[str, object]) -> Mapping[str, object]:
+        """A response as the client must get it, before :meth:`response` plans it: an
+        ``initialize`` result advertises ``session/set_title`` in both shapes
+        (:func:`~agent_meta.sansio._titles.advertise_titles`), a ``session/list`` result
+        lists the title the client set for each session (its open lifetime's, else the
+        store's: one store round trip for the sessions listed that are not open here). ``message``
+        itself when nothing changes (so a proxy can forward its bytes), else a new message.
+        Raises :class:`~agent_meta.StoreError` if the store cannot be read."""
+        method = self.tracker.answering(message)
+        if method is None:
+            return message
+        result = message["result"]
+        if not isinstance(result, dict):
+            return message
+        if method == "initialize":
+            changed = advertise_titles(result)
+        elif method == "session/list":
+            titles = await client_titles(self._owner, listed_session_ids(result))
+            changed = retitle_listing(result, titles)
+        else:
+            return message
+        return message if changed is None else {**message, "result": changed}
+
+    def _adopt_title(self, session_id: str, title: str) -> None:
+        """The agent answered a forwarded ``session/set_title``: the title is the client's."""
+        try:
+            self._owner.lifetime(session_id).adopt_client_title(title)
+        except FrameTooLargeError as exc:
+            logger.warning(
+                "session %s: the title the agent stored is not kept: %s", session_id, exc
+            )
+
+
+def _no_session(session_id: str, why: str) -> JsonRpcError:
+    return JsonRpcError(
+        ErrorCode.RESOURCE_NOT_FOUND,
+        f"session {shown_id(session_id)} {why}",
+        {"sessionId": session_id},
+    )

@@ -47,5 +47,8 @@ class OwnerStatistics:
     ended here, and what was queued for them was dropped (counted in ``fenced``)."""
     direct_writes: int = 0
     """Frames written whole by the call that queued them, the writer task being idle (over a
-    pipe, without a store: :class:`~agent_meta.StreamTransport` on trio,
-    :class:`~agent_meta.AsyncioStreamTransport` on asyncio)."""
+    pipe, without a store: ``StreamTransport`` on trio,
+    ``AsyncioStreamTransport`` on asyncio)."""
+    suppressed_titles: int = 0
+    """Titles dropped from publications (and seeds) because the client set the lifetime's title
+    (``session/set_title``, R13); the rest of each publication was still published."""

@@ -13,8 +13,8 @@ fails tells the owner what it may do next:
   stops with :class:`~agent_meta.TransportBrokenError`. A half line is never followed by
   another frame.
 
-The byte-stream transports of each runtime: :class:`~agent_meta.StreamTransport` (trio,
-:mod:`._trio_stream`) and :class:`~agent_meta.AsyncioStreamTransport` (asyncio,
+The byte-stream transports of each runtime: ``StreamTransport`` (trio,
+:mod:`._trio_stream`) and ``AsyncioStreamTransport`` (asyncio,
 :mod:`._asyncio_stream`).
 """
 

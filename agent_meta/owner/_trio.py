@@ -15,17 +15,15 @@ or queued. Once an operation has taken effect, a later cancellation does not und
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, NoReturn, final
+from typing import TYPE_CHECKING, final
 
 import trio
 
 from ..core._deprecation import renamed_keywords
 from ..core._errors import OwnerClosedError
-from ..sansio._edits import Outcome
+from ..sansio._edits import ACCEPTED, FULL
 from ._base import OwnerBase, check_options
-from ._direct import DirectWriter
 from ._failures import only_broken
-from ._retry import tenacity_retry
 from ._transport import Transport
 from ._trio_stream import StreamTransport
 
@@ -45,20 +43,23 @@ class MetaOwner(OwnerBase):
     """The single writer of one agent connection, on trio. Create it with :func:`open_owner`."""
 
     _cancelled = trio.Cancelled
+    _would_block_error = trio.WouldBlock
     _room: trio.lowlevel.ParkingLot
     _progress: trio.lowlevel.ParkingLot
 
     def __init__(
         self, transport: Transport, options: OwnerOptions, store: LifetimeStore | None
     ) -> None:
-        super().__init__(options, store)
-        self._transport = transport
-        self._retry = tenacity_retry(options.retry, trio.sleep)
-        self._room = trio.lowlevel.ParkingLot()  # producers wait here for capacity
-        self._progress = trio.lowlevel.ParkingLot()  # wait_flushed waits here
+        super().__init__(
+            options,
+            store,
+            transport,
+            sleep=trio.sleep,
+            room=trio.lowlevel.ParkingLot(),
+            progress=trio.lowlevel.ParkingLot(),
+            stream=transport if type(transport) is StreamTransport else None,
+        )
         self._idle_writer: trio.lowlevel.Task | None = None  # the writer, parked with no work
-        stream = transport if type(transport) is StreamTransport else None
-        self._direct = DirectWriter.for_stream(self._queue, stream, store)
 
     # -- waiting -------------------------------------------------------------------------
     async def wait_flushed(self) -> None:
@@ -77,24 +78,24 @@ class MetaOwner(OwnerBase):
     async def submit_edit(self, state: LifetimeState, edit: Edit) -> bool:
         await trio.lowlevel.checkpoint_if_cancelled()
         outcome = self._try_submit(state, edit)
-        while outcome is Outcome.FULL:
+        while outcome is FULL:
             await self._room.park()
             outcome = self._try_submit(state, edit)  # computed afresh from the state now (R8)
-        if outcome is Outcome.ACCEPTED and self._store is not None:
+        if outcome is ACCEPTED and self._store is not None:
             # Accepted once stored: taken effect, so a cancellation waits for the store.
             with trio.CancelScope(shield=True):
                 await self._wait_durable(state, self._queue.durable_target())
         await trio.lowlevel.cancel_shielded_checkpoint()
-        return outcome is Outcome.ACCEPTED
+        return outcome is ACCEPTED
 
     async def send_encoded(self, frame: bytes, session_id: str | None) -> bool:
         await trio.lowlevel.checkpoint_if_cancelled()
         outcome = self._try_raw(frame, session_id)
-        while outcome is Outcome.FULL:
+        while outcome is FULL:
             await self._room.park()
             outcome = self._try_raw(frame, session_id)
         await trio.lowlevel.cancel_shielded_checkpoint()
-        return outcome is Outcome.ACCEPTED
+        return outcome is ACCEPTED
 
     # -- driver hooks --------------------------------------------------------------------
     def _wake_writer(self) -> None:
@@ -108,19 +109,6 @@ class MetaOwner(OwnerBase):
         self._idle_writer = None
         self._express = False
         trio.lowlevel.reschedule(task)
-
-    def _wake_waiters(self) -> None:
-        self._room.unpark_all()
-        self._progress.unpark_all()
-
-    def _would_block(self) -> NoReturn:
-        raise trio.WouldBlock
-
-    def _waiting_producers(self) -> int:
-        return self._room.statistics().tasks_waiting
-
-    def _direct_writes(self) -> int:
-        return 0 if self._direct is None else self._direct.frames
 
     # -- the writer task -----------------------------------------------------------------
     async def _run_writer(
@@ -158,7 +146,7 @@ async def open_owner(
     """Run a :class:`MetaOwner` writing to ``output`` for the duration of the block.
 
     ``output`` is any :class:`trio.abc.SendStream` (wrapped in a
-    :class:`~agent_meta.StreamTransport`) or a :class:`~agent_meta.Transport`; the owner never
+    ``StreamTransport``) or a :class:`~agent_meta.Transport`; the owner never
     closes it. ``options`` (an :class:`~agent_meta.OwnerOptions`) configures the rules.
 
     ``store``: a :class:`~agent_meta.LifetimeStore` (e.g. :class:`~agent_meta.SQLiteStore`)

@@ -1,181 +1,135 @@
-"""The writer loop every owner runs, whatever its runtime: :class:`WriterLoop`.
+"""The owner's writer: what its writer task does with what the send queue hands out.
 
-One task per owner asks the sans-IO queue what to do next (write a frame, store a batch first,
-or park), does it through the transport and the store, and reports how it went (R2, R11). It
-only awaits the transport, the store, the retry policy and the driver's hooks, so it runs on
-trio and on asyncio alike. :class:`~agent_meta.owner._base.OwnerBase` is a ``WriterLoop``.
+A :class:`Writer` writes frames to the transport and stores batches in the store, and reports
+each outcome to the queue (R2, R11, persist before write). It owns what writing needs and
+nothing else: the transport, the retry policy (tenacity, sleeping with the runtime's ``sleep``)
+and its count of retries, and the store with the owner's name in it. How a failed write is
+classified is decided here, once, for every driver: the transport seam's two safe failures
+(:mod:`agent_meta.owner._transport`), the runtime's cancellation, which passes through, and
+anything else, which breaks the transport.
+
+The task that runs it (ask the queue, carry the action out, wake the tasks waiting, park when
+idle) is the owner's: ``OwnerBase._writer_loop``.
 """
 
 from __future__ import annotations
 
-import abc
 import logging
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, final
 
-from ..core._errors import (
-    AgentMetaError,
-    FrameLostError,
-    FrameNotSentError,
-    StoreError,
-    TransportBrokenError,
-)
-from ..sansio._entries import StoreBatch
+from ..core._errors import AgentMetaError, FrameLostError, FrameNotSentError
+from ._failures import broken_transport, store_failed
+from ._retry import tenacity_retry
 
 if TYPE_CHECKING:
-    import tenacity
+    from collections.abc import Awaitable, Callable
 
-    from ..sansio._entries import Outgoing
-    from ..sansio._options import OwnerOptions
+    from ..sansio._entries import StoreBatch
+    from ..sansio._options import RetryPolicy
     from ..sansio._queue import SendQueue
     from ..sansio._state import LifetimeState
     from ..stores._store import LifetimeStore
     from ._transport import Transport
 
-__all__ = ["WaitingTasks", "WriterLoop", "broken_transport"]
+__all__ = ["Writer"]
 
 logger = logging.getLogger("agent_meta")
 
 
-class WaitingTasks(Protocol):
-    """Tasks parked until woken all at once: a ``trio.lowlevel.ParkingLot``, or the asyncio
-    driver's equivalent. True while any task waits."""
+@final
+class Writer:
+    """Writes and stores what a send queue hands out, for one owner (either runtime).
 
-    def __bool__(self) -> bool: ...
+    ``cancelled`` is the runtime's cancellation exception (``trio.Cancelled``,
+    ``asyncio.CancelledError``): a write it interrupts propagates it, and the transport says
+    whether that broke the stream.
+    """
 
-    async def park(self) -> None: ...
+    __slots__ = (
+        "_cancelled",
+        "_holder",
+        "_queue",
+        "_retried",
+        "_retries",
+        "_retry",
+        "_store",
+        "_transport",
+    )
 
-    def unpark_all(self) -> object: ...
+    def __init__(
+        self,
+        queue: SendQueue,
+        transport: Transport,
+        retry: RetryPolicy,
+        *,
+        sleep: Callable[[float], Awaitable[None]],
+        cancelled: type[BaseException],
+        store: LifetimeStore | None,
+        holder: str,
+    ) -> None:
+        self._queue = queue
+        self._transport = transport
+        self._retry = tenacity_retry(retry, sleep)
+        self._retries = retry.retries
+        self._cancelled = cancelled
+        self._store = store
+        self._holder = holder
+        self._retried = 0
 
+    @property
+    def retried(self) -> int:
+        """Retries of frames the transport proved unsent, so far."""
+        return self._retried
 
-class WriterLoop(abc.ABC):
-    """The writer task of an owner, and how each failure is classified (R11)."""
-
-    _queue: SendQueue
-    _options: OwnerOptions
-    _store: LifetimeStore | None
-    _transport: Transport
-    _retry: tenacity.AsyncRetrying
-    _cancelled: ClassVar[type[BaseException]]
-    """The runtime's cancellation exception (``trio.Cancelled``, ``asyncio.CancelledError``):
-    a write it interrupts does not break the transport."""
-    _room: WaitingTasks
-    _progress: WaitingTasks
-    _closing: bool
-    _retried: int
-    holder: str
-
-    @abc.abstractmethod
-    async def _park_writer(self) -> None:
-        """Park the writer until something is queued (or a cancellation)."""
-
-    @abc.abstractmethod
-    def _stop(self, exc: BaseException) -> None:
-        """Stop the owner with ``exc``."""
-
-    async def _writer_loop(self) -> None:
-        """The writer task: ask the queue what to do next, do it, report it; park when idle.
-
-        Runs until the owner closes (and the queue is empty) or fails; a failure stops the
-        owner and propagates.
-        """
-        queue = self._queue
-        try:
-            while True:
-                action = queue.next_action()
-                if self._room and queue.has_room():  # taking an entry may have freed room
-                    self._room.unpark_all()
-                if action is None:
-                    self._progress.unpark_all()
-                    if self._closing:
-                        return
-                    await self._park_writer()
-                elif isinstance(action, StoreBatch):
-                    await self._store_batch(action)
-                else:
-                    await self._write(action)
-                    if self._progress:
-                        self._progress.unpark_all()
-        except BaseException as exc:
-            self._stop(exc)
-            raise
-
-    async def _store_batch(self, batch: StoreBatch) -> None:
-        """Store one batch (persist before write); a failure stops the owner with StoreError.
-        Lifetimes another holder took over end here (the store reports them stale)."""
-        assert self._store is not None
-        try:
-            stale = await self._store.write(batch.saves, batch.deletes, holder=self.holder)
-        except Exception as exc:
-            raise self._store_failed(exc) from exc
-        taken = self._queue.stored(batch, frozenset(stale))
-        if taken:
-            self._taken_over(taken)
-        self._progress.unpark_all()
-
-    @abc.abstractmethod
-    def _taken_over(self, states: list[LifetimeState]) -> None:
-        """Another holder took these lifetimes over: forget their handles."""
-
-    async def _write(self, out: Outgoing) -> None:
-        """Write one frame: retried while the transport proves it unsent, a loss reported (and
-        repaired), any other failure turned into :class:`~agent_meta.TransportBrokenError`
-        (R11; the runtime's cancellation passes through)."""
+    async def write(self, data: bytes) -> None:
+        """Write what the queue handed out: retried while the transport proves it unsent, a
+        loss reported (and repaired), any other failure turned into
+        :class:`~agent_meta.TransportBrokenError` (R11; the runtime's cancellation passes
+        through)."""
         try:
             try:
-                await self._transport.send_frame(out.unsent())
+                await self._transport.send_frame(data)
             except FrameNotSentError:
-                if not self._options.retry.retries:
+                if not self._retries:
                     raise  # no retries: reported as a loss below
-                if not await self._retry_unsent(out):
+                if not await self._retry_unsent(data):
                     return  # its lifetime ended during the backoff
         except (FrameNotSentError, FrameLostError) as exc:
-            self._report_loss(out, exc)
+            self._report_loss(exc)
             return
         except self._cancelled:
             raise
         except BaseException as exc:
             raise broken_transport(exc) from exc
-        self._queue.written(out)
+        self._queue.written()
 
-    async def _retry_unsent(self, out: Outgoing) -> bool:
+    async def store(self, batch: StoreBatch) -> list[LifetimeState]:
+        """Store one batch (persist before write); a failure raises the
+        :class:`~agent_meta.StoreError` that stops the owner. Returns the lifetimes that end
+        here because another holder took them over (the store reported them stale)."""
+        assert self._store is not None
+        try:
+            stale = await self._store.write(batch.saves, batch.deletes, holder=self._holder)
+        except Exception as exc:
+            raise store_failed(exc, self._store.location) from exc
+        return self._queue.stored(batch, frozenset(stale))
+
+    async def _retry_unsent(self, data: bytes) -> bool:
         """Retry a frame the transport proved unsent. ``False`` if its lifetime ended meanwhile
-        (the frame is dropped, R6); when the policy gives up, its last error propagates."""
+        (the frame is dropped, R6); when the policy gives up the last error propagates."""
         async for attempt in self._retry:
             with attempt:
-                if not self._queue.still_wanted(out):
+                if not self._queue.still_wanted():
                     return False
                 self._retried += 1  # the first attempt failed: each attempt here is a retry
-                await self._transport.send_frame(out.unsent())
+                await self._transport.send_frame(data)
         return True
 
-    def _report_loss(self, out: Outgoing, exc: AgentMetaError) -> None:
-        lifetime = out.lifetime
+    def _report_loss(self, exc: AgentMetaError) -> None:
+        session_id = self._queue.lost()
         logger.warning(
             "agent_meta: a frame%s was not delivered (%s); %s",
-            f" of session {lifetime.session_id!r}" if lifetime is not None else "",
+            f" of session {session_id!r}" if session_id is not None else "",
             exc,
-            "its session will be resynced" if lifetime is not None else "it is dropped",
+            "its session will be resynced" if session_id is not None else "it is dropped",
         )
-        self._queue.lost(out)
-
-    def _store_failed(self, exc: Exception) -> StoreError:
-        """A store write failed with ``exc``: the error that stops the owner (R11)."""
-        if isinstance(exc, StoreError):
-            return exc
-        location = "?" if self._store is None else self._store.location
-        error = StoreError(location, f"saving lifetimes failed: {type(exc).__name__}: {exc}")
-        error.__cause__ = exc
-        return error
-
-
-def broken_transport(exc: BaseException) -> TransportBrokenError:
-    """The error that stops the owner when a write failed part-way (any failure other than
-    the two the transport seam defines as safe, see :mod:`agent_meta.owner._transport`)."""
-    if isinstance(exc, TransportBrokenError):
-        return exc
-    error = TransportBrokenError(
-        f"writing a frame failed part-way ({type(exc).__name__}: {exc}); the stream can "
-        "no longer be trusted"
-    )
-    error.__cause__ = exc
-    return error

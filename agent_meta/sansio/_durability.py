@@ -10,7 +10,9 @@ Every store write is conditional on the holding's fencing epoch (``LifetimeState
 lifetime not stored yet (epoch 0) is created only if the store holds none, and holds epoch 1
 once stored; any other write applies only while the stored epoch is still this holding's.
 When another holder has taken a lifetime over, the store reports it stale and the send queue
-ends that lifetime here (:meth:`~agent_meta.sansio._queue.SendQueue.stored`).
+ends that lifetime here (:meth:`~agent_meta.sansio._queue.SendQueue.stored`). A claim of a
+session that is open here decides by the same epochs whether this holding still has it
+(:func:`still_held`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from ._entries import StoreBatch
 from ._records import record_of
 
 if TYPE_CHECKING:
+    from ._records import StoredLifetime
     from ._state import LifetimeState
 
-__all__ = ["FIRST_EPOCH", "Durability"]
+__all__ = ["FIRST_EPOCH", "Durability", "claim_again", "still_held"]
 
 FIRST_EPOCH = 1
 """The epoch of a lifetime once its first record is stored (a takeover raises it)."""
@@ -104,3 +107,20 @@ class Durability:
         if self.batch is not None:
             return self.batch.seq
         return self.stored
+
+
+# -- what a claim read (a takeover on another connection, process or machine) ----------------
+
+
+def still_held(state: LifetimeState, record: StoredLifetime | None) -> bool:
+    """Whether ``state``, open here, is still this holding's, given the record this owner's own
+    claim of its session read (a claim by the holder moves nothing)."""
+    if state.epoch == 0:  # its first record is not stored yet, or was stored as the claim read it
+        return record is None or record.epoch == FIRST_EPOCH
+    return record is not None and record.epoch == state.epoch
+
+
+def claim_again(state: LifetimeState, record: StoredLifetime | None) -> bool:
+    """Whether a claim of ``state``'s session, open here, must ask the store again: it found
+    nothing, yet the lifetime's first record is stored (it committed after the claim read)."""
+    return record is None and state.epoch != 0

@@ -11,13 +11,17 @@ again afterwards, and it is computed afresh from the state as it is then.
   emptied objects pruned).
 - R8: a domain edit changes one path inside one top-level key and publishes that key's whole
   new value, so what goes on the wire is still a shallow patch.
+
+:class:`ClientTitle` (R13) is no read-modify-write: the send queue applies it itself
+(:meth:`~agent_meta.sansio._queue.SendQueue.submit`), as it is the one edit that marks the title
+the client's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from ..core._errors import MetaPathError
 from ..core._sentinel import OMITTED, Omitted
@@ -30,6 +34,11 @@ if TYPE_CHECKING:
     from ._state import FailureIncident, LifetimeState
 
 __all__ = [
+    "ACCEPTED",
+    "FENCED",
+    "FULL",
+    "REFUSED",
+    "ClientTitle",
     "DomainEdit",
     "Edit",
     "Outcome",
@@ -53,6 +62,15 @@ class Outcome(enum.Enum):
     """A stale failure report or a late resolution: nothing changed (R7)."""
     FULL = "full"
     """It needs queue room and there is none: nothing changed; submit it again later."""
+
+
+# The outcomes by name, for the send path: on Python 3.11 every attribute of an enum class goes
+# through ``EnumType.__getattr__`` (about 900 instructions), and a publication compares its
+# outcome a dozen times between the handle and the queue.
+ACCEPTED: Final = Outcome.ACCEPTED
+FENCED: Final = Outcome.FENCED
+REFUSED: Final = Outcome.REFUSED
+FULL: Final = Outcome.FULL
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,8 +97,22 @@ class ResolveFailure:
     incident: FailureIncident
 
 
-Edit: TypeAlias = "EncodedUpdate | DomainEdit | ReportFailure | ResolveFailure"
-"""A plain publication (already encoded), or a read-modify-write edit."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientTitle:
+    """The client set the lifetime's title (R13): ``update`` publishes it (a title only).
+
+    ``confirm``: the title's own frame confirms it to the client (``session/set_title``
+    answered here). Without: the client was told already (an agent behind a proxy answered and
+    confirmed it), so it only becomes known state, with a resync if it differs from what is
+    known.
+    """
+
+    update: EncodedUpdate
+    confirm: bool = True
+
+
+Edit: TypeAlias = "EncodedUpdate | DomainEdit | ReportFailure | ResolveFailure | ClientTitle"
+"""A plain publication (already encoded), a read-modify-write edit, or a client-set title."""
 
 
 def plan_edit(
@@ -97,6 +129,8 @@ def plan_edit(
     """
     if isinstance(edit, EncodedUpdate):
         return edit
+    if isinstance(edit, ClientTitle):
+        return edit.update
     if isinstance(edit, DomainEdit):
         return _domain_update(state, (edit.key, *edit.path), edit.value, False, encode)
     current = state.failure
@@ -107,10 +141,10 @@ def plan_edit(
             and current.incident_id == new.incident_id
             and current.revision > new.revision
         ):
-            return Outcome.REFUSED  # stale: a newer revision of this incident is shown
+            return REFUSED  # stale: a newer revision of this incident is shown
         return _domain_update(state, failure_path, edit.record, False, encode)
     if current != edit.incident:
-        return Outcome.REFUSED  # a late resolution: another incident or revision is shown
+        return REFUSED  # a late resolution: another incident or revision is shown
     return _domain_update(state, failure_path, OMITTED, True, encode)
 
 

@@ -2,8 +2,8 @@
 
 Queue entries are :class:`InfoEntry` (one or more merged ``session_info_update`` publications
 of one lifetime, in normal form), :class:`ResyncEntry` (R4) and :class:`RawEntry` (any other
-frame: responses, requests, notifications). A driver receives an :class:`Outgoing` frame to
-write, or a :class:`StoreBatch` to store first; both are plain data.
+frame: responses, requests, notifications). Besides a frame to write, a driver may receive a
+:class:`StoreBatch` to store first: plain data.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Entry",
     "InfoEntry",
-    "Outgoing",
-    "QueueCounters",
     "RawEntry",
     "ResyncEntry",
     "StoreBatch",
@@ -42,6 +40,7 @@ class InfoEntry:
         "patch",
         "patch_size",
         "pos",
+        "snapshots",
         "title",
         "updated_at",
     )
@@ -58,6 +57,8 @@ class InfoEntry:
         self.notification_meta = update.notification_meta
         self.pos = 0
         self.frames = 1
+        self.snapshots = lifetime.snapshots
+        """The lifetime's snapshot count when queued: a later snapshot carries this entry."""
 
     def merge(self, update: EncodedUpdate) -> None:
         """Fold a later update into this entry (same effect for every stored state, R3)."""
@@ -111,26 +112,6 @@ class RawEntry:
 Entry: TypeAlias = InfoEntry | ResyncEntry | RawEntry
 
 
-class Outgoing:
-    """One frame for the driver to write, and the lifetime it belongs to (``None`` for other
-    frames). ``sent`` counts the bytes already written by a write that the pipe took only in
-    part; the rest is :meth:`unsent`. ``stored_by`` is the store batch that must be stored
-    before it is written: the one holding every change made up to its rendering (persist
-    before write), and no later one."""
-
-    __slots__ = ("frame", "lifetime", "sent", "stored_by")
-
-    def __init__(self, frame: bytes, lifetime: LifetimeState | None) -> None:
-        self.frame = frame
-        self.lifetime = lifetime
-        self.sent = 0
-        self.stored_by = 0
-
-    def unsent(self) -> bytes:
-        """The part of the frame still to be written."""
-        return self.frame[self.sent :] if self.sent else self.frame
-
-
 class StoreBatch:
     """Lifetimes to store and lifetimes to delete, in one atomic store write, before the
     frame that depends on them is written (persist before write).
@@ -153,32 +134,3 @@ class StoreBatch:
         self.seq = seq
         self.states = states if states is not None else []
         """The lifetimes ``saves`` were taken from, in the same order."""
-
-
-class QueueCounters:
-    """Plain counters, read by the drivers' ``statistics()``."""
-
-    __slots__ = (
-        "bytes_written",
-        "coalesced",
-        "fenced",
-        "frames_written",
-        "peak_queued_frames",
-        "publications",
-        "repairs",
-        "resyncs",
-        "taken_over",
-        "write_failures",
-    )
-
-    def __init__(self) -> None:
-        self.publications = 0
-        self.coalesced = 0
-        self.fenced = 0
-        self.frames_written = 0
-        self.bytes_written = 0
-        self.write_failures = 0
-        self.resyncs = 0
-        self.repairs = 0
-        self.taken_over = 0
-        self.peak_queued_frames = 0

@@ -2,7 +2,8 @@
 
 :class:`EntryFifo` keeps the queued entries, how many count against the queue's capacity
 (publications that could pile up without bound; a merge into an open entry does not), and how
-many frames they will be written as (a clear followed by members is two, a resync one or two).
+many frames they will be written as (a clear followed by members is two, a resync one or two),
+with the peak of that number.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from ._cursor import FlushCursor
-    from ._entries import Entry, QueueCounters
+    from ._entries import Entry
     from ._state import LifetimeState
 
 __all__ = ["EntryFifo"]
@@ -23,18 +23,18 @@ __all__ = ["EntryFifo"]
 class EntryFifo:
     """Queued entries, oldest first."""
 
-    __slots__ = ("_counters", "_cursor", "counted", "entries", "frames")
+    __slots__ = ("counted", "entries", "frames", "peak_frames")
 
-    def __init__(self, counters: QueueCounters, cursor: FlushCursor) -> None:
+    def __init__(self) -> None:
         self.entries: collections.deque[Entry] = collections.deque()
         """The queued entries, oldest first (read-only outside this class; hot paths test it
         for emptiness directly)."""
-        self._counters = counters
-        self._cursor = cursor
         self.counted = 0
         """Queued entries that count against capacity."""
         self.frames = 0
         """Frames the queued entries will be written as, at most."""
+        self.peak_frames = 0
+        """The most frames ever queued at once."""
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -43,8 +43,7 @@ class EntryFifo:
         return iter(self.entries)
 
     def append(self, entry: Entry) -> None:
-        """Queue ``entry`` at the next position."""
-        entry.pos = self._cursor.append()
+        """Queue ``entry`` (its position already given) after every other."""
         self.entries.append(entry)
         if entry.counted:
             self.counted += 1
@@ -72,17 +71,11 @@ class EntryFifo:
     def count_frames(self, delta: int) -> None:
         """The queued frames changed by ``delta`` (a merge may add one); the peak follows."""
         self.frames += delta
-        if self.frames > self._counters.peak_queued_frames:
-            self._counters.peak_queued_frames = self.frames
+        if self.frames > self.peak_frames:
+            self.peak_frames = self.frames
 
     def _forget(self, entry: Entry) -> None:
         """Bookkeeping when an entry leaves the queue (taken or dropped)."""
         if entry.counted:
             self.counted -= 1
         self.frames -= entry.frames
-        lifetime = entry.lifetime
-        if lifetime is not None:
-            if lifetime.open_entry is entry:
-                lifetime.open_entry = None
-            if lifetime.resync_entry is entry:
-                lifetime.resync_entry = None

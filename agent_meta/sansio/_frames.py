@@ -22,6 +22,7 @@ from ..core._json import json_copy, json_object_copy
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
+    from ._encode import EncodedUpdate
     from ._modes import WireMode
     from ._state import LifetimeState
 
@@ -41,6 +42,7 @@ __all__ = [
     "notification_frame_text",
     "object_text",
     "patch_text",
+    "publication_frame",
     "response_frame",
     "session_of",
     "session_prefix",
@@ -181,6 +183,26 @@ def info_frames(
     if patch:
         frames.append(info_frame(prefix, None, None, patch_text(patch), None))
     return frames
+
+
+def publication_frame(mode: WireMode, state: LifetimeState, update: EncodedUpdate) -> bytes:
+    """The frame of one publication that is one frame (anything but a clear followed by
+    members, outside a full-object mode), after it is folded into ``state``: the frame
+    :func:`info_frames` renders for it, the common one (a patch, a title) built directly."""
+    patch = update.meta_patch
+    if mode.full_object or update.meta_clear:
+        frames = info_frames(
+            mode,
+            state,
+            update.title,
+            update.updated_at,
+            update.meta_clear,
+            patch,
+            update.notification_meta,
+        )
+        return frames[0]
+    meta = None if patch is None else patch_text(patch)
+    return info_frame(state.prefix, update.title, update.updated_at, meta, update.notification_meta)
 
 
 def clear_frame(state: LifetimeState) -> bytes:

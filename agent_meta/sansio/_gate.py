@@ -52,14 +52,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeGuard, final
 
 from ..core._errors import AgentMetaError, FrameTooLargeError, shown_id
-from ..core._jsonrpc import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    JsonRpcError,
-    negotiate_version,
-)
+from ..core._jsonrpc import ErrorCode, JsonRpcError, negotiate_version
 from ..core._replay import Replay, replay_of
 from ._frames import build_response, join_response_frames, session_of
 from ._seam import RequestId, is_request_id
@@ -78,7 +71,10 @@ __all__ = [
 ]
 
 _NEEDS_SERVERS: Final = frozenset({"session/new", "session/load", "session/resume"})
-_ERROR_NAMES: Final = {PARSE_ERROR: "Parse error", INVALID_REQUEST: "Invalid Request"}
+_ERROR_NAMES: Final[dict[int, str]] = {
+    ErrorCode.PARSE_ERROR: "Parse error",
+    ErrorCode.INVALID_REQUEST: "Invalid Request",
+}
 _SHOWN_ERROR_TEXT: Final = 1000
 """Characters of an error message kept when the error has to be sent without its data."""
 
@@ -252,7 +248,9 @@ class InboundGate:
         if "id" not in message:
             return self._notification(method, message)
         if not is_request_id(request_id):
-            refusal = JsonRpcError(INVALID_REQUEST, "a request id is a string, an integer or null")
+            refusal = JsonRpcError(
+                ErrorCode.INVALID_REQUEST, "a request id is a string, an integer or null"
+            )
             return self._refused(None, refusal)
         try:
             admitted = self._request(method, request_id, message)
@@ -326,29 +324,34 @@ class InboundGate:
         """The request to pass on, or the :class:`JsonRpcError` it is refused with."""
         params = message.get("params")
         if request_id in self._in_flight:
-            raise JsonRpcError(INVALID_REQUEST, f"request id {request_id!r} is already in flight")
+            raise JsonRpcError(
+                ErrorCode.INVALID_REQUEST, f"request id {request_id!r} is already in flight"
+            )
         if isinstance(params, list):
-            raise JsonRpcError(INVALID_PARAMS, "invalid params: ACP params are an object")
+            raise JsonRpcError(ErrorCode.INVALID_PARAMS, "invalid params: ACP params are an object")
         version = self.protocol_version or 1
         if method == "initialize" and self.initialized and self.initializes_once:
-            raise JsonRpcError(INVALID_REQUEST, "'initialize' again: the connection is initialized")
+            raise JsonRpcError(
+                ErrorCode.INVALID_REQUEST, "'initialize' again: the connection is initialized"
+            )
         if method == "initialize":
             message, negotiated = self._initialize(message)
             if not self.initialized and negotiated is not None:
                 version = negotiated  # the request falls under the rules it negotiates
         elif not self.initialized:
-            raise JsonRpcError(INVALID_REQUEST, f"{method!r} before 'initialize'")
+            raise JsonRpcError(ErrorCode.INVALID_REQUEST, f"{method!r} before 'initialize'")
         if request_id is None and version >= 2:
-            raise JsonRpcError(INVALID_REQUEST, "a request id must not be null in ACP v2")
+            raise JsonRpcError(ErrorCode.INVALID_REQUEST, "a request id must not be null in ACP v2")
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         flaw = _unstorable(session_id) if isinstance(session_id, str) else None
         if flaw is not None:
             raise JsonRpcError(
-                INVALID_PARAMS, f"invalid params: 'sessionId' {shown_id(session_id)} holds {flaw}"
+                ErrorCode.INVALID_PARAMS,
+                f"invalid params: 'sessionId' {shown_id(session_id)} holds {flaw}",
             )
         if replay_of(method, params, protocol_version=version) is Replay.MALFORMED:
             raise JsonRpcError(
-                INVALID_PARAMS,
+                ErrorCode.INVALID_PARAMS,
                 "invalid params: 'replayFrom' is an object with a string 'type', or null",
             )
         if self.completes_params and method in _NEEDS_SERVERS and _lacks_servers(params):
@@ -405,6 +408,17 @@ class InboundGate:
         for request_id in answer.answered:
             self._in_flight.pop(request_id, None)
 
+    def forwarded(self, message: Mapping[str, Any]) -> None:
+        """Note a response written as the agent's own bytes, by a proxy that forwards them
+        (``agent-meta own``): the request it answers is answered, ``initialize``'s settles the
+        version. Nothing is checked or built: those bytes are not the gate's to change."""
+        request_id = message.get("id")
+        if not is_request_id(request_id):
+            return
+        request = self._in_flight.pop(request_id, None)
+        if request is not None and request[0] == "initialize":
+            self._initialized(message.get("result"))
+
     def sent_request(self, request_id: RequestId) -> None:
         """The agent sent the client a request (see :attr:`may_stop`)."""
         self._outstanding.add(request_id)
@@ -437,7 +451,7 @@ class InboundGate:
                 return message, self._sized(build_response(request_id, result=result)), None
             except AgentMetaError as exc:
                 text = f"internal error: the result cannot be sent ({exc})"
-                error = {"code": INTERNAL_ERROR, "message": text}
+                error = {"code": ErrorCode.INTERNAL_ERROR, "message": text}
                 replaced = f"the result cannot be sent: {exc}"
         response = {"jsonrpc": "2.0", "id": request_id, "error": error}
         return response, build_response(request_id, error=error), replaced
@@ -467,6 +481,11 @@ class InboundGate:
         """Requests of the client passed on and not answered yet."""
         return len(self._in_flight)
 
+    def unanswered(self) -> list[RequestId]:
+        """The ids of the client's requests passed to the agent and not answered yet, oldest
+        first (an agent that dies leaves them to be answered by whoever runs it)."""
+        return list(self._in_flight)
+
 
 def _lacks_servers(params: object) -> TypeGuard[dict[str, Any]]:
     """Whether params are an object without ``mcpServers``."""
@@ -486,7 +505,10 @@ def _without_data(error: object) -> dict[str, Any]:
         code, message = error.get("code"), error.get("message")
         if type(code) is int and isinstance(message, str):
             return {"code": code, "message": message[:_SHOWN_ERROR_TEXT]}
-    return {"code": INTERNAL_ERROR, "message": "internal error: an error response not sendable"}
+    return {
+        "code": ErrorCode.INTERNAL_ERROR,
+        "message": "internal error: an error response not sendable",
+    }
 
 
 def _unstorable(session_id: str) -> str | None:

@@ -20,7 +20,7 @@ from ..core._errors import (
     TransportBrokenError,
     UnknownSessionError,
 )
-from ..core._jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, JsonRpcError
+from ..core._jsonrpc import ErrorCode, JsonRpcError
 
 __all__ = ["Failure", "failure_of"]
 
@@ -55,12 +55,18 @@ def failure_of(exc: Exception) -> Failure | None:
     if isinstance(exc, OwnerClosedError | TransportBrokenError):
         return None
     if isinstance(exc, UnknownSessionError):
-        return Failure(JsonRpcError(RESOURCE_NOT_FOUND, f"session not found: {exc}"), report=False)
+        return Failure(
+            JsonRpcError(ErrorCode.RESOURCE_NOT_FOUND, f"session not found: {exc}"), report=False
+        )
     if isinstance(exc, ConnectionClosedError):
-        return Failure(JsonRpcError(INTERNAL_ERROR, f"internal error: {exc}"), report=False)
+        return Failure(
+            JsonRpcError(ErrorCode.INTERNAL_ERROR, f"internal error: {exc}"), report=False
+        )
     if isinstance(exc, StoreError):  # its text names the store: for the agent's log only
-        return Failure(JsonRpcError(INTERNAL_ERROR, STORE_FAILED_MESSAGE), report=True)
+        return Failure(JsonRpcError(ErrorCode.INTERNAL_ERROR, STORE_FAILED_MESSAGE), report=True)
     if isinstance(exc, AgentMetaError):
-        return Failure(JsonRpcError(INVALID_PARAMS, f"invalid params: {exc}"), report=False)
-    unexpected = JsonRpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
+        return Failure(
+            JsonRpcError(ErrorCode.INVALID_PARAMS, f"invalid params: {exc}"), report=False
+        )
+    unexpected = JsonRpcError(ErrorCode.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
     return Failure(unexpected, report=True)

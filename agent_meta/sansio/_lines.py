@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 from typing import ClassVar, Final, final
 
-from ..core._jsonrpc import PARSE_ERROR
+from ..core._jsonrpc import ErrorCode
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -35,7 +35,7 @@ class LineTooLongError(Exception):
     :class:`~agent_meta.sansio._gate.InboundGate` refuses it.
     """
 
-    code: ClassVar[int] = PARSE_ERROR
+    code: ClassVar[int] = ErrorCode.PARSE_ERROR
     request_id: ClassVar[None] = None
     is_response: ClassVar[bool] = False
 
@@ -48,7 +48,7 @@ class IncompleteLineError(Exception):
     """The stream ended in the middle of a line (bytes with no final newline); answered as
     :class:`LineTooLongError` is."""
 
-    code: ClassVar[int] = PARSE_ERROR
+    code: ClassVar[int] = ErrorCode.PARSE_ERROR
     request_id: ClassVar[None] = None
     is_response: ClassVar[bool] = False
 

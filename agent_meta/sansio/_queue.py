@@ -11,11 +11,13 @@ transport proves unsent.
 Where each rule is decided:
 
 - R1 :meth:`SendQueue.submit` folds every accepted publication into the known state at once.
-- R2 one FIFO (``_queue``) and one frame handed out at a time (the
-  :class:`~agent_meta.sansio._cursor.FlushCursor`).
+- R2 one FIFO (the :class:`~agent_meta.sansio._fifo.EntryFifo`) and one frame held or out at a
+  time (:class:`~agent_meta.sansio._writing.Writing`), positions in the
+  :class:`~agent_meta.sansio._cursor.FlushCursor`.
 - R3 :meth:`SendQueue.submit` merges into a lifetime's *open* entry (still queued, nothing of the
-  same lifetime carrying a patch queued after it); capacity counts only entries that could pile
-  up without bound.
+  same lifetime carrying a patch queued after it), as the
+  :class:`~agent_meta.sansio._publish.Publisher` decides; capacity counts only entries that
+  could pile up without bound.
 - R4 :meth:`SendQueue.resync`, rendered by :class:`~agent_meta.sansio._render.FrameRenderer`
   only when the writer takes it.
 - R5/R6 :meth:`SendQueue.open_lifetime` / :meth:`SendQueue.close_lifetime`, with the
@@ -24,40 +26,83 @@ Where each rule is decided:
 - R9 an entry with notification ``_meta`` is never merged and closes the open entry.
 - R10 :class:`~agent_meta.sansio._modes.WireMode`, chosen by :meth:`set_protocol_version`.
 - R11 :meth:`SendQueue.lost` marks the lifetime for a repair resync before its next frame.
-- R12 sizes checked before anything changes (``_check_sizes``, :meth:`check_frame_size`).
+- R12 sizes checked before anything changes (``check_sizes``, :meth:`check_frame_size`).
+- R13 :meth:`SendQueue.submit` applies a :class:`~agent_meta.sansio._edits.ClientTitle` and, once
+  the title is the client's, drops the ``title`` of every other publication and seed
+  (:func:`~agent_meta.sansio._titles.without_title`), counted in ``suppressed_titles``.
+
+The parts are classes of their own, as h11 keeps ``ConnectionState`` apart from
+``Connection``: each owns its state and changes nothing else, and none holds another. The
+queue alone calls them and carries what one part decides over to the others.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from typing import TYPE_CHECKING, final
 
 from ..core._errors import FrameTooLargeError
 from ._cursor import FlushCursor
 from ._durability import Durability
-from ._edits import Edit, Outcome, plan_edit, settle_edit
-from ._encode import EncodedUpdate, encode_update
-from ._entries import (
-    Outgoing,
-    QueueCounters,
-    RawEntry,
-    ResyncEntry,
-    StoreBatch,
+from ._edits import (
+    ACCEPTED,
+    FENCED,
+    FULL,
+    REFUSED,
+    ClientTitle,
+    Edit,
+    Outcome,
+    plan_edit,
+    settle_edit,
 )
+from ._encode import EncodedUpdate, encode_update
+from ._entries import InfoEntry, RawEntry, ResyncEntry, StoreBatch
 from ._fifo import EntryFifo
+from ._frames import publication_frame
 from ._modes import WireMode, wire_mode
 from ._publish import Publisher
 from ._records import restore_state
 from ._registry import LifetimeRegistry
 from ._render import FrameRenderer
 from ._state import check_sizes
+from ._titles import without_title
 from ._writing import Writing
 
 if TYPE_CHECKING:
+    from ._entries import Entry
     from ._options import OwnerOptions
     from ._records import StoredLifetime
     from ._state import LifetimeState
 
-__all__ = ["SendQueue"]
+__all__ = ["QueueStatistics", "SendQueue"]
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueStatistics:
+    """What one send queue has done so far (see :meth:`SendQueue.statistics`)."""
+
+    publications: int
+    """Session-info publications accepted."""
+    coalesced: int
+    """Publications and resyncs merged into an entry already queued, or carried by a
+    snapshot written before their own entry came up."""
+    fenced: int
+    """Calls refused and queued frames dropped because their lifetime had ended (R6)."""
+    frames_written: int
+    bytes_written: int
+    write_failures: int
+    """Frames reported lost (R11)."""
+    resyncs: int
+    """Resyncs rendered (requested ones and repairs)."""
+    repairs: int
+    """Repairs rendered after a lost frame."""
+    taken_over: int
+    """Lifetimes another holder took over."""
+    peak_queued_frames: int
+    """The most frames ever queued at once."""
+    suppressed_titles: int
+    """Titles dropped from the agent's publications and seeds: the title is the client's (R13)."""
 
 
 class SendQueue:
@@ -71,29 +116,22 @@ class SendQueue:
         self.options = options
         self.max_frame_bytes = options.max_frame_bytes
         self.capacity = options.capacity
-        self.counters = QueueCounters()
         self.lifetimes = LifetimeRegistry()
         self._cursor = FlushCursor()
-        # Durability: lifetimes changed since last stored, ids to delete, batch sequence.
+        self._fifo = EntryFifo()
+        self._writing = Writing()
         self._store = Durability(durable)
-        self._renderer = FrameRenderer(
-            wire_mode(options.protocol_version, options.v1_meta_mode),
-            self.counters,
-            self._cursor,
-            self._store,
-        )
-        self._queue = EntryFifo(self.counters, self._cursor)
-        self.writing = Writing(self._queue, self._renderer, self._cursor)
-        """What the writer is in the middle of (read-only outside the queue)."""
-        self._publisher = Publisher(
-            self._queue,
-            self.writing,
-            self._renderer,
-            self._store,
-            self.counters,
-            capacity=options.capacity,
-            max_frame_bytes=options.max_frame_bytes,
-        )
+        self._renderer = FrameRenderer(wire_mode(options.protocol_version, options.v1_meta_mode))
+        self._publisher = Publisher(options.max_frame_bytes)
+        # What the queue itself counts (the parts count their own: see statistics()).
+        self._publications = 0
+        self._resyncs_served = 0  # resync requests a pending resync served
+        self._fenced = 0
+        self._frames_written = 0
+        self._bytes_written = 0
+        self._write_failures = 0
+        self._taken_over = 0
+        self._suppressed_titles = 0
         self.set_protocol_version(options.protocol_version)
 
     # -- configuration -------------------------------------------------------------------
@@ -129,6 +167,8 @@ class SendQueue:
         state = self.lifetimes.new(session_id)
         if record is not None:
             restore_state(state, record, location, self.max_frame_bytes)
+        if seed is not None and state.client_title and seed.title is not None:
+            seed = self._suppress_title(seed)  # the restored title is the client's (R13)
         if seed is not None:
             check_sizes(state, seed, self.max_frame_bytes)
         self.lifetimes.add(state)
@@ -140,23 +180,26 @@ class SendQueue:
 
     def close_lifetime(self, state: LifetimeState) -> int:
         """End a lifetime (R6): drop its queued frames, and the rest of an entry of it being
-        written. A frame already handed out is still finished and reported (a line is never
-        cut). Returns the number of frames dropped."""
+        written. A frame already taken by the writer is still finished and reported (a line is
+        never cut). Returns the number of frames dropped."""
         if not self.lifetimes.end(state):
             return 0
-        self._renderer.repairing.discard(state)
         self._store.closed(state)
-        state.open_entry = None
-        state.resync_entry = None
-        dropped = self._queue.drop_lifetime(state)
-        dropped += self.writing.end_lifetime(state)
-        self.counters.fenced += dropped
-        return dropped
+        return self._drop_lifetime(state)
+
+    def take_over(self, state: LifetimeState) -> None:
+        """Another holder has ``state``'s lifetime now: end it here without touching its
+        record (see :meth:`stored`)."""
+        state.taken_over = True
+        self._store.forget(state)
+        if self.lifetimes.end(state):
+            self._taken_over += 1
+            self._drop_lifetime(state)
 
     # -- producers -----------------------------------------------------------------------
     def has_room(self) -> bool:
         """Whether an entry that counts against capacity can be appended now."""
-        return self._queue.counted < self.capacity
+        return self._fifo.counted < self.capacity
 
     def submit(self, state: LifetimeState, edit: Edit, *, express: bool = False) -> Outcome:
         """Apply one edit: compute its publication from the state now (R7, R8), fold it into
@@ -172,35 +215,45 @@ class SendQueue:
         merge into it.
         """
         if state.closed:
-            self.counters.fenced += 1
-            return Outcome.FENCED
+            self._fenced += 1
+            return FENCED
         update: EncodedUpdate | None
         if type(edit) is EncodedUpdate:  # a plain publication: the common case
             update = edit
+            if state.client_title and edit.title is not None:
+                update = self._suppress_title(edit)  # the title is the client's (R13)
+        elif type(edit) is ClientTitle:
+            return self._client_title(state, edit, express)
         else:
             planned = plan_edit(edit, state, self.options.failure_path, self.encode)
-            if planned is Outcome.REFUSED:
+            if planned is REFUSED:
                 return planned  # a stale report or a late resolution (R7)
             update = planned
         if update is not None:
             check_sizes(state, update, self.max_frame_bytes)
-            if self._publisher.publish(state, update, express=express) is Outcome.FULL:
-                return Outcome.FULL
+            expressed = express and self._express(state, update)
+            if not expressed and self._publish(state, update) is FULL:
+                return FULL
         if update is not edit and settle_edit(edit, state):
             self._store.changed(state)  # a failure change may carry no frame of its own
-        return Outcome.ACCEPTED
+        return ACCEPTED
 
     def seed(self, state: LifetimeState, update: EncodedUpdate) -> Outcome:
         """Make ``update``'s fields known without queuing a frame: the next resync (or, under
         v1, the next frame, which carries the whole state) tells the client. Checked as a
         publication is (R12)."""
         if state.closed:
-            self.counters.fenced += 1
-            return Outcome.FENCED
+            self._fenced += 1
+            return FENCED
+        if state.client_title and update.title is not None:
+            suppressed = self._suppress_title(update)  # the title is the client's (R13)
+            if suppressed is None:
+                return ACCEPTED
+            update = suppressed
         check_sizes(state, update, self.max_frame_bytes)
         state.apply(update)
         self._store.changed(state)
-        return Outcome.ACCEPTED
+        return ACCEPTED
 
     def resync(self, state: LifetimeState, *, repair_only: bool = False) -> Outcome:
         """Queue a resync of one lifetime (R4): ``_meta: null``, then the snapshot at write time.
@@ -209,19 +262,19 @@ class SendQueue:
         taken later still). Never needs room: a lifetime has at most one pending resync.
         """
         if state.closed:
-            self.counters.fenced += 1
-            return Outcome.FENCED
+            self._fenced += 1
+            return FENCED
         pending = state.resync_entry
         if isinstance(pending, ResyncEntry):
             if not repair_only:
                 pending.repair_only = False
-            self.counters.coalesced += 1
-            return Outcome.ACCEPTED
+            self._resyncs_served += 1
+            return ACCEPTED
         entry = ResyncEntry(state, repair_only, self.mode.resync_frames)
-        self._queue.append(entry)
+        self._append(entry)
         state.resync_entry = entry
         state.open_entry = None
-        return Outcome.ACCEPTED
+        return ACCEPTED
 
     def check_frame_size(self, frame: bytes) -> None:
         """Raise :class:`FrameTooLargeError` if ``frame`` is over the limit (R12)."""
@@ -242,95 +295,82 @@ class SendQueue:
         """
         self.check_frame_size(frame)
         if session_id is not None and self.lifetimes.fenced(session_id):
-            self.counters.fenced += 1
-            return Outcome.FENCED
-        if not self.has_room():
-            return Outcome.FULL
-        self._queue.append(RawEntry(frame))
-        return Outcome.ACCEPTED
+            self._fenced += 1
+            return FENCED
+        if self._fifo.counted >= self.capacity:
+            return FULL
+        self._append(RawEntry(frame))
+        return ACCEPTED
 
     # -- the writer ----------------------------------------------------------------------
-    def next_action(self) -> Outgoing | StoreBatch | None:
-        """What the writer does next: write a frame, store a batch first, or nothing (park).
+    def next_action(self) -> bytes | StoreBatch | None:
+        """What the writer does next: write these bytes, store a batch first, or nothing (park).
 
-        Report each :class:`Outgoing` (:meth:`written`, :meth:`lost` or :meth:`dropped`) and
-        each :class:`StoreBatch` (:meth:`stored`) before asking again. A frame is handed out
-        before the batch that stores its state, and again once that batch is stored.
+        The bytes are one frame, or the rest of one written in part. Report each (with
+        :meth:`written`, :meth:`hold` or :meth:`lost`, or let :meth:`still_wanted` drop it) and
+        each :class:`StoreBatch` (:meth:`stored`) before asking again. A frame waits for the
+        batch that stores its state, and is handed out once that batch is stored.
         """
         store = self._store
+        writing = self._writing
         if store.batch is not None:
             raise RuntimeError("report the store batch handed out before asking again")
+        if writing.out:
+            raise RuntimeError("report the frame handed out before asking again")
         while True:
-            writing = self.writing
-            out = writing.held
-            writing.held = None
-            if out is None:
-                out = writing.next_frame()
-                if out is not None and store.enabled:
-                    out.stored_by = store.target()  # the changes it was rendered from
-            else:
-                self._cursor.unreported = True
-            if out is None:
+            if writing.frame is None and not self._next_frame():
                 # Nothing to write: store what changed, so that a flush completes.
                 return store.take() if store.pending else None
-            if store.stored < out.stored_by:
+            if store.stored < writing.stored_by:
                 # Persist before write (docs/durability.md). Changes made after the frame was
                 # rendered wait for the next batch: under a stream of publications, waiting
                 # for all of them would hold every frame back.
-                writing.held = out
                 return store.take()
-            lifetime = out.lifetime
-            if lifetime is not None and lifetime.closed and not out.sent:
-                self.dropped(out)  # it ended while its state was being stored (R6)
+            lifetime = writing.lifetime
+            if lifetime is not None and lifetime.closed and not writing.sent:
+                self._dropped()  # it ended while its state was being stored (R6)
                 continue
-            return out
+            return writing.hand_out()
 
-    def hold(self, out: Outgoing) -> None:
-        """``out`` was written in part (``out.sent`` bytes): :meth:`next_action` hands out the
-        rest before anything else."""
-        self.writing.held = out
+    def hold(self, sent: int) -> None:
+        """The frame handed out was written in part, ``sent`` bytes more of it: :meth:`next_action`
+        hands out the rest before anything else (R2)."""
+        self._writing.wrote_part(sent)
 
-    def written(self, out: Outgoing) -> None:
-        """The writer reports that ``out`` was written whole."""
-        counters = self.counters
-        counters.frames_written += 1
-        counters.bytes_written += len(out.frame)
-        self._cursor.reported(self.writing.held is not None)
+    def written(self) -> None:
+        """The writer reports that the frame handed out was written whole."""
+        frame = self._writing.frame
+        if frame is None or not self._writing.out:
+            raise RuntimeError("no frame is handed out")
+        self._frames_written += 1
+        self._bytes_written += len(frame)
+        self._writing.release()
 
-    def dropped(self, out: Outgoing) -> None:
-        """The writer reports that it dropped ``out`` unwritten, its lifetime having ended (R6)."""
-        self.counters.fenced += 1
-        self._reported()
-
-    def still_wanted(self, out: Outgoing) -> bool:
-        """Whether ``out`` (not yet begun) should still be written; if its lifetime ended (say,
-        during a retry's backoff) it is reported dropped here (R6)."""
-        lifetime = out.lifetime
+    def still_wanted(self) -> bool:
+        """Whether the frame handed out (and not begun: a retry after the transport proved it
+        unsent) should still be written; if its lifetime ended (say, during the retry's
+        backoff) it is reported dropped here (R6)."""
+        lifetime = self._writing.lifetime
         if lifetime is not None and lifetime.closed:
-            self.dropped(out)
+            self._dropped()
             return False
         return True
 
-    def lost(self, out: Outgoing) -> None:
-        """The writer reports that ``out`` was not (or may not have been) delivered (R11).
+    def lost(self) -> str | None:
+        """The writer reports that the frame handed out was not (or may not have been)
+        delivered (R11); returns its session id (``None``: a frame of no session).
 
         Its lifetime is marked for repair: a resync goes out before that lifetime's next frame,
         and one is queued in case no other frame follows. The rest of the entry is dropped.
         """
-        self.counters.write_failures += 1
-        self._reported()
-        lifetime = out.lifetime
-        if lifetime is None or lifetime.closed:
-            return
-        lifetime.needs_repair = True
-        self._store.changed(lifetime)
-        writing = self.writing
-        if writing.entry is not None and writing.entry.lifetime is lifetime:
-            writing.finish()
-        if not self.mode.repairs:
-            return  # pass-through sends no resync frames, so there is no repair either
-        self._renderer.repairing.add(lifetime)
-        self.resync(lifetime, repair_only=True)
+        lifetime = self._writing.lifetime
+        self._write_failures += 1
+        self._writing.release()
+        if lifetime is None:
+            return None
+        if not lifetime.closed:
+            self._repair(lifetime)
+        return lifetime.session_id
 
     def stored(self, batch: StoreBatch, stale: frozenset[str] = frozenset()) -> list[LifetimeState]:
         """The writer reports that ``batch`` is durably stored, except for the lifetimes of the
@@ -348,21 +388,7 @@ class SendQueue:
                 self.take_over(state)
         return taken
 
-    def take_over(self, state: LifetimeState) -> None:
-        """Another holder has ``state``'s lifetime now: end it here without touching its
-        record (see :meth:`stored`)."""
-        state.taken_over = True
-        self._store.forget(state)
-        if self.lifetimes.end(state):
-            self.counters.taken_over += 1
-            self._renderer.repairing.discard(state)
-            state.open_entry = None
-            state.resync_entry = None
-            dropped = self._queue.drop_lifetime(state)
-            dropped += self.writing.end_lifetime(state)
-            self.counters.fenced += dropped
-
-    # -- flushing ------------------------------------------------------------------------
+    # -- flushing and statistics ---------------------------------------------------------
     def flush_target(self) -> tuple[int, int]:
         """What "flushed" means for a caller now: every entry queued so far written (or
         dropped), and every change accepted so far stored (see :meth:`is_flushed`)."""
@@ -380,40 +406,199 @@ class SendQueue:
         """Whether ``target`` (from :meth:`flush_target`) is reached, and every client view
         damaged by a lost frame has been repaired since."""
         position, batches = target
-        if self._renderer.repairing or self._cursor.unreported or self.writing.held is not None:
+        writing = self._writing
+        if self._renderer.repairing or writing.frame is not None:
             return False
         if self._store.stored < batches:
             return False
-        return self._cursor.reached(position, not self._queue.entries and not self.writing.busy)
+        return self._cursor.reached(position, not self._fifo.entries and writing.frames is None)
 
     @property
     def idle(self) -> bool:
         """Nothing queued, held or being written: :meth:`next_action` would return ``None``
         (with a store, it may still have a batch to hand out)."""
-        return self.writing.idle
-
-    @property
-    def position(self) -> int:
-        """The position of the newest entry."""
-        return self._cursor.appended
+        writing = self._writing  # Writing.idle, written out: read after every direct write
+        return writing.frame is None and writing.frames is None and not self._fifo.entries
 
     @property
     def queued_entries(self) -> int:
-        """Entries waiting, including one being written."""
-        in_flight = self.writing.busy or self._cursor.unreported
-        return len(self._queue) + (1 if in_flight else 0)
+        """Entries waiting, including one being written (or a frame written without one)."""
+        return len(self._fifo) + (0 if self._writing.idle else 1)
 
     @property
     def queued_frames(self) -> int:
         """Frames still queued, at most (a frame being written is no longer counted)."""
-        return self._queue.frames
+        return self._fifo.frames
 
     @property
     def store_batches(self) -> int:
         """Store batches reported stored."""
         return self._store.stored
 
+    def statistics(self) -> QueueStatistics:
+        """What this queue has done so far, its parts' counts included."""
+        renderer = self._renderer
+        return QueueStatistics(
+            publications=self._publications,
+            coalesced=self._publisher.merged + renderer.absorbed + self._resyncs_served,
+            fenced=self._fenced,
+            frames_written=self._frames_written,
+            bytes_written=self._bytes_written,
+            write_failures=self._write_failures,
+            resyncs=renderer.resyncs,
+            repairs=renderer.repairs,
+            taken_over=self._taken_over,
+            peak_queued_frames=self._fifo.peak_frames,
+            suppressed_titles=self._suppressed_titles,
+        )
+
     # -- internals: producers ------------------------------------------------------------
+    def _fold(self, state: LifetimeState, update: EncodedUpdate) -> None:
+        """Make ``update`` part of the known state (R1); with a store, store it."""
+        state.apply(update)
+        store = self._store
+        if store.enabled:
+            store.changed(state)
+        self._publications += 1
+
+    def _express(self, state: LifetimeState, update: EncodedUpdate) -> bool:
+        """Fold ``update`` and hold its one frame for the writer, if the queue is idle, the
+        lifetime needs no repair and one frame says it; ``False`` (nothing done) otherwise.
+
+        Every publication to an idle queue passes here, so the idle checks and the fold are
+        written out. The frame takes no position in the :class:`FlushCursor`:
+        nothing counts as flushed while a frame is held or out."""
+        writing = self._writing
+        if writing.frame is not None or writing.frames is not None or self._fifo.entries:
+            return False  # something goes first: what is queued, or being written
+        if state.needs_repair:
+            return False  # the repair goes first
+        mode = self.mode
+        cleared = update.meta_clear
+        patch = update.meta_patch
+        if cleared and patch and not mode.full_object:
+            return False  # two frames: the clear, then the object
+        state.apply(update)  # _fold(), written out on this path
+        store = self._store
+        if store.enabled:
+            store.changed(state)
+        self._publications += 1
+        frame = publication_frame(mode, state, update)
+        writing.hold_express(frame, state, store.target() if store.enabled else 0)
+        return True
+
+    def _publish(self, state: LifetimeState, update: EncodedUpdate) -> Outcome:
+        """Fold ``update`` and queue it as the :class:`Publisher` decides (R3):
+        :attr:`Outcome.FULL`, having changed nothing, when it needs room and there is none."""
+        publisher = self._publisher
+        needs_room = publisher.needs_room(state, update)
+        if needs_room and self._fifo.counted >= self.capacity:
+            return FULL
+        self._fold(state, update)
+        entry = None if needs_room else publisher.open_entry(state)
+        if entry is not None:
+            before = entry.frames
+            publisher.merge(entry, update)
+            entry.frames = self.mode.publication_frames(entry.cleared, bool(entry.patch))
+            self._fifo.count_frames(entry.frames - before)
+            return ACCEPTED
+        entry = InfoEntry(state, update, counted=needs_room)
+        entry.frames = self.mode.publication_frames(entry.cleared, bool(entry.patch))
+        self._append(entry)
+        state.open_entry = entry if publisher.stays_open(update) else None
+        return ACCEPTED
+
+    def _append(self, entry: Entry) -> None:
+        entry.pos = self._cursor.append()
+        self._fifo.append(entry)
+
+    def _client_title(self, state: LifetimeState, edit: ClientTitle, express: bool) -> Outcome:
+        """The client set ``state``'s title (R13): its confirmation is queued (a publication:
+        :attr:`Outcome.FULL`, having changed nothing, when it needs room and there is none),
+        or, without ``confirm``, it only becomes known (a resync tells the client if it
+        differs from what was known). Either way the title is the client's from now on."""
+        update = edit.update
+        check_sizes(state, update, self.max_frame_bytes)
+        if edit.confirm:
+            expressed = express and self._express(state, update)
+            if not expressed and self._publish(state, update) is FULL:
+                return FULL
+        elif state.title != update.title:
+            state.apply(update)
+            self.resync(state)
+        state.client_title = True
+        self._store.changed(state)
+        return ACCEPTED
+
+    def _suppress_title(self, update: EncodedUpdate) -> EncodedUpdate | None:
+        """``update`` without the title the agent gave it, counted (R13)."""
+        self._suppressed_titles += 1
+        return without_title(update)
+
     # -- internals: the writer -----------------------------------------------------------
-    def _reported(self) -> None:
-        self._cursor.reported(self.writing.held is not None)
+    def _next_frame(self) -> bool:
+        """Hold the next frame to write: of the entry being written, or of the next entry the
+        writer takes; ``False`` when nothing is queued."""
+        writing = self._writing
+        store = self._store
+        fifo = self._fifo
+        while True:
+            if writing.next_frame(store.target() if store.enabled else 0):
+                return True
+            if writing.entry is not None:
+                self._finish(writing.finish())
+            if not fifo.entries:
+                return False
+            self._begin(fifo.take())
+
+    def _begin(self, entry: Entry) -> None:
+        """The writer takes ``entry``: it is rendered, and takes no more merges (R3, R4)."""
+        lifetime = entry.lifetime
+        renderer = self._renderer
+        repair = renderer.repair_due(entry)
+        if lifetime is not None:
+            if lifetime.open_entry is entry:
+                lifetime.open_entry = None
+            if lifetime.resync_entry is entry:
+                lifetime.resync_entry = None
+            if repair:  # the client's view of it is repaired now (R11)
+                lifetime.needs_repair = False
+                self._store.changed(lifetime)
+        self._writing.begin(entry, renderer.render(entry, repair))
+
+    def _finish(self, entry: Entry | None) -> None:
+        """``entry`` is written, dropped or cut short: its position is reached."""
+        if entry is not None:
+            self._cursor.finish(entry.pos, not self._fifo.entries)
+
+    def _dropped(self) -> None:
+        """The frame held or out is dropped unwritten, its lifetime having ended (R6)."""
+        self._fenced += 1
+        self._writing.release()
+
+    def _repair(self, lifetime: LifetimeState) -> None:
+        """``lifetime`` lost a frame (R11): repair its client's view before its next frame."""
+        lifetime.needs_repair = True
+        self._store.changed(lifetime)
+        writing = self._writing
+        if writing.entry is not None and writing.entry.lifetime is lifetime:
+            self._finish(writing.finish())
+        if not self.mode.repairs:
+            return  # pass-through sends no resync frames, so there is no repair either
+        self._renderer.repair_pending(lifetime)
+        self.resync(lifetime, repair_only=True)
+
+    def _drop_lifetime(self, state: LifetimeState) -> int:
+        """``state`` ended (closed or taken over): drop what is queued of it (R6)."""
+        self._renderer.forget(state)
+        state.open_entry = None
+        state.resync_entry = None
+        dropped = self._fifo.drop_lifetime(state)
+        entry = self._writing.end_lifetime(state)
+        if entry is not None:
+            dropped += 1
+            self._finish(entry)
+        elif not self._fifo.entries and self._writing.entry is None:
+            self._cursor.finish(0, queue_empty=True)  # all that was queued is dropped
+        self._fenced += dropped
+        return dropped

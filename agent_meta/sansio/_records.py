@@ -26,7 +26,8 @@ class StoredLifetime:
     """The persisted state of one session lifetime, as the JSON text the owner sends.
 
     ``title`` / ``updated_at``: JSON text, or ``None`` when unknown. ``meta``: the known
-    ``_meta`` as JSON object text, or ``None`` when there is none.
+    ``_meta`` as JSON object text, or ``None`` when there is none. ``client_title``: the client
+    set ``title`` (R13), so the agent's titles stay off the wire after a restart too.
     """
 
     session_id: str
@@ -35,6 +36,7 @@ class StoredLifetime:
     meta: str | None = None
     failure: FailureIncident | None = None
     needs_repair: bool = False
+    client_title: bool = False
     epoch: int = 0
     """The fencing epoch the record is written under (a store write is conditional on it; 0:
     the lifetime is not stored yet, and the record is created only if none exists), or, as
@@ -50,6 +52,7 @@ def record_of(state: LifetimeState) -> StoredLifetime:
         meta=state.meta_text(),
         failure=state.failure,
         needs_repair=state.needs_repair,
+        client_title=state.client_title,
         epoch=state.epoch,
     )
 
@@ -62,29 +65,38 @@ def restore_state(
 ) -> None:
     """Make ``state`` hold what ``record`` stored; :class:`StoreCorruptError` if it is damaged,
     :class:`~agent_meta.FrameTooLargeError` if its snapshot would be over ``max_frame_bytes``."""
-    where = f"session {record.session_id!r}"
-    fragments: dict[str, str] = {}
-    try:
-        texts = [json.loads(t) for t in (record.title, record.updated_at) if t is not None]
-        meta = None if record.meta is None else json.loads(record.meta, parse_constant=_reject)
-    except ValueError as exc:
-        raise StoreCorruptError(location, f"{where}: stored JSON is damaged ({exc})") from None
-    if not all(isinstance(text, str | None) for text in texts):
-        raise StoreCorruptError(location, f"{where}: stored title or updatedAt is not a string")
-    if meta is not None:
-        if not isinstance(meta, dict):
-            raise StoreCorruptError(location, f"{where}: stored _meta is not an object")
-        for key, value in meta.items():
-            fragments[key] = fragment(key, encode_json(value))
+    fragments = _stored_fragments(record, location)
     state.title = record.title
     state.updated_at = _wire_timestamp(record.updated_at)
     state.fragments = fragments
     state.meta_size = sum(len(text) for text in fragments.values())
     state.failure = record.failure
     state.needs_repair = record.needs_repair
+    state.client_title = record.client_title
     state.epoch = record.epoch
     if max_frame_bytes is not None:
         _check_snapshot(state, max_frame_bytes)
+
+
+def _stored_fragments(record: StoredLifetime, location: str) -> dict[str, str]:
+    """The ``_meta`` fragments of ``record``, once its JSON is checked; :class:`StoreCorruptError`
+    naming ``location`` if it is damaged."""
+    where = f"session {record.session_id!r}"
+    try:
+        title = None if record.title is None else json.loads(record.title)
+        updated_at = None if record.updated_at is None else json.loads(record.updated_at)
+        meta = None if record.meta is None else json.loads(record.meta, parse_constant=_reject)
+    except ValueError as exc:
+        raise StoreCorruptError(location, f"{where}: stored JSON is damaged ({exc})") from None
+    if not isinstance(title, str | None) or not isinstance(updated_at, str | None):
+        raise StoreCorruptError(location, f"{where}: stored title or updatedAt is not a string")
+    if record.client_title and title is None:
+        raise StoreCorruptError(location, f"{where}: a client-set title is marked, none stored")
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise StoreCorruptError(location, f"{where}: stored _meta is not an object")
+    return {key: fragment(key, encode_json(value)) for key, value in meta.items()}
 
 
 def _check_snapshot(state: LifetimeState, max_frame_bytes: int) -> None:

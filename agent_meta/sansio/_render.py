@@ -3,7 +3,10 @@
 Everything but a resync is rendered at once; a resync's snapshot only once its ``null`` frame
 is written, so the snapshot is as new as it can be (R4). A snapshot (a resync's, a repair's, or
 any v1 merged frame, which carries the whole object) *absorbs* the publications queued behind
-it: they send nothing more, or the client would go back through older states.
+it: they send nothing more, or the client would go back through older states. Each lifetime
+counts the snapshots rendered of it (``LifetimeState.snapshots``), and each publication entry
+remembers the count it was queued under, so an entry queued before the latest snapshot is
+known to be carried by it.
 """
 
 from __future__ import annotations
@@ -16,9 +19,7 @@ from ._frames import clear_frame, info_frame, info_frames, snapshot_frame
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from ._cursor import FlushCursor
-    from ._durability import Durability
-    from ._entries import Entry, QueueCounters
+    from ._entries import Entry
     from ._modes import WireMode
     from ._state import LifetimeState
 
@@ -28,25 +29,45 @@ __all__ = ["FrameRenderer"]
 class FrameRenderer:
     """Renders the entries of one queue; ``mode`` follows the queue's protocol version."""
 
-    __slots__ = ("_counters", "_cursor", "_store", "mode", "repairing")
+    __slots__ = ("absorbed", "mode", "repairing", "repairs", "resyncs")
 
-    def __init__(
-        self, mode: WireMode, counters: QueueCounters, cursor: FlushCursor, store: Durability
-    ) -> None:
+    def __init__(self, mode: WireMode) -> None:
         self.mode = mode
-        self._counters = counters
-        self._cursor = cursor
-        self._store = store
         self.repairing: set[LifetimeState] = set()
-        """Lifetimes that lost a frame and whose repair is not written yet (R11)."""
+        """Lifetimes that lost a frame and whose repair is not written yet (R11; read-only
+        outside this class)."""
+        self.resyncs = 0
+        """Resyncs rendered (requested ones and repairs)."""
+        self.repairs = 0
+        """Repairs rendered."""
+        self.absorbed = 0
+        """Publication entries a snapshot already carried when the writer took them."""
 
-    def render(self, entry: Entry) -> Iterator[bytes]:
-        """The frames of an entry the writer takes."""
+    def repair_pending(self, state: LifetimeState) -> None:
+        """``state`` lost a frame: its repair is pending until written (R11)."""
+        self.repairing.add(state)
+
+    def forget(self, state: LifetimeState) -> None:
+        """``state`` ended: no repair of it is pending any more."""
+        self.repairing.discard(state)
+
+    def repair_due(self, entry: Entry) -> bool:
+        """Whether writing ``entry`` begins with the repair of its lifetime (R11): it lost a
+        frame, and the entry is not one a snapshot already carries."""
+        if isinstance(entry, RawEntry) or not entry.lifetime.needs_repair:
+            return False
+        return not (isinstance(entry, InfoEntry) and _absorbed(entry))
+
+    def render(self, entry: Entry, repair: bool) -> Iterator[bytes]:
+        """The frames of an entry the writer takes; ``repair``: they begin with the repair of
+        its lifetime (see :meth:`repair_due`)."""
+        if repair:
+            self.repairs += 1
         if isinstance(entry, InfoEntry):
             state = entry.lifetime
-            if entry.pos <= state.absorbed_through:
+            if _absorbed(entry):
                 return iter(self._absorbed_frames(entry))
-            if state.needs_repair:
+            if repair:
                 return self._repaired_info_frames(entry)
             frames = self.info_frames(entry)
             if self.mode.full_object:
@@ -54,8 +75,8 @@ class FrameRenderer:
             return iter(frames)
         if isinstance(entry, RawEntry):
             return iter((entry.frame,))
-        if entry.repair_only and not entry.lifetime.needs_repair:
-            return iter(())
+        if entry.repair_only and not repair:
+            return iter(())  # the repair it was queued for went out with an earlier entry
         return self._resync_frames(entry.lifetime)
 
     def info_frames(self, entry: InfoEntry) -> list[bytes]:
@@ -74,15 +95,13 @@ class FrameRenderer:
         """A snapshot of ``state`` is being rendered now: it carries every publication queued
         behind it, so those entries send nothing more (the client would otherwise go back
         through older states, issue 13), and none of them may take later publications."""
-        state.absorbed_through = self._cursor.appended
-        if state.open_entry is not None:
-            state.open_entry = None
+        state.snapshots += 1
 
     def _absorbed_frames(self, entry: InfoEntry) -> list[bytes]:
         """An entry whose publications a snapshot already carries: only its notification
         ``_meta`` still goes out (R9), on an update that changes nothing. Counted as coalesced:
         its publication reached the client inside the snapshot, not in a frame of its own."""
-        self._counters.coalesced += 1
+        self.absorbed += 1
         if entry.notification_meta is None:
             return []
         prefix = entry.lifetime.prefix
@@ -90,20 +109,16 @@ class FrameRenderer:
 
     def _repaired_info_frames(self, entry: InfoEntry) -> Iterator[bytes]:
         yield from self._resync_frames(entry.lifetime)
-        if entry.pos <= entry.lifetime.absorbed_through:
+        if _absorbed(entry):
             yield from self._absorbed_frames(entry)  # the repair's snapshot carries it
         else:
             yield from self.info_frames(entry)  # no snapshot was sent (v1 pass-through)
 
     def _resync_frames(self, state: LifetimeState) -> Iterator[bytes]:
-        if state.needs_repair:
-            self._counters.repairs += 1
-            state.needs_repair = False
-            self._store.changed(state)
         mode = self.mode
         if mode.resync == "none":
             return
-        self._counters.resyncs += 1
+        self.resyncs += 1
         if mode.resync == "clear_then_snapshot":
             yield clear_frame(state)
             # Rendered only now, after the clear went out: the snapshot is as new as it can be.
@@ -114,3 +129,8 @@ class FrameRenderer:
         self.absorb(state)
         yield snapshot_frame(mode, state)
         self.repairing.discard(state)  # reached only once every frame above was written
+
+
+def _absorbed(entry: InfoEntry) -> bool:
+    """Whether a snapshot of its lifetime was rendered since ``entry`` was queued."""
+    return entry.snapshots != entry.lifetime.snapshots

@@ -35,7 +35,14 @@ without any agent code, what the session lifetimes need (R4, R5, R6, R10):
 - a ``session_info_update`` for a session with an open lifetime becomes a publication, so its
   fields join the known state (R1); for any other session (but the one a ``session/new`` or
   ``session/fork`` handler is opening) it passes through unchanged and is counted;
+- where ``session/set_title`` reaches the agent (a proxy in front of an agent that advertises
+  it, :attr:`LifetimeTracker.forwards_titles`), its successful response makes the title the
+  client's (R13) before it is written;
 - an error response changes no lifetime.
+
+The tracker also says which request a response answers (:meth:`LifetimeTracker.answering`), so
+that the connection can rewrite an ``initialize`` or ``session/list`` result first
+(:mod:`agent_meta.sansio._titles`).
 
 Only requests whose response matters are remembered, at most :data:`PENDING_REQUESTS` at a
 time. The tracker is pure: the driver asks the owner whether a lifetime is open and carries out
@@ -56,6 +63,7 @@ from ..core._timestamps import is_rfc3339
 from ._frames import session_of
 from ._marks import HandlerMarks, InfoUpdate, Opening, Window, underlay
 from ._modes import WIRE_MODES
+from ._titles import SET_TITLE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -70,6 +78,7 @@ __all__ = [
     "ReplayStart",
     "RequestId",
     "TrackerStatistics",
+    "info_update_of",
     "is_request_id",
     "replaying_session",
 ]
@@ -96,6 +105,9 @@ class LifetimeStep(enum.Enum):
     DISCARD = "discard"
     """A load or resume that opened ``session_id``'s lifetime with nothing known failed: end
     that lifetime again, as if the request had never come (if it is still open)."""
+    ADOPT_TITLE = "adopt_title"
+    """The agent answered a forwarded ``session/set_title``: ``OutboundPlan.title`` is the
+    client's title of ``session_id``'s lifetime now (R13), confirmed by the agent already."""
 
 
 @final
@@ -110,6 +122,9 @@ class ReplayStart:
     replays: bool = True
     """Whether the request replays history (a v2 ``session/resume`` without ``replayFrom``
     does not): only then is what its handler sends taken as replay."""
+    held: bool = False
+    """Whether the lifetime held its state before the request (open, or kept by the store):
+    what is replayed is then history; otherwise the replay is all there is to build it from."""
 
 
 @final
@@ -142,6 +157,8 @@ class OutboundPlan:
     """With ``step``: fields to make known without a frame (``SessionLifetime.seed``), after an
     ``OPEN`` (what the request's handler sent before the lifetime opened, already written) or
     before a ``RESYNC`` (the history a replay built the state from, beneath what is known)."""
+    title: str | None = None
+    """The title of a :attr:`LifetimeStep.ADOPT_TITLE` step."""
 
 
 _WRITE_AS_IS: Final = OutboundPlan()
@@ -180,13 +197,18 @@ class TrackerStatistics:
 class LifetimeTracker:
     """Follows one agent connection's messages and plans the lifetime work around them."""
 
-    __slots__ = ("_marks", "_pending", "statistics")
+    __slots__ = ("_marks", "_pending", "forwards_titles", "statistics")
 
     def __init__(self) -> None:
-        # Requests whose response matters: id -> (method, session id, handler token or None).
-        self._pending: dict[RequestId, tuple[str, str | None, int | None]] = {}
+        # Requests whose response matters: id -> (method, session id, handler token or the
+        # title a session/set_title asks for, or None).
+        self._pending: dict[RequestId, _Pending] = {}
         # What the marked handlers sent (loads, resumes, new and fork), by token.
         self._marks = HandlerMarks()
+        self.forwards_titles = False
+        """``session/set_title`` reaches the agent (a proxy in front of an agent that
+        advertises it): its successful response is planned as
+        :attr:`LifetimeStep.ADOPT_TITLE`. Off where the connection answers it itself."""
         self.statistics = TrackerStatistics()
 
     def inbound(
@@ -208,7 +230,7 @@ class LifetimeTracker:
         its handler sends is live: :attr:`ReplayStart.replays` is false).
         """
         method = message.get("method")
-        if not isinstance(method, str) or method not in _TRACKED_METHODS:
+        if not isinstance(method, str) or not self._tracks(method):
             return None
         request_id = message.get("id")
         if "id" not in message or not is_request_id(request_id):
@@ -220,14 +242,16 @@ class LifetimeTracker:
             self._remember(request_id, (method, session_id, token))
             return OpeningStart(token)
         if method not in _REPLAYING_METHODS or session_id is None:
-            self._remember(request_id, (method, session_id, None))
+            self._remember(request_id, (method, session_id, _requested_title(method, params)))
             return None
         replays = replay_of(method, params, protocol_version=protocol_version).may_replay
         token = self._marks.start_window(
             session_id, existed=lambda: existed(session_id), replays=replays
         )
         self._remember(request_id, (method, session_id, token))
-        return ReplayStart(session_id, token, replays)
+        window = self._marks.window(token)
+        held = window is not None and not window.builds
+        return ReplayStart(session_id, token, replays, held)
 
     def outbound(
         self,
@@ -259,18 +283,34 @@ class LifetimeTracker:
         request = self._pending.pop(request_id, None)
         if request is None:
             return _WRITE_AS_IS
+        method, session_id, requested = request
+        if method == SET_TITLE:
+            return _adopted_title(session_id, requested, message)
         return self._plan_answer(request, message, state)
+
+    def answering(self, message: Mapping[str, object]) -> str | None:
+        """The method of the remembered request that ``message`` answers successfully (a
+        ``result``), without planning anything: call it before :meth:`outbound` to rewrite
+        the result (``initialize``, ``session/list``). ``None`` for anything else."""
+        if "method" in message or "result" not in message or "error" in message:
+            return None
+        request_id = message.get("id")
+        if not is_request_id(request_id):
+            return None
+        request = self._pending.get(request_id)
+        return None if request is None else request[0]
 
     # -- internals -------------------------------------------------------------------------
 
     def _plan_answer(
         self,
-        request: tuple[str, str | None, int | None],
+        request: _Pending,
         message: Mapping[str, object],
         known: Callable[[str], SessionInfo],
     ) -> OutboundPlan:
         """Plan the response (or error) to a remembered request."""
-        method, session_id, token = request
+        method, session_id, extra = request
+        token = extra if isinstance(extra, int) else None
         mark = None if token is None else self._marks.end(token)
         if "result" in message and "error" not in message:
             plan = self._seeded(_plan_response(method, session_id, message["result"]), mark, known)
@@ -305,11 +345,17 @@ class LifetimeTracker:
             self._marks.settle(session_id)  # other loads of it find a lifetime that holds it
         return plan if seed is None else dataclasses.replace(plan, seed=seed)
 
-    def _remember(self, request_id: RequestId, request: tuple[str, str | None, int | None]) -> None:
+    def _tracks(self, method: str) -> bool:
+        """Whether a request of ``method`` is remembered until its response."""
+        if method == SET_TITLE:
+            return self.forwards_titles  # else the connection answers it: no agent response
+        return method in _TRACKED_METHODS
+
+    def _remember(self, request_id: RequestId, request: _Pending) -> None:
         self._pending[request_id] = request
         if len(self._pending) > PENDING_REQUESTS:
             _, _, token = self._pending.pop(next(iter(self._pending)))
-            if token is not None:
+            if isinstance(token, int):
                 self._marks.end(token)
             self.statistics.forgotten_requests += 1
 
@@ -332,7 +378,7 @@ class LifetimeTracker:
         update = params.get("update")
         if not isinstance(update, dict) or update.get("sessionUpdate") != "session_info_update":
             return OutboundPlan(session_id=session_id)
-        info = _info_update(params, update, offset_timestamps=offset_timestamps)
+        info = info_update_of(params, update, offset_timestamps=offset_timestamps)
         if info is None:
             self.statistics.passed_through_updates += 1
             return OutboundPlan(session_id=session_id)
@@ -375,11 +421,13 @@ class LifetimeTracker:
         return OutboundPlan(session_id=window.session_id)
 
 
+_Pending: TypeAlias = tuple[str, str | None, int | str | None]
+
 _RENDERED_VERSIONS: Final = frozenset(version for version, _ in WIRE_MODES)
 _REPLAYING_METHODS: Final = frozenset({"session/load", "session/resume"})
 _OPENING_METHODS: Final = frozenset({"session/new", "session/fork"})
 _TRACKED_METHODS: Final = frozenset(
-    {"initialize", "session/close"} | _OPENING_METHODS | _REPLAYING_METHODS
+    {"initialize", "session/close", "session/list"} | _OPENING_METHODS | _REPLAYING_METHODS
 )
 _NOTHING_KNOWN: Final = SessionInfo()
 
@@ -387,6 +435,30 @@ _NOTHING_KNOWN: Final = SessionInfo()
 def _unknown(_session_id: str) -> SessionInfo:
     """The known state when the driver tells none: nothing."""
     return _NOTHING_KNOWN
+
+
+def _requested_title(method: str, params: object) -> str | None:
+    """The title a forwarded ``session/set_title`` asks for (kept with the request)."""
+    if method != SET_TITLE or not isinstance(params, dict):
+        return None
+    title = params.get("title")
+    return title if isinstance(title, str) else None
+
+
+def _adopted_title(
+    session_id: str | None, requested: object, message: Mapping[str, object]
+) -> OutboundPlan:
+    """The plan for the agent's answer to a forwarded ``session/set_title``: on success, the
+    title it stored (the TypeScript SDK shape's ``{title}``), else the one asked for (the
+    RFD's empty result: stored as given)."""
+    result = message.get("result")
+    if session_id is None or "error" in message or not isinstance(result, dict):
+        return _WRITE_AS_IS
+    stored = result.get("title")
+    title = stored if isinstance(stored, str) else requested
+    if not isinstance(title, str):
+        return _WRITE_AS_IS
+    return OutboundPlan(step=LifetimeStep.ADOPT_TITLE, session_id=session_id, title=title)
 
 
 def _plan_response(method: str, session_id: str | None, result: object) -> OutboundPlan:
@@ -404,7 +476,9 @@ def _plan_response(method: str, session_id: str | None, result: object) -> Outbo
         return _WRITE_AS_IS  # every session response is an object; a null one is no success
     if method in _REPLAYING_METHODS:
         return OutboundPlan(step=LifetimeStep.RESYNC, session_id=session_id)
-    return OutboundPlan(step=LifetimeStep.CLOSE, session_id=session_id)
+    if method == "session/close":
+        return OutboundPlan(step=LifetimeStep.CLOSE, session_id=session_id)
+    return _WRITE_AS_IS  # session/list: rewritten before it is planned (see answering())
 
 
 def replaying_session(message: Mapping[str, object]) -> str | None:
@@ -423,11 +497,12 @@ def is_request_id(value: object) -> TypeGuard[RequestId]:
     return value is None or isinstance(value, str) or (type(value) is int)
 
 
-def _info_update(
+def info_update_of(
     params: Mapping[str, object], update: Mapping[str, object], *, offset_timestamps: bool
 ) -> InfoUpdate | None:
-    """The publication a ``session_info_update`` stands for, or ``None`` when it carries fields
-    the owner would not reproduce (it then passes through unchanged)."""
+    """The publication a ``session_info_update`` (``params`` of its notification, and their
+    ``update``) stands for, or ``None`` when it carries fields the owner would not reproduce
+    (it then passes through unchanged). Its values are as received: the owner checks them."""
     if not update.keys() <= _INFO_UPDATE_FIELDS or not params.keys() <= _NOTIFICATION_FIELDS:
         return None
     notification_meta = params.get("_meta")

@@ -2,7 +2,8 @@
 
 A :class:`LifetimeState` is the agent's *known* session info for one session lifetime:
 ``title`` / ``updatedAt`` (each unknown until published or seeded) and ``_meta``, plus the
-current failure incident and the flags the send queue needs (closed, needs repair). No I/O.
+current failure incident and the flags the send queue needs (closed, needs repair, whether the
+client set the title). No I/O.
 
 Known values are stored as the JSON text that goes on the wire (one ``"key":value`` fragment
 per top-level metadata key). Each value is therefore encoded once, when published, and a
@@ -41,7 +42,7 @@ class LifetimeState:
     """The known session info of one session lifetime (pure; mutated only by the send queue)."""
 
     __slots__ = (
-        "absorbed_through",
+        "client_title",
         "closed",
         "epoch",
         "failure",
@@ -52,6 +53,7 @@ class LifetimeState:
         "prefix",
         "resync_entry",
         "session_id",
+        "snapshots",
         "taken_over",
         "title",
         "updated_at",
@@ -61,6 +63,9 @@ class LifetimeState:
         self.session_id = session_id
         self.prefix = session_prefix(session_id)
         self.title: str | None = None  # JSON text; None = unknown
+        self.client_title = False
+        """The client set ``title`` (``session/set_title``, R13): no other publication changes
+        it, for the rest of the lifetime."""
         self.updated_at: str | None = None
         self.fragments: dict[str, str] = {}
         self.meta_size = 0  # total length of the fragments
@@ -73,7 +78,7 @@ class LifetimeState:
         self.taken_over = False
         """Another holder took the lifetime over: it ended here, and publishers are told."""
         # Bookkeeping of the send queue (opaque here).
-        self.absorbed_through = 0  # queue positions up to here are in a snapshot sent
+        self.snapshots = 0  # snapshots rendered: each carries the entries queued before it
         self.open_entry: object | None = None
         self.resync_entry: object | None = None
 

@@ -1,111 +1,126 @@
 """What the writer of one send queue is in the middle of, sans I/O (R2).
 
-The writer takes one entry at a time from the :class:`~agent_meta.sansio._fifo.EntryFifo` and
-hands its frames out one by one, as the :class:`~agent_meta.sansio._render.FrameRenderer`
-renders them. A frame written in part is *held*: the rest goes out before anything else, so a
-line is never cut by another.
+The writer takes one entry at a time and hands its frames out one by one. :class:`Writing`
+keeps that entry and its frames still to come, and *the frame*: the one frame the writer has
+out (handed out, not reported yet) or that waits to be handed out next (written in part, or
+waiting for its state to be stored, or rendered at once for a direct write). There is never
+more than one, so a line is never cut by another, and the reports (written, lost, dropped)
+need not say which frame they are about.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._entries import Outgoing
-
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from ._cursor import FlushCursor
     from ._entries import Entry
-    from ._fifo import EntryFifo
-    from ._render import FrameRenderer
     from ._state import LifetimeState
 
 __all__ = ["Writing"]
 
 
 class Writing:
-    """The entry being written (its remaining frames) and a frame held in part."""
+    """The entry being written, and the one frame held or out. Only the send queue calls it."""
 
-    __slots__ = ("_fifo", "_renderer", "cursor", "entry", "frames", "held")
+    __slots__ = ("entry", "frame", "frames", "lifetime", "out", "sent", "stored_by")
 
-    def __init__(self, fifo: EntryFifo, renderer: FrameRenderer, cursor: FlushCursor) -> None:
-        self._fifo = fifo
-        self._renderer = renderer
-        self.cursor = cursor
-        """The queue's positions (shared)."""
-        self.frames: Iterator[bytes] | None = None
-        """The frames of the entry being written still to hand out (``None``: no entry)."""
+    def __init__(self) -> None:
         self.entry: Entry | None = None
-        self.held: Outgoing | None = None
-        """A frame to hand out before anything else (written in part, or rendered at once)."""
+        """The entry being written (``None``: none)."""
+        self.frames: Iterator[bytes] | None = None
+        """Its frames still to hand out (``None`` exactly when there is no entry)."""
+        self.frame: bytes | None = None
+        """The frame held or out (``None``: none)."""
+        self.lifetime: LifetimeState | None = None
+        """The lifetime :attr:`frame` belongs to (``None`` for other frames)."""
+        self.sent = 0
+        """How much of :attr:`frame` is written already (a write the pipe took in part)."""
+        self.stored_by = 0
+        """The store batch that must be stored before :attr:`frame` is written: the one
+        holding every change made up to its rendering (persist before write), no later one."""
+        self.out = False
+        """:attr:`frame` is handed out and not reported yet: it may be half on the wire."""
 
     @property
     def idle(self) -> bool:
-        """Nothing queued, held or being written."""
-        return (
-            self.frames is None
-            and self.held is None
-            and not self._fifo.entries
-            and not self.cursor.unreported
-        )
+        """No entry being written, no frame held or out."""
+        return self.frame is None and self.frames is None
 
-    @property
-    def busy(self) -> bool:
-        """An entry is being written."""
-        return self.frames is not None
+    def begin(self, entry: Entry, frames: Iterator[bytes]) -> None:
+        """Start writing ``entry``, whose frames are ``frames``."""
+        self.entry = entry
+        self.frames = frames
 
-    def next_frame(self) -> Outgoing | None:
-        """The next frame of the entry being written, or of the next entry; ``None`` when
-        nothing is queued. The frame is unreported until the queue hears how it went."""
-        cursor = self.cursor
-        if cursor.unreported:
-            raise RuntimeError("report the last frame handed out before taking the next one")
-        while True:
-            frames = self.frames
-            if frames is not None:
-                entry = self.entry
-                assert entry is not None
-                lifetime = entry.lifetime
-                if lifetime is not None and lifetime.closed:
-                    self.finish()
-                    continue
-                frame = next(frames, None)
-                if frame is not None:
-                    cursor.unreported = True
-                    return Outgoing(frame, lifetime)
-                self.finish()
-                continue
-            if not self._fifo.entries:
-                return None
-            entry = self._fifo.take()
-            self.entry = entry
-            self.frames = self._renderer.render(entry)
-
-    def express(self, frame: bytes, state: LifetimeState, stored_by: int) -> None:
-        """Hold ``frame`` (of ``state``, whose changes are stored by batch ``stored_by``) to be
-        handed out next, without a queue entry: the writer is idle, nothing precedes it."""
-        cursor = self.cursor
-        cursor.appended += 1  # the express frame holds the next position until reported
-        cursor.express = cursor.appended
-        held = self.held = Outgoing(frame, state)
-        held.stored_by = stored_by
-
-    def finish(self) -> None:
-        """The entry being written is done (written, dropped, or cut short by a loss)."""
+    def next_frame(self, stored_by: int) -> bool:
+        """Hold the next frame of the entry being written, to be written once store batch
+        ``stored_by`` is stored; ``False`` when there is none (no entry, its frames are all
+        out, or its lifetime has ended)."""
+        if self.frame is not None:
+            raise RuntimeError("report the frame handed out before taking the next one")
+        frames = self.frames
+        if frames is None:
+            return False
         entry = self.entry
-        self.frames = None
-        self.entry = None
-        self.cursor.finish(0 if entry is None else entry.pos, not self._fifo.entries)
+        assert entry is not None
+        lifetime = entry.lifetime
+        if lifetime is not None and lifetime.closed:
+            return False
+        frame = next(frames, None)
+        if frame is None:
+            return False
+        self.frame = frame
+        self.lifetime = lifetime
+        self.stored_by = stored_by
+        return True
 
-    def end_lifetime(self, state: LifetimeState) -> int:
-        """``state`` ended: the rest of its entry being written is dropped (a frame already
-        handed out is still finished and reported). The frames dropped (0 or 1)."""
+    def finish(self) -> Entry | None:
+        """The entry being written is done (written, dropped, or cut short by a loss); the
+        entry it was."""
+        entry = self.entry
+        self.entry = None
+        self.frames = None
+        return entry
+
+    def hold_express(self, frame: bytes, lifetime: LifetimeState, stored_by: int) -> None:
+        """Hold ``frame``, rendered at once without an entry (the queue is idle: nothing
+        precedes it), to be written once store batch ``stored_by`` is stored."""
+        if self.frame is not None or self.frames is not None:
+            raise RuntimeError("a frame is rendered at once only while nothing is being written")
+        self.frame = frame
+        self.lifetime = lifetime
+        self.stored_by = stored_by
+
+    def hand_out(self) -> bytes:
+        """Hand the frame out: what of it is still to be written."""
+        frame = self.frame
+        assert frame is not None
+        assert not self.out
+        self.out = True
+        return frame[self.sent :] if self.sent else frame
+
+    def wrote_part(self, sent: int) -> None:
+        """The frame out went out in part, ``sent`` more bytes of it: hold the rest."""
+        assert self.out
+        self.out = False
+        self.sent += sent
+
+    def release(self) -> None:
+        """The frame is reported (written whole, lost or dropped): none is held or out."""
+        self.frame = None
+        self.lifetime = None
+        self.out = False
+        self.sent = 0
+        self.stored_by = 0
+
+    def end_lifetime(self, state: LifetimeState) -> Entry | None:
+        """``state`` ended: drop the rest of its entry being written (a frame already taken is
+        still finished, or dropped unbegun by the queue). The entry dropped that way, if any."""
         entry = self.entry
         if entry is None or entry.lifetime is not state:
-            return 0
-        if self.cursor.unreported:
-            self.frames = iter(())  # its frame being written is finished, nothing after
-            return 0
-        self.finish()
-        return 1
+            return None
+        if self.frame is not None:
+            self.frames = iter(())  # its frame taken is finished, nothing after
+            return None
+        return self.finish()

@@ -1,6 +1,6 @@
 """agent_meta for agents built on the official ACP Python SDK (``agent-client-protocol``).
 
-Needs the ``sdk`` extra (``pip install 'agent-meta[sdk]'``; every SDK release from 0.8 to
+Needs the ``sdk`` extra (``pip install 'agent-meta[sdk]'``; every SDK release from 0.6 to
 1.0, see :data:`SUPPORTED_SDK_RANGE`). Import it explicitly (``import agent_meta.sdk``);
 ``import agent_meta`` does not load it. See ``docs/sdk.md`` for adopting it.
 
@@ -19,10 +19,8 @@ Needs the ``sdk`` extra (``pip install 'agent-meta[sdk]'``; every SDK release fr
 from typing import TYPE_CHECKING, Any
 
 from ._adapter import AdapterStatistics as AdapterStatistics
-from ._adapter import MessageSource as MessageSource
 from ._adapter import SdkAdapter as SdkAdapter
 from ._release import SUPPORTED_SDK_RANGE as SUPPORTED_SDK_RANGE
-from ._release import SdkRelease as SdkRelease
 from ._release import UnsupportedSdkError as UnsupportedSdkError
 from ._run import adapter_of as adapter_of
 from ._run import on_connection as on_connection
@@ -38,9 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SUPPORTED_SDK_RANGE",
     "AdapterStatistics",
-    "MessageSource",
     "SdkAdapter",
-    "SdkRelease",
     "UnsupportedSdkError",
     "adapter_of",
     "create_asgi_app",

@@ -11,7 +11,10 @@ through the owner's FIFO (R2): responses, notifications and agent-to-client requ
 What the lifetimes need around those messages (open on ``session/new``, resync before a
 ``session/load`` or ``session/resume`` response, end on ``session/close``, the negotiated
 version) is planned by the sans-IO :class:`~agent_meta.sansio._seam.LifetimeTracker`; this
-module carries the plan out.
+module carries the plan out. ``session/set_title``, which the SDK has no method for, is answered
+by the adapter before the SDK sees it, and the SDK's ``initialize`` and ``session/list`` results
+are rewritten to advertise it and to list the client's titles (R13, both decided by the
+:class:`~agent_meta.owner._policy.LifetimePolicy`).
 
 Cancellation: :meth:`SdkAdapter.send` is the owner's call underneath, so a cancelled send either
 queued its whole message or nothing of it.
@@ -31,6 +34,7 @@ from ..core._errors import FrameTooLargeError, MetaValueError, StoreError, Unkno
 from ..owner._policy import LifetimePolicy
 from ..sansio._gate import InboundGate
 from ..sansio._handler_errors import failure_of
+from ..sansio._titles import SET_TITLE
 from ._release import SdkRelease, UnsupportedSdkError, installed_release
 from ._streams import HANDLING, SeamReader, SeamSender, marking_dispatcher
 
@@ -287,11 +291,15 @@ class SdkAdapter:
         entries are handed over one by one. At the end of the input it returns ``None`` once no
         request of the client is still being answered (as agent_meta's own connection does),
         unless the agent waits for the client, which can no longer answer. Cancelling it
-        loses no message: one taken from the source and not handed over stays queued."""
+        loses no message: one taken from the source and not handed over stays queued.
+        A ``session/set_title`` is answered here and never handed over (R13)."""
         while True:
             message = await self._next_admitted()
             if message is None:
                 return None
+            if _answered_here(message):
+                await self._answer_here(message)
+                continue
             if not self._marks_in_dispatcher:
                 if self.release.dispatcher:
                     self._warn_once(
@@ -350,6 +358,17 @@ class SdkAdapter:
                 logger.info("ignoring a notification: %s", admission.ignored)
         return self._ready.popleft()
 
+    async def _answer_here(self, message: Mapping[str, Any]) -> None:
+        """Answer a ``session/set_title`` (R13): its confirmation, then its response, both
+        through :meth:`send` (a batch's answer collects it). Cancelled before the response is
+        queued, the request goes back to the front of what the SDK gets next."""
+        try:
+            answer = await self._policy.answer_set_title(message)
+            await self.send(answer)
+        except BaseException:
+            self._ready.appendleft(message)
+            raise
+
     async def _input_ended(self) -> None:
         """Wait until the SDK may stop: the client's requests answered and the ACP v2 turns
         that run on after their answer ended (the SDK would close its connection under them),
@@ -379,13 +398,15 @@ class SdkAdapter:
         A ``session_info_update`` for a session with an open lifetime is published on it (its
         fields join the known state, R1); every other message is written as it is, after what
         was queued before it (R2), except a response that cannot be sent (a result not JSON or
-        over the frame limit: ``-32603`` instead, as the gate says). Raises
-        :class:`~agent_meta.MetaValueError` for a message that is not JSON-RPC or not JSON, and
-        :class:`~agent_meta.UnknownSessionError` for a request to the client about a session
-        whose lifetime has ended (it would never be answered).
+        over the frame limit: ``-32603`` instead, as the gate says). An ``initialize`` or
+        ``session/list`` result is rewritten first (R13: it advertises ``session/set_title``, it
+        lists the client's titles); a listing the store cannot be read for is answered
+        ``-32603``. Raises :class:`~agent_meta.MetaValueError` for a message that is not
+        JSON-RPC or not JSON, and :class:`~agent_meta.UnknownSessionError` for a request to the
+        client about a session whose lifetime has ended (it would never be answered).
         """
         if "method" not in message:
-            await self._respond(message)
+            await self._respond(await self._rewritten(message))
             return
         plan = self._policy.response(message, handling=HANDLING.get())
         if plan.update is not None and plan.session_id is not None:
@@ -444,6 +465,18 @@ class SdkAdapter:
         self._warned.add(kind)
         logger.warning("%s (said once per connection; counted in statistics())", message)
 
+    async def _rewritten(self, response: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``response`` as the policy rewrites it (R13), or the error it earns when the store
+        that a listing's titles are read from fails."""
+        try:
+            return await self._policy.rewrite(response)
+        except StoreError as exc:
+            failure = failure_of(exc)
+            assert failure is not None  # a store failure is answered
+            logger.exception("%s", failure.error.message)
+            error = failure.error.to_error()
+            return {"jsonrpc": "2.0", "id": response.get("id"), "error": error}
+
     async def _respond(self, message: Mapping[str, Any]) -> None:
         """Queue a response as the gate says (alone, or with the batch it completes), after the
         lifetime step it needs."""
@@ -481,3 +514,9 @@ class SdkAdapter:
         finally:
             if gate.may_stop:
                 self._settled.set()  # the end of the input waited for this request
+
+
+def _answered_here(message: Mapping[str, Any]) -> bool:
+    """Whether the adapter answers ``message`` itself: a ``session/set_title`` request (R13;
+    the SDK has no such method)."""
+    return message.get("method") == SET_TITLE and "id" in message

@@ -7,7 +7,7 @@ handler's updates are replay, not live state). Each release offers them at a dif
 ========== ======================== ===========================================================
 release    writing                  starting request handlers
 ========== ======================== ===========================================================
-0.8 - 0.11 ``sender_factory`` over  from one dispatcher task (``dispatcher_factory``): a
+0.6 - 0.11 ``sender_factory`` over  from one dispatcher task (``dispatcher_factory``): a
            asyncio streams only     context variable set as a message is read never reaches
                                     the handler, so the adapter marks it in the dispatcher
 0.12.0     message transport        dispatcher task, as above
@@ -16,7 +16,12 @@ release    writing                  starting request handlers
                                     reaches the handler
 ========== ======================== ===========================================================
 
-``session/close`` reaches the agent from 0.9 on. From 1.0 on, the connection answers
+The connection itself is the same from 0.6 to 0.11; the API around it is not. 0.6 has no
+``run_agent``: agents build ``AgentSideConnection(factory, writer, reader)``, whose constructor
+starts reading, and keep their loop alive themselves (its handlers are camelCase:
+``newSession``, ``sessionUpdate``). Its schema, and 0.7.0's, has no ``SessionInfoUpdate``, so an
+agent there publishes only through the adapter's lifetime handle. ``session/close`` reaches the
+agent from 0.9 on. From 1.0 on, the connection answers
 ``$/cancel_request`` itself, and ``acp.experimental.v2`` serves ACP v2 (alone, or next to a v1
 agent behind ``acp.experimental.negotiation.AgentProtocolRouter``) over the same message
 transport. Each seam is found by looking at the
@@ -45,10 +50,10 @@ __all__ = [
     "installed_release",
 ]
 
-SUPPORTED_SDK_RANGE: Final = ">=0.8.0,<1.1"
-"""The ``agent-client-protocol`` releases the adapter is tested with (every 0.8 to 1.0.x)."""
+SUPPORTED_SDK_RANGE: Final = ">=0.6.0,<1.1"
+"""The ``agent-client-protocol`` releases the adapter is tested with (every 0.6 to 1.0.x)."""
 
-_LOWEST: Final = (0, 8)
+_LOWEST: Final = (0, 6)
 _BEYOND: Final = (1, 1)
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
@@ -70,17 +75,24 @@ class SdkRelease:
     connection's ``sender_factory``."""
     dispatcher: bool
     """Request handlers are started by a dispatcher task the connection builds with
-    ``dispatcher_factory`` (0.8 to 0.12.0)."""
+    ``dispatcher_factory`` (0.6 to 0.12.0)."""
     routes_close: bool
     """``session/close`` reaches the agent (0.9 on); before, nothing is closed, so nothing is
     fenced."""
     cancels_requests: bool = False
     """The connection answers ``$/cancel_request`` itself, cancelling the request's handler
-    (1.0 on); before, it ignores it, and the adapter turns one for a running prompt into
-    ``session/cancel``."""
+    (1.0.0rc3 on; rc2 names it but ignores it); before, the adapter turns one for a running
+    prompt into ``session/cancel``."""
     v2: bool = False
     """``acp.experimental.v2`` and ``acp.experimental.negotiation`` exist (1.0 on): ACP v2
     agents, and one agent per version behind ``AgentProtocolRouter``."""
+    runs_agent: bool = True
+    """``acp.run_agent`` exists (0.7 on). Before, agents build
+    ``AgentSideConnection(factory, writer, reader)`` themselves; :func:`agent_meta.sdk.run_agent`
+    then builds it the same way and returns once the SDK has been handed the end of the input."""
+    session_info: bool = True
+    """``acp.schema`` has ``SessionInfoUpdate`` (0.7.1 on). Before, the agent cannot send a
+    ``session_info_update`` through the SDK; the adapter's lifetime handle still publishes."""
 
     @property
     def seam(self) -> str:
@@ -111,8 +123,9 @@ def installed_release() -> SdkRelease:
         ) from exc
     check_version(version)
     try:
-        from acp import meta
+        from acp import core, meta, schema
         from acp.connection import Connection
+        from acp.exceptions import RequestError
     except ImportError as exc:
         raise UnsupportedSdkError(f"agent-client-protocol {version} cannot be imported") from exc
     # Each seam is found in the installed code, not from the version number.
@@ -121,8 +134,13 @@ def installed_release() -> SdkRelease:
         message_transport=importlib.util.find_spec("acp._transport") is not None,
         dispatcher="dispatcher_factory" in inspect.signature(Connection.__init__).parameters,
         routes_close="session_close" in getattr(meta, "AGENT_METHODS", {}),
-        cancels_requests="cancel_request" in getattr(meta, "PROTOCOL_METHODS", {}),
+        # 1.0.0rc2 names $/cancel_request but its connection ignores it; the connection that
+        # answers it came with RequestError.request_cancelled (rc3).
+        cancels_requests="cancel_request" in getattr(meta, "PROTOCOL_METHODS", {})
+        and hasattr(RequestError, "request_cancelled"),
         v2=_has_module("acp.experimental", "negotiation"),
+        runs_agent=hasattr(core, "run_agent"),
+        session_info=hasattr(schema, "SessionInfoUpdate"),
     )
 
 

@@ -6,18 +6,23 @@ Each works on every supported SDK release that has the entry point, whichever se
 (see :mod:`agent_meta.sdk._release`): it opens the adapter over stdio (or the asyncio stream
 pair given), hands the SDK the arguments of its seam, and records which adapter serves the
 connection, so that the agent finds it with :func:`adapter_of` (the ``conn`` its
-``on_connect`` receives). ``agent-meta run`` calls them in place of the SDK's.
+``on_connect`` receives). ``agent-meta run`` calls them in place of the SDK's. On SDK 0.6,
+which has no ``run_agent``, :func:`run_agent` builds the connection as 0.6 agents do
+(``AgentSideConnection(factory, writer, reader)``) and returns when the SDK has been handed the
+end of the input, as ``run_agent`` does on later releases.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ._release import UnsupportedSdkError, installed_release
 from ._stdio import open_stdio_adapter, open_stream_adapter
+from ._streams import SeamReader
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -29,10 +34,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "adapter_of",
+    "connecting_v2_factory",
     "on_connection",
     "register_connection",
     "run_agent",
+    "run_connection",
     "run_v2_agent",
+    "sdk_connection_class",
     "sdk_run_agent",
     "serve_router",
 ]
@@ -85,11 +93,20 @@ def on_connection(hook: Callable[[SdkAdapter, Any], None]) -> Callable[[], None]
 
 def sdk_run_agent() -> Callable[..., Awaitable[None]]:
     """The SDK's own ``run_agent`` (the one ``acp.core`` defines, even where ``agent-meta run``
-    has put its wrapper in its place)."""
+    has put its wrapper in its place). SDK 0.6 has none: :func:`run_connection` serves there."""
     from acp import core  # the SDK is imported when it is needed
 
     function: Callable[..., Awaitable[None]] = core.run_agent
     return getattr(function, ORIGINAL_ATTRIBUTE, function)
+
+
+def sdk_connection_class() -> Callable[..., Any]:
+    """The SDK's own ``AgentSideConnection`` (even where ``agent-meta run`` has put its own
+    class in its place, on SDK 0.6)."""
+    from acp.agent import connection  # the SDK is imported when it is needed
+
+    found: Callable[..., Any] = connection.AgentSideConnection
+    return getattr(found, ORIGINAL_ATTRIBUTE, found)
 
 
 async def run_agent(
@@ -110,7 +127,9 @@ async def run_agent(
     streams it serves stdio (``stdout``: a file descriptor to write instead of stdout); with
     an asyncio ``StreamWriter`` (``input_stream``) and ``StreamReader`` (``output_stream``) it
     serves them. ``stdio_buffer_limit_bytes`` bounds inbound lines as in the SDK. ``options``
-    and ``store`` are the owner's (:func:`~agent_meta.sdk.open_stdio_adapter`).
+    and ``store`` are the owner's (:func:`~agent_meta.sdk.open_stdio_adapter`). SDK 0.6 has
+    no ``run_agent``: there it builds ``AgentSideConnection(agent, ...)`` as 0.6 agents do
+    (``agent`` is then called with the connection, and its handlers are 0.6's camelCase ones).
 
     The agent reaches its adapter with ``await agent_meta.sdk.adapter_of(conn)``. Returns when
     the client's input ends and the owner has written what it accepted; requests still running
@@ -121,13 +140,66 @@ async def run_agent(
     supported range, and ``TypeError`` for arguments that would take the writing away from the
     adapter (a ``sender_factory`` or ``dispatcher_factory`` of the agent's own).
     """
-    installed_release()  # refuse an unsupported SDK before anything is opened
+    await run_connection(
+        None,
+        agent,
+        input_stream,
+        output_stream,
+        options=options,
+        store=store,
+        stdout=stdout,
+        **connection_kwargs,
+    )
+
+
+async def run_connection(
+    connect: Callable[..., Any] | None,
+    agent: Any,
+    input_stream: Any = None,
+    output_stream: Any = None,
+    *,
+    options: OwnerOptions | None = None,
+    store: LifetimeStore | None = None,
+    stdout: int | None = None,
+    **connection_kwargs: Any,
+) -> None:
+    """:func:`run_agent`, the SDK's connection built by ``connect`` (called as the SDK's
+    ``AgentSideConnection``, it returns the connection, listening) instead of by the SDK's
+    ``run_agent``. ``None`` is the SDK's own ``run_agent`` where it has one, else its
+    ``AgentSideConnection``. ``agent-meta run`` passes the agent's own connection object on SDK
+    0.6, where agents build it themselves.
+
+    A connection built this way listens from its constructor, as on SDK 0.6: this returns when
+    the SDK has been handed the end of the input, closing the connection, as ``run_agent`` does
+    on 0.12. 0.6 routes nothing unstable, so ``use_unstable_protocol`` is not passed on there.
+    """
+    release = installed_release()  # refuse an unsupported SDK before anything is opened
     opening = _opening(input_stream, output_stream, options, store, stdout, connection_kwargs)
     async with opening as adapter:
-        factory = agent if callable(agent) else _returning(agent)
-        await sdk_run_agent()(
-            _registering(factory, adapter), **adapter.connection_kwargs(), **connection_kwargs
+        factory = _registering(agent if callable(agent) else _returning(agent), adapter)
+        kwargs = {**adapter.connection_kwargs(), **connection_kwargs}
+        if connect is None and release.runs_agent:
+            await sdk_run_agent()(factory, **kwargs)
+            return
+        if not release.runs_agent:
+            kwargs.pop("use_unstable_protocol", None)
+        await _listen(connect or sdk_connection_class(), factory, kwargs)
+
+
+async def _listen(connect: Callable[..., Any], factory: Any, kwargs: dict[str, Any]) -> None:
+    """Build the connection over the adapter's seam and wait until the SDK has been handed the
+    end of the input (the connection reads from its constructor on), then close it."""
+    reader = kwargs.pop("output_stream", None)
+    if not isinstance(reader, SeamReader):  # a message transport: a release that has run_agent
+        raise UnsupportedSdkError(
+            f"agent-client-protocol {installed_release().version}: a connection built by the "
+            "agent is served through agent_meta only at the stream seam (SDK 0.6 to 0.11)"
         )
+    connection = connect(factory, kwargs.pop("input_stream"), reader, **kwargs)
+    try:
+        await reader.ended.wait()
+    finally:
+        await asyncio.shield(connection.close())
 
 
 async def run_v2_agent(
@@ -199,12 +271,50 @@ async def serve_router(
         raise ValueError("serve_router needs a router, or a v1 or v2 agent factory")
     opening = _opening(input_stream, output_stream, options, store, stdout, connection_kwargs)
     async with opening as adapter:
+        if v2 is not None:
+            v2 = connecting_v2_factory(v2)
         served = AgentProtocolRouter(
             v1=None if v1 is None else _registering(v1, adapter),
             v2=None if v2 is None else _registering(v2, adapter),
         )
         run = getattr(AgentProtocolRouter.run, ORIGINAL_ATTRIBUTE, AgentProtocolRouter.run)
         await run(served, **adapter.connection_kwargs(versions=versions), **connection_kwargs)
+
+
+@functools.cache
+def _v2_attach_connects() -> bool:
+    """Whether the SDK's v2 ``AgentSideConnection.attach``, which ``AgentProtocolRouter`` builds
+    the v2 agent with, hands the agent its connection (``on_connect``) as the v2 ``run_agent``
+    does. 1.0.0rc2's does not (rc3's does): found by attaching a probe agent to no connection,
+    which only builds objects."""
+    from acp.experimental.v2.agent import AgentSideConnection
+
+    connected: list[object] = []
+
+    class Probe:
+        def on_connect(self, connection: object) -> None:
+            connected.append(connection)
+
+    AgentSideConnection.attach(lambda _connection: Probe(), cast("Any", None))
+    return bool(connected)
+
+
+def connecting_v2_factory(factory: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A v2 agent factory for ``AgentProtocolRouter`` that hands the agent its connection
+    (``on_connect``) as the SDK's own v2 ``run_agent`` does: ``factory`` itself where the
+    router's v2 side calls ``on_connect`` (1.0.0rc3 on), else ``factory`` then ``on_connect``
+    (1.0.0rc2's router does not call it)."""
+    if _v2_attach_connects():
+        return factory
+
+    def build(connection: Any) -> Any:
+        agent = factory(connection)
+        on_connect = getattr(agent, "on_connect", None)
+        if on_connect is not None:
+            on_connect(connection)
+        return agent
+
+    return build
 
 
 def _factories_of(router: Any) -> tuple[Any, Any]:

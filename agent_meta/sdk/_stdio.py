@@ -50,7 +50,7 @@ speaks v1 only; the owner follows the version its ``initialize`` response carrie
 @final
 class NdjsonSource:
     """Reads NDJSON JSON-RPC messages from an :class:`asyncio.StreamReader` for an adapter
-    (see :class:`~agent_meta.sdk.MessageSource`)."""
+    (see :class:`~agent_meta.sdk._adapter.MessageSource`)."""
 
     def __init__(
         self,

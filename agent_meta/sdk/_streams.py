@@ -68,16 +68,21 @@ class SeamSender:
 class SeamReader(asyncio.StreamReader):
     """The ``StreamReader`` the SDK's connection reads: one checked message per line, from the
     adapter's :meth:`~agent_meta.sdk.SdkAdapter.receive`. The SDK reads it with ``readline``
-    (0.8) or ``readuntil`` (0.9 on); nothing else of a ``StreamReader`` is used."""
+    (0.6 to 0.8) or ``readuntil`` (0.9 on); nothing else of a ``StreamReader`` is used."""
 
     def __init__(self, adapter: SdkAdapter) -> None:
         super().__init__()
         self._adapter = adapter
+        self.ended = asyncio.Event()
+        """Set once the SDK has been handed the end of the input (its receive loop stops):
+        on SDK 0.6, which has no ``run_agent`` to return then, :func:`agent_meta.sdk.run_agent`
+        waits for it."""
 
     async def readline(self) -> bytes:
         """The next message as one line; ``b""`` at the end of the input."""
         message = await self._adapter.receive()
         if message is None:
+            self.ended.set()
             return b""
         # ASCII escapes keep any string (lone surrogates too) exactly as the client sent it.
         return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"

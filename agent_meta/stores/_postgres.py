@@ -7,7 +7,7 @@ holder's fencing epoch; every write is conditional on it), each call one round t
 - ``claim`` is one ``UPDATE ... RETURNING`` (the row lock makes concurrent claims take turns);
 - ``write`` sends ``BEGIN``, the conditional deletes, updates and inserts of the whole batch
   (arrays through ``unnest``) and ``COMMIT`` in one pipeline, and waits once;
-- ``read`` is one ``SELECT``.
+- ``read`` is one ``SELECT``, and so is ``read_many`` (``session_id = ANY(...)``).
 
 Every pooled connection carries ``lock_timeout``, ``statement_timeout`` and
 ``idle_in_transaction_session_timeout``, so a holder frozen inside a transaction (or a stray
@@ -201,6 +201,18 @@ class PostgresStore:
         row = await self._call(read, what="reading a lifetime")
         return None if row is None else record_from_row(self._location, row)
 
+    async def read_many(self, session_ids: Sequence[str]) -> dict[str, StoredLifetime]:
+        wanted = list(dict.fromkeys(session_ids))
+        if not wanted:
+            return {}
+
+        def read(conn: Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(sql.READ_MANY, (wanted,)).fetchall()
+
+        rows = await self._call(read, what="reading lifetimes")
+        records = [record_from_row(self._location, row) for row in rows]
+        return {record.session_id: record for record in records}
+
     async def write(
         self,
         saves: Sequence[StoredLifetime],
@@ -304,18 +316,15 @@ def _write_batch(
 
 def _columns(records: list[StoredLifetime], holder: str) -> dict[str, object]:
     """The records as one array per column, for ``unnest``."""
-    failures = [record.failure for record in records]
-    return {
-        "holder": holder,
-        "session_id": [record.session_id for record in records],
-        "epoch": [record.epoch for record in records],
-        "title": [record.title for record in records],
-        "updated_at": [record.updated_at for record in records],
-        "meta": [record.meta for record in records],
-        "failure_id": [None if f is None else f.incident_id for f in failures],
-        "failure_revision": [None if f is None else f.revision for f in failures],
-        "needs_repair": [record.needs_repair for record in records],
+    names = ("session_id", "epoch", "title", "updated_at", "meta", "needs_repair", "client_title")
+    columns: dict[str, object] = {
+        name: [getattr(record, name) for record in records] for name in names
     }
+    failures = [record.failure for record in records]
+    columns["failure_id"] = [None if f is None else f.incident_id for f in failures]
+    columns["failure_revision"] = [None if f is None else f.revision for f in failures]
+    columns["holder"] = holder
+    return columns
 
 
 def redact(url: str) -> tuple[str, tuple[str, ...]]:

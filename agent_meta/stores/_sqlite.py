@@ -7,7 +7,8 @@ of it). Each row carries its holder's fencing epoch, and every write is conditio
 :mod:`agent_meta.stores._store`), so a session resumed by another process is taken over at once
 and its former holder's writes change nothing. ``PRAGMA application_id`` marks the file as a
 lifetime store and ``PRAGMA user_version`` holds its schema version, both checked at open (a
-version 1 file, from before epochs, is migrated). ``synchronous=FULL`` makes each committed
+file of an older version is migrated in the transaction that checks it: version 1 had no
+epochs, version 2 no client-set titles). ``synchronous=FULL`` makes each committed
 batch survive a power loss, not only a process crash.
 
 Every call runs in a worker thread, one at a time per ``SQLiteStore``. The store runs on the
@@ -46,9 +47,10 @@ __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
-"""The schema version this code writes (2 added each row's fencing epoch and holder); a file
-with a newer one is refused, one with version 1 is migrated at open."""
+SCHEMA_VERSION = 3
+"""The schema version this code writes (2 added each row's fencing epoch and holder, 3 whether
+its title is the client's); a file with a newer one is refused, an older one migrated at
+open."""
 
 APPLICATION_ID = 0x41474D54  # "AGMT"
 
@@ -62,16 +64,30 @@ CREATE TABLE agent_meta_lifetimes (
     failure_revision INTEGER,
     needs_repair INTEGER NOT NULL DEFAULT 0,
     epoch INTEGER NOT NULL DEFAULT 1,
-    holder TEXT NOT NULL DEFAULT ''
+    holder TEXT NOT NULL DEFAULT '',
+    client_title INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 """
 
-_MIGRATE_FROM_1 = (
-    "ALTER TABLE agent_meta_lifetimes ADD COLUMN epoch INTEGER NOT NULL DEFAULT 1",
-    "ALTER TABLE agent_meta_lifetimes ADD COLUMN holder TEXT NOT NULL DEFAULT ''",
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (  # to version 2: fencing
+        "ALTER TABLE agent_meta_lifetimes ADD COLUMN epoch INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE agent_meta_lifetimes ADD COLUMN holder TEXT NOT NULL DEFAULT ''",
+    ),
+    2: (  # to version 3: client-set titles (R13)
+        "ALTER TABLE agent_meta_lifetimes ADD COLUMN client_title INTEGER NOT NULL DEFAULT 0",
+    ),
+}
+"""The statements that take a file from each older version to the next one."""
+
+_COLUMNS = (
+    "session_id, title, updated_at, meta, failure_id, failure_revision, needs_repair, "
+    "client_title, epoch"
 )
 
-_COLUMNS = "session_id, title, updated_at, meta, failure_id, failure_revision, needs_repair, epoch"
+_READ_CHUNK = 500
+"""Session ids per ``SELECT ... IN (...)`` of :meth:`SQLiteStore.read_many` (SQLite bounds the
+parameters of one statement)."""
 
 _LOCKED = {"SQLITE_BUSY", "SQLITE_LOCKED"}
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
@@ -242,6 +258,24 @@ class SQLiteStore:
         row = await self.run(read, what="reading a lifetime", write=False)
         return None if row is None else record_from_row(self._path, row)
 
+    async def read_many(self, session_ids: Sequence[str]) -> dict[str, StoredLifetime]:
+        wanted = list(dict.fromkeys(session_ids))
+
+        def read(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
+            rows: list[tuple[object, ...]] = []
+            for start in range(0, len(wanted), _READ_CHUNK):
+                chunk = wanted[start : start + _READ_CHUNK]
+                marks = ", ".join("?" * len(chunk))
+                query = f"SELECT {_COLUMNS} FROM agent_meta_lifetimes WHERE session_id IN ({marks})"
+                rows.extend(conn.execute(query, chunk).fetchall())
+            return rows
+
+        if not wanted:
+            return {}
+        rows = await self.run(read, what="reading lifetimes", write=False)
+        records = [record_from_row(self._path, row) for row in rows]
+        return {record.session_id: record for record in records}
+
     async def write(
         self,
         saves: Sequence[StoredLifetime],
@@ -276,17 +310,18 @@ def _save(conn: sqlite3.Connection, record: StoredLifetime, holder: str) -> bool
         None if failure is None else failure.incident_id,
         None if failure is None else failure.revision,
         int(record.needs_repair),
+        int(record.client_title),
     )
     if record.epoch == 0:
         cursor = conn.execute(
-            "INSERT INTO agent_meta_lifetimes VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?) "
-            "ON CONFLICT (session_id) DO NOTHING",
+            f"INSERT INTO agent_meta_lifetimes ({_COLUMNS}, holder) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT (session_id) DO NOTHING",
             (record.session_id, *fields, holder),
         )
     else:
         cursor = conn.execute(
             "UPDATE agent_meta_lifetimes SET title = ?, updated_at = ?, meta = ?, "
-            "failure_id = ?, failure_revision = ?, needs_repair = ? "
+            "failure_id = ?, failure_revision = ?, needs_repair = ?, client_title = ? "
             "WHERE session_id = ? AND epoch = ? AND holder = ?",
             (*fields, record.session_id, record.epoch, holder),
         )
@@ -325,13 +360,14 @@ def _prepare(conn: sqlite3.Connection, location: str, synchronous: str) -> None:
         if app_id == 0 and version == 0 and tables == 0:
             step = "creating the schema"
             _create(conn)
+            version = SCHEMA_VERSION
         else:
             _check_schema(location, app_id, version)
-        if version == 1:
-            step = "migrating the schema to version 2"
-            for statement in _MIGRATE_FROM_1:
+        for old in range(version, SCHEMA_VERSION):
+            step = f"migrating the schema to version {old + 1}"
+            for statement in _MIGRATIONS[old]:
                 conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute(f"PRAGMA user_version = {old + 1}")
         step = "checking the file"
         problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
         if problems != ["ok"]:

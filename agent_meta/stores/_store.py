@@ -2,8 +2,9 @@
 
 A :class:`LifetimeStore` keeps, per session, exactly what its holder knows: the ``title`` /
 ``updatedAt`` / ``_meta`` JSON text, the current failure incident, whether the client's view
-needs repair, and the fencing epoch of the holding. One store is shared by every owner that
-uses it (every connection of a process; with a shared database, every process and machine).
+needs repair, whether the title is the client's (R13), and the fencing epoch of the holding.
+One store is shared by every owner that uses it (every connection of a process; with a shared
+database, every process and machine).
 
 Ownership follows Temporal's shard ``range_id``: at most one owner holds a lifetime, and every
 write it makes is conditional on its epoch.
@@ -57,6 +58,12 @@ class LifetimeStore(Protocol):
 
     async def read(self, session_id: str) -> StoredLifetime | None:
         """The stored lifetime of ``session_id`` without taking it over, or ``None``."""
+        ...
+
+    async def read_many(self, session_ids: Sequence[str]) -> dict[str, StoredLifetime]:
+        """The stored lifetimes of ``session_ids`` without taking any over, by session id (those
+        with none are left out), in one round trip: a ``session/list`` page reads its
+        client-set titles so (R13)."""
         ...
 
     async def write(
@@ -125,6 +132,9 @@ class MemoryStore:
         held = self._held.get(session_id)
         return None if held is None else held.record
 
+    async def read_many(self, session_ids: Sequence[str]) -> dict[str, StoredLifetime]:
+        return {sid: self._held[sid].record for sid in session_ids if sid in self._held}
+
     async def write(
         self,
         saves: Sequence[StoredLifetime],
@@ -155,9 +165,9 @@ class MemoryStore:
 
 def record_from_row(location: str, row: tuple[object, ...]) -> StoredLifetime:
     """A stored lifetime from a database row (session id, title, updatedAt, meta, failure id
-    and revision, repair flag, epoch); :class:`StoreCorruptError` naming ``location`` when a
-    field has the wrong type."""
-    session_id, title, updated_at, meta, failure_id, revision, repair, epoch = row
+    and revision, repair flag, client-set title flag, epoch); :class:`StoreCorruptError`
+    naming ``location`` when a field has the wrong type."""
+    session_id, title, updated_at, meta, failure_id, revision, repair, client, epoch = row
     if (
         not isinstance(session_id, str)
         or not _optional_str(title)
@@ -174,7 +184,16 @@ def record_from_row(location: str, row: tuple[object, ...]) -> StoredLifetime:
                 location, f"lifetime {session_id!r}: failure revision is damaged"
             )
         failure = FailureIncident(failure_id, revision)
-    return StoredLifetime(session_id, title, updated_at, meta, failure, bool(repair), epoch=epoch)
+    return StoredLifetime(
+        session_id,
+        title,
+        updated_at,
+        meta,
+        failure,
+        needs_repair=bool(repair),
+        client_title=bool(client),
+        epoch=epoch,
+    )
 
 
 def _optional_str(value: object) -> TypeGuard[str | None]:

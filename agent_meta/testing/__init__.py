@@ -16,7 +16,6 @@ Import it explicitly (``import agent_meta.testing``); ``import agent_meta`` does
 from typing import TYPE_CHECKING, Any
 
 from ._mirror import ClientMirror as ClientMirror
-from ._mirror import Message as Message
 from ._mirror import MirrorError as MirrorError
 
 if TYPE_CHECKING:
@@ -32,7 +31,6 @@ __all__ = [
     "FailMode",
     "FailingTransport",
     "GatedTransport",
-    "Message",
     "MirrorError",
     "PipeRecorder",
     "RecordingTransport",

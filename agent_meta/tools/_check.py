@@ -23,13 +23,16 @@ import trio
 
 from .._agent_command import add_agent_command
 from .._version import __version__
+from ..core._sentinel import OMITTED
 from ._peer import AgentExitedError, AgentPeer, NoAnswerError, Reply
 from ._report import Report, RunResult, render_json, render_text
 from ._watch import short_meta
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
+
+    from ._watch import Frame
 
 __all__ = ["SCRIPTS", "Script", "add_parser", "check", "run"]
 
@@ -135,9 +138,15 @@ class _Scenario:
     """One protocol version's run against one agent process."""
 
     def __init__(
-        self, peer: AgentPeer, result: RunResult, prompts: Sequence[str], quiet: float
+        self,
+        peer: AgentPeer,
+        result: RunResult,
+        prompts: Sequence[str],
+        quiet: float,
+        capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         self.peer = peer
+        self.capabilities = dict(capabilities or {})
         self.result = result
         self.user_prompts = list(prompts)
         self.quiet = quiet
@@ -146,6 +155,8 @@ class _Scenario:
         self.session = ""
         self.compared_up_to = 0
         self.mismatch: tuple[object, object] | None = None
+        self.title_mismatch: tuple[object, object] | None = None
+        self.listed_title: object = OMITTED  # the title of the last session/list entry
 
     async def run(self) -> None:
         if not await self._open():
@@ -170,10 +181,15 @@ class _Scenario:
         does not offer the version."""
         version = self.result.protocol
         info = {"name": "agent-meta-check", "version": __version__}
+        capabilities = dict(self.capabilities)
         if version >= 2:
-            params: dict[str, Any] = {"protocolVersion": 2, "capabilities": {}, "info": info}
+            params: dict[str, Any] = {
+                "protocolVersion": 2,
+                "capabilities": capabilities,
+                "info": info,
+            }
         else:
-            params = {"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": info}
+            params = {"protocolVersion": 1, "clientCapabilities": capabilities, "clientInfo": info}
         reply = await self._required("initialize", params)
         self.offer = _offer(reply.result)
         self.result.agent = self.offer.name
@@ -206,11 +222,11 @@ class _Scenario:
             raise _StepError(f"{method} failed: {reply.error_text()}")
         return reply
 
-    async def _step(self, label: str, params: dict[str, Any], method: str = "") -> bool:
+    async def _step(self, label: str, params: dict[str, Any], method: str = "") -> Reply:
         """One request of the scenario; an error answer is noted and the scenario goes on."""
         reply = await self.peer.request(method or label, params)
         self.result.steps.append(label if reply.ok else f"{label}: {reply.error_text()}")
-        return reply.ok
+        return reply
 
     async def _prompt(self, text: str) -> None:
         first = text.splitlines()[0] if text.strip() else text
@@ -240,10 +256,58 @@ class _Scenario:
         if not offered:
             self.result.steps.append(f"{label}: not offered")
             return False
-        ok = await self._step(label, params, method)
-        if ok:
+        held = None if reopen else self._client_title(len(self.peer.frames))
+        asked_at = len(self.peer.frames)
+        reply = await self._step(label, params, method)
+        if reply.ok:
             await self._judge()
-        return ok
+            self._judge_restored_title(label, self.peer.frames[asked_at : reply.frame.seq], held)
+        return reply.ok
+
+    def _client_title(self, upto: int) -> object:
+        """The title the client holds after the first ``upto`` frames (``OMITTED``: none was
+        ever sent): the last ``title`` of this session's ``session_info_update`` frames."""
+        title: object = OMITTED
+        for frame in self.peer.frames[:upto]:
+            update = self._info_update(frame)
+            if update is not None and "title" in update:
+                title = update["title"]
+        return title
+
+    def _info_update(self, frame: Frame) -> dict[str, Any] | None:
+        """``frame``'s ``session_info_update`` if it is one of this session's, from the agent."""
+        if frame.source != "agent" or frame.session != self.session:
+            return None
+        update = _dict(_dict(_dict(frame.message).get("params")).get("update"))
+        return update if update.get("sessionUpdate") == "session_info_update" else None
+
+    def _judge_restored_title(self, label: str, window: list[Frame], held: object) -> None:
+        """The ``title`` rule at a load or resume (``window``: its request, and every frame
+        up to its response): the window must carry the session's title (the agent's
+        ``session/list`` entry, else what the client held before), for a client that
+        reconnects holds none."""
+        expected = self.listed_title if self.listed_title is not OMITTED else held
+        if not isinstance(expected, str) or not window:
+            return
+        carried = [f for f in window if "title" in (self._info_update(f) or {})]
+        watcher = self.peer.watcher
+        watcher.exercised["title"] += 1
+        request = window[0]
+        if not carried:
+            message = (
+                f"{label} (frame #{request.seq}) carried no title before its response: a client "
+                f"that reconnects shows none, where the agent's is {expected!r}"
+            )
+            watcher.fail(request, "title", message, session=self.session)
+            return
+        last = carried[-1]
+        title = (self._info_update(last) or {}).get("title")
+        if title != expected:
+            message = (
+                f"{label} (frame #{request.seq}) restored the title {title!r}, where the "
+                f"agent's is {expected!r}"
+            )
+            watcher.fail(last, "title", message, request.seq, session=self.session)
 
     async def _barrier(self) -> None:
         """A round trip, so that whatever the agent sent before it has been read, then
@@ -290,6 +354,7 @@ class _Scenario:
                 break
         else:
             return  # the agent kept publishing: nothing comparable
+        self._compare_title(reply)
         listed, agent = self._listed_meta(reply)
         if not listed:
             return
@@ -304,13 +369,37 @@ class _Scenario:
         self.mismatch = (client, agent)
         self._mismatch(reply, client, agent, evidence)
 
+    def _compare_title(self, reply: Reply) -> None:
+        """The ``title`` rule after a step: the title the client holds equals the one the
+        agent lists."""
+        entry = self._entry(reply)
+        title = entry.get("title", OMITTED) if entry is not None else OMITTED
+        self.listed_title = title
+        if not isinstance(title, str):
+            return
+        client = self._client_title(reply.frame.seq)
+        self.peer.watcher.exercised["title"] += 1
+        if client == title:
+            self.title_mismatch = None
+            return
+        if self.title_mismatch == (client, title):
+            return
+        self.title_mismatch = (client, title)
+        shown = "no title" if client is OMITTED else f"the title {client!r}"
+        message = f"the client holds {shown}, but the agent's session/list says {title!r}"
+        self.peer.watcher.fail(reply.frame, "title", message, session=self.session)
+
+    def _entry(self, reply: Reply) -> dict[str, Any] | None:
+        """This session's ``session/list`` entry in ``reply``, if it lists it."""
+        sessions = _dict(reply.result).get("sessions")
+        entries = [e for e in sessions if isinstance(e, dict)] if isinstance(sessions, list) else []
+        return next((e for e in entries if e.get("sessionId") == self.session), None)
+
     def _listed_meta(self, reply: Reply) -> tuple[bool, Any]:
         """Whether the ``session/list`` reply lists this session with comparable ``_meta``, and
         that ``_meta`` (``None`` for none). Agents whose entries never carry ``_meta`` are not
         compared."""
-        sessions = _dict(reply.result).get("sessions")
-        entries = [e for e in sessions if isinstance(e, dict)] if isinstance(sessions, list) else []
-        entry = next((e for e in entries if e.get("sessionId") == self.session), None)
+        entry = self._entry(reply)
         if entry is None:
             return False, None
         if "_meta" in entry:
@@ -358,12 +447,13 @@ async def _run_version(
     *,
     answer_within: float,
     quiet: float,
+    capabilities: Mapping[str, Any] | None,
 ) -> RunResult:
     result = RunResult(protocol=version)
     async with AgentPeer.spawn(command, answer_within=answer_within) as peer:
         result.peer = peer
         try:
-            await _Scenario(peer, result, prompts, quiet).run()
+            await _Scenario(peer, result, prompts, quiet, capabilities).run()
         except (_StepError, NoAnswerError, AgentExitedError) as exc:
             result.error = str(exc)
     return result
@@ -376,16 +466,25 @@ async def check(
     prompts: Sequence[str] = (),
     answer_within: float = 30.0,
     quiet: float = DEFAULT_QUIET,
+    capabilities: Mapping[str, Any] | None = None,
 ) -> Report:
     """Run the scenario once per protocol version in ``versions``, each in a fresh process.
 
     Each answer is awaited at most ``answer_within`` seconds. Each step is judged once the
     agent has sent nothing for ``quiet`` seconds (at most :data:`QUIET_BOUND`; 0: at once).
+    ``capabilities`` are the client capabilities ``initialize`` announces (v1
+    ``clientCapabilities``, v2 ``capabilities``): metadata an agent sends only to some clients
+    (JetBrains AIR's, announced in their ``_meta``) is then exercised too.
     """
     report = Report(command=list(command), versions=list(versions))
     for version in versions:
         run = await _run_version(
-            command, version, prompts, answer_within=answer_within, quiet=quiet
+            command,
+            version,
+            prompts,
+            answer_within=answer_within,
+            quiet=quiet,
+            capabilities=capabilities,
         )
         report.runs.append(run)
     return report
@@ -396,7 +495,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser(
         "check",
         usage="%(prog)s [-h] [--protocol {auto,1,2}] [--prompt TEXT] [--timeout SECONDS] "
-        "[--quiet-ms MS] [--json] -- AGENT_CMD [ARGS...]",
+        "[--quiet-ms MS] [--client-capabilities JSON] [--json] -- AGENT_CMD [ARGS...]",
         help="drive an ACP agent through a fixed scenario and report its _meta rules",
         description=(
             "Run AGENT_CMD as an ACP agent and drive it as a client: initialize (v1 and v2 "
@@ -435,6 +534,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"what it publishes late is seen (default: {DEFAULT_QUIET * 1000:g}; at most "
         f"{QUIET_BOUND:g} s per step; 0 judges at once)",
     )
+    parser.add_argument(
+        "--client-capabilities",
+        type=_json_object,
+        metavar="JSON",
+        help="the client capabilities initialize announces, a JSON object (default: {}); "
+        'JetBrains AIR\'s, {"_meta":{"jetbrains":{"air":{"version":1,"capabilities":'
+        '["sessionFailure"]}}}}, exercises what an agent sends only to AIR',
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     add_agent_command(parser)
     parser.set_defaults(run=run)
@@ -451,7 +558,13 @@ def run(args: argparse.Namespace) -> int:
     versions = _VERSIONS[args.protocol]
     try:
         report = trio.run(
-            _check, args.agent, versions, args.prompt, args.timeout, args.quiet_ms / 1000
+            _check,
+            args.agent,
+            versions,
+            args.prompt,
+            args.timeout,
+            args.quiet_ms / 1000,
+            args.client_capabilities,
         )
     except OSError as exc:
         print(f"agent-meta check: cannot start the agent: {exc}", file=sys.stderr)
@@ -469,7 +582,27 @@ async def _check(
     prompts: list[str],
     answer_within: float,
     quiet: float,
+    capabilities: dict[str, Any] | None,
 ) -> Report:
     return await check(
-        command, versions=versions, prompts=prompts, answer_within=answer_within, quiet=quiet
+        command,
+        versions=versions,
+        prompts=prompts,
+        answer_within=answer_within,
+        quiet=quiet,
+        capabilities=capabilities,
     )
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """``--client-capabilities``: a JSON object, else a usage error."""
+    import argparse
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("client capabilities are a JSON object")
+    return value

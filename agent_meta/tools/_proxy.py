@@ -16,14 +16,11 @@ agent's), the agent's stderr is ours, and the proxy exits with the agent's statu
 from __future__ import annotations
 
 import collections
-import contextlib
 import datetime
 import json
 import os
-import queue
 import subprocess
 import sys
-import threading
 import time
 from typing import IO, TYPE_CHECKING, Final
 
@@ -32,6 +29,7 @@ import trio
 from .._agent_command import add_agent_command, exit_status
 from ..sansio._lines import LineSplitter
 from ._findings import WATCHED_LINE_BYTES, Frame, Source, take_lines
+from ._stderr import Reporter
 from ._watch import Watcher
 
 if TYPE_CHECKING:
@@ -44,56 +42,10 @@ CHUNK: Final = 1 << 16
 """The most bytes read at once from either side."""
 
 
-class _Reporter:
-    """Writes findings to stderr from a thread, so that a stderr nobody reads never stalls us.
-
-    A client may pipe the agent's stderr and never read it; the agent's own lines would block
-    the agent anyway, but the proxy's findings must not block the forwarding. Lines beyond
-    ``limit`` waiting are dropped, and counted at the end.
-    """
-
-    def __init__(self, stream: IO[str], limit: int = 1000) -> None:
-        self._stream = stream
-        self._lines: queue.Queue[str | None] = queue.Queue(limit)
-        self.dropped = 0
-        self._thread = threading.Thread(target=self._write, name="agent-meta proxy stderr")
-        self._thread.daemon = True
-        self._thread.start()
-
-    def line(self, text: str) -> None:
-        """Queue one line (without its newline); drop it when too many are waiting."""
-        try:
-            self._lines.put_nowait(f"agent-meta proxy: {text}\n")
-        except queue.Full:
-            self.dropped += 1
-
-    def close(self, within: float = 1.0) -> None:
-        """Let the thread write what is queued, for at most ``within`` seconds."""
-        if self.dropped:
-            dropped, self.dropped = self.dropped, 0
-            with contextlib.suppress(queue.Full):
-                self._lines.put(
-                    f"agent-meta proxy: {dropped} findings not shown: stderr was "
-                    "not read (see --log for all)\n",
-                    timeout=within,
-                )
-        with contextlib.suppress(queue.Full):
-            self._lines.put(None, timeout=within)
-        self._thread.join(within)
-
-    def _write(self) -> None:
-        while (text := self._lines.get()) is not None:
-            try:
-                self._stream.write(text)
-                self._stream.flush()
-            except (OSError, ValueError):  # a closed or broken stderr: nothing more to say
-                return
-
-
 class _Tap:
     """Lines read but not watched yet, from both directions, in the order they were read."""
 
-    def __init__(self, watcher: Watcher, log: IO[str] | None, report: _Reporter) -> None:
+    def __init__(self, watcher: Watcher, log: IO[str] | None, report: Reporter) -> None:
         self.watcher = watcher
         self._log = log
         self._report = report
@@ -206,7 +158,9 @@ async def proxy(
     Findings go to ``report`` (default: stderr) and, with ``log``, one NDJSON record per frame.
     Returns the agent's exit status (128 + N when signal N ended it).
     """
-    reporter = _Reporter(report if report is not None else sys.stderr)
+    reporter = Reporter(
+        report if report is not None else sys.stderr, "agent-meta proxy", noun="findings"
+    )
     try:
         return await _proxy(command, _Tap(Watcher(), log, reporter), stdin_fd, stdout_fd)
     finally:

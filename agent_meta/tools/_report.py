@@ -12,7 +12,15 @@ from ._watch import RULES, Finding, Frame, Rule
 if TYPE_CHECKING:
     from ._peer import AgentPeer
 
-__all__ = ["Report", "RuleResult", "RunResult", "render_json", "render_text"]
+__all__ = [
+    "CHECK_RULES",
+    "TITLE_RULE",
+    "Report",
+    "RuleResult",
+    "RunResult",
+    "render_json",
+    "render_text",
+]
 
 Status = Literal["pass", "fail", "not exercised"]
 
@@ -22,6 +30,20 @@ WIDTH: Final = 100
 """Text lines of the report are wrapped at this width (quoted frames are not)."""
 LINE_CHARS: Final = 240
 """A quoted frame is cut to this many characters."""
+
+
+TITLE_RULE: Final = Rule(
+    "title",
+    "every successful session/load or session/resume carries the session's title before its "
+    "response (a client that reconnects holds none), and the title the client holds equals the "
+    "agent's session/list entry (check only)",
+    "R4, R13",
+)
+"""The rule only ``check`` judges besides ``state``: it needs the agent's list and the
+scenario's load and resume requests."""
+
+CHECK_RULES: Final = (*RULES, TITLE_RULE)
+"""Every rule ``check`` reports, in report order."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,7 +80,7 @@ class RunResult:
         watcher = self.peer.watcher
         found = [finding for frame in self.peer.frames for finding in frame.findings]
         results = []
-        for rule in RULES:
+        for rule in CHECK_RULES:
             findings = tuple(f for f in found if f.rule == rule.id)
             if findings:
                 status: Status = "fail"
@@ -81,10 +103,31 @@ class RunResult:
         if rule == "fence":
             return "no session/close succeeded"
         if rule == "updated-at":
+            if self.protocol < 2 and self._sent("updatedAt"):
+                return (
+                    "v1's schema says ISO 8601, with or without an offset: v1 stamps are not judged"
+                )
             return "the agent sent no updatedAt"
+        if rule == "title":
+            if self._sent("title"):
+                return "session/list gave no title, and no load or resume followed a title"
+            return "the agent sent no title and session/list lists none"
         if rule == "resync":
             return "no load/resume with replay while the client held metadata"
         return "the agent published no metadata"
+
+    def _sent(self, field: str) -> bool:
+        """Whether any ``session_info_update`` of the agent carried ``field``."""
+        for frame in [] if self.peer is None else self.peer.frames:
+            if frame.source != "agent" or frame.message is None:
+                continue
+            params = frame.message.get("params")
+            update = params.get("update") if isinstance(params, dict) else None
+            if not isinstance(update, dict) or field not in update:
+                continue
+            if update.get("sessionUpdate") == "session_info_update":
+                return True
+        return False
 
     def failed(self) -> list[str]:
         return [result.rule.id for result in self.rules() if result.status == "fail"]
@@ -126,7 +169,7 @@ def render_text(report: Report) -> str:
         out.extend(_run_text(run))
         out.append("")
     out.append("rules:")
-    for rule in RULES:
+    for rule in CHECK_RULES:
         out.extend(
             textwrap.wrap(
                 f"{rule.text} ({rule.design})",

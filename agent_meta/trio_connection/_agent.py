@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from ..core._jsonrpc import METHOD_NOT_FOUND, JsonRpcError
+from ..core._jsonrpc import ErrorCode, JsonRpcError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -179,4 +179,6 @@ class BaseAgent:
 
 def not_supported(method: str) -> JsonRpcError:
     """The ``-32601`` error for ``method``."""
-    return JsonRpcError(METHOD_NOT_FOUND, f"method not found: {method!r}", {"method": method})
+    return JsonRpcError(
+        ErrorCode.METHOD_NOT_FOUND, f"method not found: {method!r}", {"method": method}
+    )

@@ -9,7 +9,7 @@ cancel scope (so a long ``session/prompt`` never blocks ``session/cancel``), and
 is answered as :func:`~agent_meta.sansio._handler_errors.failure_of` says. Around every request
 and response, the connection's :class:`~agent_meta.owner._policy.LifetimePolicy` keeps the
 lifetimes as ACP says (open on new, load and resume; resync before a load or resume response;
-end before a close response).
+end before a close response), and serves ``session/set_title`` itself (R13).
 
 A handler's code up to its first checkpoint runs before the next inbound message is read, so a
 handler can register state (a cancel scope, say) that a later message is guaranteed to see.
@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, cast
 import trio
 
 from ..core._errors import AgentMetaError, OwnerClosedError, StoreError, TransportBrokenError
-from ..core._jsonrpc import INVALID_REQUEST, REQUEST_CANCELLED, JsonRpcError
+from ..core._jsonrpc import ErrorCode, JsonRpcError
 from ..sansio._frames import session_of
 from ..sansio._gate import InboundGate
 from ..sansio._handler_errors import failure_of
+from ..sansio._titles import SET_TITLE
 from ..wire._decode import InvalidMessageError, MessageDecodeError, decode_raw
 from ._agent import RequestContext, not_supported
 from ._work import Work
@@ -177,7 +178,7 @@ class Dispatcher:
             if failure is not None:
                 logger.warning("%s failed after answering: %s", ctx.method, failure.error.message)
         elif work.scope.cancelled_caught:
-            cancelled = JsonRpcError(REQUEST_CANCELLED, "request cancelled")
+            cancelled = JsonRpcError(ErrorCode.REQUEST_CANCELLED, "request cancelled")
             await self._respond(ctx, {"error": cancelled.to_error()})
         elif failure is not None:
             await self._respond(ctx, {"error": failure.error.to_error()})
@@ -199,6 +200,8 @@ class Dispatcher:
         method = ctx.method
         if method == "initialize":
             return await self._initialize(ctx, params)
+        if method == SET_TITLE:  # the connection's own (R13): the agent never sees it
+            return await self._policy.set_title(params)
         handler_name = _REQUESTS.get(method)
         if handler_name is None:
             if method.startswith("_"):
@@ -218,17 +221,25 @@ class Dispatcher:
         try:
             self._owner.set_protocol_version(version)
         except (AgentMetaError, RuntimeError) as exc:
-            raise JsonRpcError(INVALID_REQUEST, f"cannot initialize again: {exc}") from exc
+            raise JsonRpcError(
+                ErrorCode.INVALID_REQUEST, f"cannot initialize again: {exc}"
+            ) from exc
         self.protocol_version = version
         result = await self._agent.initialize(ctx, params)
         return {"protocolVersion": version, **result}
 
     # -- answers ----------------------------------------------------------------------------
     async def _result(self, ctx: RequestContext, result: object) -> None:
-        """Answer with ``result`` (``ctx.respond``); one that cannot be sent (not JSON, over
-        ``max_frame_bytes``) becomes ``-32603`` (the gate), so a bad result costs that request,
-        not the connection (R12)."""
-        await self._respond(ctx, {"result": result})
+        """Answer with ``result`` (``ctx.respond``), as the policy rewrites it (an
+        ``initialize`` advertises ``session/set_title``, a ``session/list`` lists client-set
+        titles); one that cannot be sent (not JSON, over ``max_frame_bytes``) becomes
+        ``-32603`` (the gate), so a bad result costs that request, not the connection (R12)."""
+        try:
+            rewritten = await self._policy.rewrite({"id": ctx.request_id, "result": result})
+        except StoreError as exc:  # the titles of a listing are read from the store
+            await self._respond(ctx, {"error": self._failure(ctx.method, exc).error.to_error()})
+            return
+        await self._respond(ctx, {"result": rewritten["result"]})
 
     async def _respond(self, ctx: RequestContext, payload: dict[str, Any]) -> None:
         """Queue the response as the gate says (alone, or with the batch it completes), after

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..core._errors import AgentMetaError, ConnectionClosedError
-from ..core._jsonrpc import INVALID_REQUEST
+from ..core._jsonrpc import ErrorCode
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -132,7 +132,9 @@ class OutboundRequests:
             return
         message = f"the client's answer is malformed: {reason[:300]}"
         pending.settle(
-            error=ClientRequestError(pending.method, pending.request_id, INVALID_REQUEST, message)
+            error=ClientRequestError(
+                pending.method, pending.request_id, ErrorCode.INVALID_REQUEST, message
+            )
         )
 
     def for_session(self, session_id: str) -> list[PendingRequest]:

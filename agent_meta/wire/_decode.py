@@ -8,16 +8,22 @@ read, so that a connection answers it and goes on.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
 from pydantic import ValidationError
 
+from ..core._envelope import (
+    LineParseError,
+    envelope_fault,
+    parse_line,
+    readable_id,
+)
 from ..core._errors import AgentMetaError
-from ..core._json import STRICT_JSON, NumberOverflowError, reject_json_constant
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 from ._models import (
-    INT64_MAX,
-    INT64_MIN,
     MESSAGE_TYPES,
     JsonRpcErrorResponse,
     JsonRpcMessage,
@@ -26,9 +32,6 @@ from ._models import (
     JsonRpcSuccessResponse,
     WireModel,
 )
-
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
 
 __all__ = [
     "BatchEntry",
@@ -94,38 +97,12 @@ def parse_json_line(line: bytes | str) -> Any:
     """Parse one NDJSON line (surrounding whitespace and the newline allowed) into JSON data.
 
     Raises :class:`MessageParseError` for invalid UTF-8, invalid JSON, ``NaN`` / ``Infinity``
-    and numbers too large for a float.
+    and numbers too large for a float (the rule of :func:`agent_meta.core._envelope.parse_line`).
     """
     try:
-        text = line.decode("utf-8") if isinstance(line, bytes | bytearray) else line
-    except ValueError as exc:
-        raise MessageParseError(f"not a JSON message: {exc}") from None
-    try:
-        return STRICT_JSON.decode(text)
-    except NumberOverflowError as exc:
-        raise MessageParseError(
-            f"not a JSON message: {exc}", request_id=_id_despite_overflow(text)
-        ) from None
-    except ValueError as exc:  # JSONDecodeError is a ValueError
-        raise MessageParseError(f"not a JSON message: {exc}") from None
-    except RecursionError:
-        raise MessageParseError("not a JSON message: nested too deeply to parse") from None
-
-
-def _id_despite_overflow(text: str) -> int | str | None:
-    """The ``id`` of an otherwise valid message holding a number too large for a double."""
-    try:
-        data = json.loads(text, parse_constant=reject_json_constant, parse_float=lambda _: 0.0)
-    except (ValueError, RecursionError):
-        return None
-    return _readable_id(data) if isinstance(data, dict) else None
-
-
-def _readable_id(data: Mapping[str, Any]) -> int | str | None:
-    value = data.get("id")
-    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
-        return value
-    return value if type(value) is str else None
+        return parse_line(line)
+    except LineParseError as exc:
+        raise MessageParseError(str(exc), request_id=exc.request_id) from None
 
 
 def message_from_json(data: Any) -> JsonRpcMessage:
@@ -133,36 +110,31 @@ def message_from_json(data: Any) -> JsonRpcMessage:
 
     A message with ``method`` is a request (with ``id``) or a notification (without); otherwise
     ``error`` makes an error response and ``result`` a success response. Batches (JSON arrays)
-    are not messages: split them and call this per element.
+    are not messages: split them and call this per element. Whether ``data`` is a message at
+    all is :func:`~agent_meta.core._envelope.envelope_fault`'s decision (a connection that
+    only forwards messages makes it without pydantic); the model is built after.
     """
     if isinstance(data, list):
         raise InvalidMessageError("a batch (JSON array) is not a single message: see decode_line")
-    if not isinstance(data, dict):
-        raise InvalidMessageError(f"a JSON-RPC message is an object, not {type(data).__name__}")
+    fault = envelope_fault(data)
+    if fault is not None:
+        raise InvalidMessageError(
+            fault.message, request_id=fault.request_id, is_response=fault.is_response
+        )
     model: type[WireModel]
-    request_id = _readable_id(data)
-    response = "method" not in data and not {"id", "result", "error"}.isdisjoint(data)
     if "method" in data:
         model = JsonRpcRequest if "id" in data else JsonRpcNotification
     elif "error" in data:
         model = JsonRpcErrorResponse
-    elif "result" in data:
-        model = JsonRpcSuccessResponse
     else:
-        raise InvalidMessageError(
-            "a JSON-RPC message needs a method, a result or an error",
-            request_id=request_id,
-            is_response=response,
-        )
-    if data.get("jsonrpc") != "2.0":
-        raise InvalidMessageError(
-            '"jsonrpc" must be "2.0"', request_id=request_id, is_response=response
-        )
+        model = JsonRpcSuccessResponse
     try:
         message = model.model_validate(data)
     except ValidationError as exc:
         raise InvalidMessageError(
-            f"invalid {model.__name__}: {exc}", request_id=request_id, is_response=response
+            f"invalid {model.__name__}: {exc}",
+            request_id=readable_id(data),
+            is_response="method" not in data,
         ) from exc
     assert isinstance(message, MESSAGE_TYPES)
     return message

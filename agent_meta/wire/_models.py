@@ -13,7 +13,7 @@ Models are frozen, reject unknown fields (``extra="forbid"``), accept both Pytho
 Python (``_meta`` cannot be a pydantic field name).
 
 The owner renders its frames with its own encoder (no pydantic on its hot path);
-:func:`~agent_meta.wire.encode_session_update` is the slow, obviously-correct reference its
+:func:`~agent_meta.wire._convert.encode_session_update` is the slow, obviously-correct reference its
 tests compare with. Decoding is :mod:`agent_meta.wire._decode`; the converters to and from the
 pure core are :mod:`agent_meta.wire._convert`.
 """

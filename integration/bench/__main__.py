@@ -12,6 +12,7 @@ import time
 
 from . import (
     callgrind,
+    own,
     patch_cost,
     proxy,
     scale,
@@ -39,6 +40,9 @@ FULL = {
     "store_publications": 3_000,
     "store_lifetimes": 2_000,
     "takeovers": 15,
+    "own_starts": 9,
+    "own_updates": 50_000,
+    "own_paced": 3_000,
 }
 SMOKE = {
     "updates": 500,
@@ -56,6 +60,9 @@ SMOKE = {
     "store_publications": 100,
     "store_lifetimes": 50,
     "takeovers": 1,
+    "own_starts": 1,
+    "own_updates": 500,
+    "own_paced": 100,
 }
 
 EVERY = (
@@ -68,6 +75,7 @@ EVERY = (
     "instructions",
     "stores",
     "takeover",
+    "own",
 )
 """The sections a run without ``--only`` runs (``sdk`` repeats what ``throughput`` has)."""
 
@@ -102,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     if "startup" in only:
         rows += startup.rows(size["starts"])
     if "instructions" in only:
-        rows += callgrind.rows(size["instructions_small"], size["instructions_large"])
+        rows += callgrind.rows(
+            size["instructions_small"], size["instructions_large"], measure=not args.smoke
+        )
     if "stores" in only:
         rows += stores.rows(
             size["store_sessions"],
@@ -112,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     if "takeover" in only:
         rows += takeover.rows(size["takeovers"])
+    if "own" in only:
+        rows += own.rows(
+            size["own_starts"], size["own_updates"], size["proxy_repeats"], size["own_paced"]
+        )
     print(render_table(rows))
     print()
     print(f"machine: {machine()}")

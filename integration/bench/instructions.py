@@ -1,14 +1,20 @@
 """Publish N one-key patches to ``/dev/null``, for instruction counts: ``python -m
-integration.bench.instructions KIND N`` with KIND one of
+integration.bench.instructions KIND N [PATH]`` with KIND one of
 
 - ``trio``: the trio owner (``coalesce=False``, one frame per update);
 - ``asyncio``: the asyncio owner, the same way;
 - ``floor``: the same frame built as a dict, ``json.dumps`` and one ``os.write``: what any
-  agent pays to put the update on the wire, with no rule kept.
+  agent pays to put the update on the wire, with no rule kept (the floor of the asyncio owner,
+  whose publication needs no event-loop pass either);
+- ``trio-floor``: the floor and one ``await trio.lowlevel.checkpoint()`` per update, what any
+  trio ``send_all`` pays too (the floor of the trio owner, whose ``publish`` is a checkpoint).
+
+``PATH`` (default ``/dev/null``) is where the frames go; the tests write all four kinds to
+files and compare them, so every kind puts the same bytes on the wire.
 
 Run it under ``valgrind --tool=callgrind`` with two counts and take the difference, which
 leaves out start-up and imports (``python -m integration.bench --only instructions`` does it
-for the three kinds in one run)::
+for every kind in one run)::
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind python -m integration.bench.instructions trio 2000
     PYTHONHASHSEED=0 valgrind --tool=callgrind python -m integration.bench.instructions trio 6000
@@ -30,15 +36,19 @@ import trio
 import agent_meta
 
 SESSION_ID = "bench-session"
-KINDS = ("trio", "asyncio", "floor")
+KINDS = ("trio", "asyncio", "floor", "trio-floor")
 
 
 def patch(step: int, count: int) -> dict[str, object]:
     return {"progress": {"step": step, "of": count}, "pad": "x" * 40}
 
 
-async def publish_trio(count: int) -> None:
-    stream = trio.lowlevel.FdStream(os.open(os.devnull, os.O_WRONLY))
+def open_output(path: str) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+
+async def publish_trio(count: int, path: str) -> None:
+    stream = trio.lowlevel.FdStream(open_output(path))
     options = agent_meta.OwnerOptions(coalesce=False)
     async with agent_meta.open_owner(stream, options) as owner:
         lifetime = owner.open_lifetime(SESSION_ID)
@@ -47,11 +57,11 @@ async def publish_trio(count: int) -> None:
     await stream.aclose()
 
 
-async def publish_asyncio(count: int) -> None:
+async def publish_asyncio(count: int, path: str) -> None:
     loop = asyncio.get_running_loop()
     transport, protocol = await loop.connect_write_pipe(
         lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()),
-        os.fdopen(os.open(os.devnull, os.O_WRONLY), "wb", buffering=0),
+        os.fdopen(open_output(path), "wb", buffering=0),
     )
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     options = agent_meta.OwnerOptions(coalesce=False)
@@ -62,8 +72,8 @@ async def publish_asyncio(count: int) -> None:
     transport.close()
 
 
-def publish_floor(count: int) -> None:
-    fd = os.open(os.devnull, os.O_WRONLY)
+def publish_floor(count: int, path: str) -> None:
+    fd = open_output(path)
     for step in range(count):
         message = {
             "jsonrpc": "2.0",
@@ -77,15 +87,34 @@ def publish_floor(count: int) -> None:
     os.close(fd)
 
 
+async def publish_trio_floor(count: int, path: str) -> None:
+    fd = open_output(path)
+    for step in range(count):
+        message = {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "sessionId": SESSION_ID,
+                "update": {"sessionUpdate": "session_info_update", "_meta": patch(step, count)},
+            },
+        }
+        os.write(fd, (json.dumps(message, separators=(",", ":")) + "\n").encode())
+        await trio.lowlevel.checkpoint()
+    os.close(fd)
+
+
 def main() -> None:
     kind = sys.argv[1] if len(sys.argv) > 1 else "trio"
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+    path = sys.argv[3] if len(sys.argv) > 3 else os.devnull
     if kind == "trio":
-        trio.run(publish_trio, count)
+        trio.run(publish_trio, count, path)
     elif kind == "asyncio":
-        asyncio.run(publish_asyncio(count))
+        asyncio.run(publish_asyncio(count, path))
     elif kind == "floor":
-        publish_floor(count)
+        publish_floor(count, path)
+    elif kind == "trio-floor":
+        trio.run(publish_trio_floor, count, path)
     else:
         sys.exit(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
 

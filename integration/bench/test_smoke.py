@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -11,8 +13,12 @@ import agent_meta
 from agent_meta import OwnerOptions
 from agent_meta.testing import ClientMirror
 
+from . import instructions
 from ._common import ROOT, Row, child_env, module_command, render_table
 from .sender import SESSION_ID, patch, wire_line
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class _Recorder:
@@ -54,6 +60,26 @@ def test_the_raw_asyncio_baseline_writes_the_asyncio_owners_bytes() -> None:
     assert asyncio.run(main()) == [wire_line(step, 3) for step in range(3)]
 
 
+def test_every_instructions_kind_writes_the_same_bytes(tmp_path: Path) -> None:
+    """Section 7 is like for like: both owners and both floors write the same frames for the
+    same updates, so the instructions per update compare the same work."""
+    written = {}
+    for kind in instructions.KINDS:
+        fifo = tmp_path / kind  # a pipe, as asyncio's pipe transport requires
+        os.mkfifo(fifo)
+        command = module_command("instructions", kind, "5", str(fifo))
+        with subprocess.Popen(command, cwd=ROOT, env=child_env()) as child:
+            written[kind] = fifo.read_bytes()
+        assert child.returncode == 0
+    assert all(frames == written["floor"] for frames in written.values()), written
+    lines = written["floor"].splitlines(keepends=True)
+    assert len(lines) == 5
+    mirror = ClientMirror()
+    for line in lines:
+        mirror.feed(line)
+    assert mirror.meta(instructions.SESSION_ID) == instructions.patch(4, 5)
+
+
 def test_render_table_aligns_columns() -> None:
     table = render_table([Row("s", "figure", "1 x", "<= 2", "ok"), Row("s", "f", "10 x")])
     lines = table.splitlines()
@@ -68,7 +94,8 @@ def test_smoke_run_prints_every_section() -> None:
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,  # a guard against a hang: the run takes one to three minutes, more on a
+        # loaded machine
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -80,6 +107,9 @@ def test_smoke_run_prints_every_section() -> None:
         "5 proxy overhead",
         "8 stores",
         "9 takeover",
+        "10 own start-up",
+        "10 own throughput",
+        "10 own latency",
     )
     for section in (*sections, "machine:"):
         assert section in result.stdout

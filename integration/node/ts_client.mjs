@@ -7,6 +7,8 @@
 //   node ts_client.mjs steps '<json list>'  any list of steps
 //
 // The agent command is the JSON array in $AGENT_META_AGENT (default: python3 -m agent_meta agent).
+// $AGENT_META_CLIENT_META, a JSON object, is the client capabilities' `_meta` (say, JetBrains AIR's
+// {"jetbrains":{"air":{...}}}, for metadata an agent only sends to such clients).
 //
 // Output: one JSON object per line, in the order things happened:
 //   {"type":"recv","message":{...}}    every message the agent sent, raw (before SDK validation),
@@ -25,14 +27,19 @@
 // Ops: new, prompt (whole turn), prompt-start (send it, wait for nothing), await-turn (the turn
 // of the last prompt-start ends), await-permission (the agent's session/request_permission is
 // pending), answer (reply to it with step.option), resume (step.replay: v2 replayFrom start; v1
-// session/load instead of session/resume), close.
+// session/load instead of session/resume), close, set-title (the SDK's unstable session/set_title
+// with step.title; on v2 the SDK checks the {title} result against its schema), list
+// (session/list).
 
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 
 const VERSION = Number(process.env.AGENT_META_ACP ?? "2");
 if (VERSION !== 1 && VERSION !== 2) throw new Error(`AGENT_META_ACP must be 1 or 2, not ${VERSION}`);
-const acp = await import(VERSION === 1 ? "@agentclientprotocol/sdk" : "@agentclientprotocol/sdk/experimental/v2");
+const ENTRY = VERSION === 1 ? "@agentclientprotocol/sdk" : "@agentclientprotocol/sdk/experimental/v2";
+// session/set_title is unstable in the SDK (2.4.0): a scenario that uses it runs on the SDK's
+// unstable entry, a superset of the stable one; every other scenario on the stable entry.
+let acp;
 
 const SCENARIOS = {
   // Metadata, then resume without and with replay: `_meta: null` then the snapshot each time.
@@ -88,6 +95,18 @@ const SCENARIOS = {
     { op: "answer", option: "reject" },
     { op: "await-turn" },
   ],
+  // A client-set title (R13): confirmed, then answered; the agent's own /title never beats it,
+  // in the live updates, the listing or the resync.
+  "set-title": [
+    { op: "new" },
+    { op: "prompt", text: "/title Generated\n/meta set a 1" },
+    { op: "set-title", title: "Mine" },
+    { op: "prompt", text: "/title Generated again\n/meta set b 2" },
+    { op: "list" },
+    { op: "resume", replay: true },
+    { op: "set-title", title: "Renamed" },
+    { op: "list" },
+  ],
   // Close ends the lifetime; resuming the closed session starts a fresh one.
   close: [
     { op: "new" },
@@ -136,6 +155,7 @@ function parseArgs(argv) {
 
 async function main() {
   const steps = parseArgs(process.argv.slice(2));
+  acp = await import(steps.some((step) => step.op === "set-title") ? `${ENTRY}/unstable` : ENTRY);
   const command = JSON.parse(process.env.AGENT_META_AGENT ?? '["python3", "-m", "agent_meta", "agent"]');
   const cwd = process.env.AGENT_META_CWD ?? process.cwd();
   const child = spawn(command[0], command.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
@@ -174,11 +194,12 @@ async function main() {
 
   await app.connectWith(stream, async (ctx) => {
     const clientInfo = { name: "agent-meta-integration", version: "0" };
+    const capabilities = process.env.AGENT_META_CLIENT_META ? { _meta: JSON.parse(process.env.AGENT_META_CLIENT_META) } : {};
     const init = await ctx.request(
       acp.methods.agent.initialize,
       VERSION === 1
-        ? { protocolVersion: 1, clientInfo, clientCapabilities: {} }
-        : { protocolVersion: 2, info: clientInfo, capabilities: {} },
+        ? { protocolVersion: 1, clientInfo, clientCapabilities: capabilities }
+        : { protocolVersion: 2, info: clientInfo, capabilities },
     );
     out({ type: "response", index: -1, op: "initialize", result: init });
     let sessionId = null;
@@ -231,6 +252,12 @@ async function main() {
         }
         case "close":
           result = await ctx.request(acp.methods.agent.session.close, { sessionId });
+          break;
+        case "set-title":
+          result = await ctx.request(acp.methods.agent.session.setTitle, { sessionId, title: step.title });
+          break;
+        case "list":
+          result = await ctx.request(acp.methods.agent.session.list, {});
           break;
         default:
           throw new Error(`unknown step op ${JSON.stringify(step.op)}`);

@@ -1,7 +1,7 @@
-"""The four real agents: how each is started, offline, in its own venv, with or without
-agent_meta.
+"""The real agents: how each is started, offline, in its own venv, with or without agent_meta.
 
-Only the model is stubbed: fast-agent runs its built-in ``passthrough`` model; the others point
+Only the model is stubbed: fast-agent runs its built-in ``passthrough`` model, pydantic-acp
+pydantic-ai's ``TestModel``, langchain-acp langchain's ``GenericFakeChatModel``; the others point
 their OpenAI-compatible provider at :mod:`integration.thirdparty.echo_server`. Each agent's
 state (sessions, logs, config) lives in a fresh directory per run, ``HOME`` included.
 
@@ -81,6 +81,20 @@ base_url = "{base_url}"
 api_key = "sk-offline-placeholder"
 """
 
+#: box-agent's ``~/.box-agent/config/config.yaml``: the echo model, and nothing that starts
+#: other services (memory extraction, MCP servers, skills).
+BOX_CONFIG: Final = """\
+api_key: "sk-offline-placeholder"
+api_base: "{base_url}"
+model: "echo-model"
+provider: "openai"
+enable_memory: false
+enable_memory_extraction: false
+tools:
+  enable_mcp: false
+  enable_skills: false
+"""
+
 #: kimi's ACP server refuses session/new and session/load without a Kimi Code token file,
 #: whatever the provider; this one is only read, never sent (the provider is the echo model).
 KIMI_CREDENTIALS: Final = {
@@ -116,26 +130,42 @@ class Agent:
     """The top-level ``_meta`` keys of its own updates."""
     replays: tuple[str, ...]
     """The steps (``load``, ``resume``) that replay the history in the same process."""
+    command_line: tuple[str, ...]
+    """The agent's own command: ``{bin}`` is its venv's ``bin``, ``{here}`` this folder (the
+    launchers of agents that have no command of their own), ``{state}`` the run's state."""
     glue: str | None = None
     """The launcher with the five-line adoption, next to this module."""
     no_glue: str = ""
     """Why there is no launcher."""
+    client_name: str = "agent-meta-thirdparty"
+    """The ``clientInfo.name`` the scenario's client sends."""
+    new_meta: bool = False
+    """It publishes in its ``session/new`` handler, before the response (issue 27, item 1)."""
+    fresh_info_on_load: bool = False
+    """Its ``session/load`` handler sends its current info with a fresh ``updatedAt`` after the
+    replay (issue 27, item 2)."""
+    ends_at_end_of_input: bool = True
+    """It exits once its input ends. SDK 0.6 agents wait forever (the SDK's own examples do):
+    the scenario then ends it with SIGTERM, as a client does."""
+    notes: str = ""
+    """What the scenario's expectations rest on, where the agent's advertised capabilities
+    say otherwise."""
 
     def command(self, bin_dir: Path, state: Path, *, glue: bool = False) -> list[str]:
         """The agent's own command (``glue``: the launcher's)."""
         if glue:
             assert self.glue is not None, self.no_glue
             return [str(bin_dir / "python"), str(HERE / self.glue)]
-        if self.name == "fast-agent":
-            home = str(state / "fast-agent-home")
-            return [str(bin_dir / "fast-agent-acp"), "--model", "passthrough", "--home", home]
-        if self.name == "mistral-vibe":
-            return [str(bin_dir / "vibe-acp")]
-        if self.name == "hermes-agent":
-            return [str(bin_dir / "hermes-acp")]
-        # The `kimi` console script of 1.52.0 only prints a deprecation notice (and runs an
-        # installer when given no arguments); its ACP server is started as `kimi acp` did.
-        return [str(bin_dir / "python"), "-c", "from kimi_cli.acp import acp_main; acp_main()"]
+        places = {"bin": str(bin_dir), "here": str(HERE), "state": str(state)}
+        return [part.format(**places) for part in self.command_line]
+
+    @property
+    def exit_status(self) -> dict[str, int]:
+        """The status each mode exits with at the end of the scenario."""
+        if self.ends_at_end_of_input:
+            return {"zero-code": 0, "glue": 0, "baseline": 0}
+        # Killed by the scenario's SIGTERM: agent-meta run reports it as a shell does.
+        return {"zero-code": 128 + 15, "glue": 128 + 15, "baseline": -15}
 
     def argv(self, mode: str, bin_dir: Path, state: Path) -> list[str]:
         """The command for ``mode`` (see the module docstring)."""
@@ -167,6 +197,23 @@ class Agent:
             hermes_home.mkdir()
             (hermes_home / "config.yaml").write_text(HERMES_CONFIG.format(base_url=base_url))
             env["HERMES_HOME"] = str(hermes_home)
+        elif self.name == "bub":
+            env |= {
+                "BUB_HOME": str(state / "bub-home"),
+                "BUB_MODEL": "openai:echo-model",
+                "BUB_API_KEY": "sk-offline-placeholder",
+                "BUB_API_BASE": base_url,
+            }
+        elif self.name == "gptme":
+            env |= {
+                "MODEL": "local/echo-model",
+                "OPENAI_BASE_URL": base_url,
+                "OPENAI_API_KEY": "sk-offline-placeholder",
+            }
+        elif self.name == "box-agent":
+            config = home / ".box-agent" / "config"
+            config.mkdir(parents=True)
+            (config / "config.yaml").write_text(BOX_CONFIG.format(base_url=base_url))
         elif self.name == "kimi-cli":
             share = state / "kimi-share"
             (share / "credentials").mkdir(parents=True)
@@ -194,6 +241,13 @@ AGENTS: Final = {
             own_updates=1,
             own_meta=(),
             replays=("load", "resume"),
+            command_line=(
+                "{bin}/fast-agent-acp",
+                "--model",
+                "passthrough",
+                "--home",
+                "{state}/fast-agent-home",
+            ),
             no_glue="its `fast-agent-acp` builds a whole FastAgent application (CLI, runtime, "
             "model factory) before `AgentACPServer.run_async()` calls `run_agent`; a launcher "
             "would copy that start-up, so the diff belongs in its source "
@@ -210,6 +264,7 @@ AGENTS: Final = {
             own_updates=2,
             own_meta=(),
             replays=("load",),
+            command_line=("{bin}/vibe-acp",),
             no_glue="`run_agent` is called from the private `_serve_acp_agent`, after about "
             "40 lines of `vibe-acp` start-up (home, harness files, logging, dotenv, "
             "orchestrator, telemetry, the experimental-harness gate, a SIGTERM handler); a "
@@ -226,6 +281,7 @@ AGENTS: Final = {
             own_updates=1,
             own_meta=("hermes",),
             replays=("load", "resume"),
+            command_line=("{bin}/hermes-acp",),
             glue="hermes_launcher.py",
         ),
         Agent(
@@ -239,7 +295,107 @@ AGENTS: Final = {
             own_updates=0,
             own_meta=(),
             replays=(),
+            # The `kimi` console script of 1.52.0 only prints a deprecation notice (and runs an
+            # installer when given no arguments); its ACP server is started as `kimi acp` did.
+            command_line=(
+                "{bin}/python",
+                "-c",
+                "from kimi_cli.acp import acp_main; acp_main()",
+            ),
             glue="kimi_launcher.py",
+        ),
+        Agent(
+            "pydantic-acp",
+            "pydantic-acp 1.10.0",
+            "0.12.1",
+            load=True,
+            resume=False,
+            close=False,
+            late_title=False,
+            own_updates=1,
+            own_meta=("pydantic_acp",),
+            replays=("load",),
+            command_line=("{bin}/python", "{here}/pydantic_acp_agent.py"),
+            no_glue="`run_acp` ends in `asyncio.run(run_agent(adapter))` inside "
+            "`pydantic_acp.runtime.server` (`server.py:65`); the one-line change belongs there",
+            new_meta=True,
+            fresh_info_on_load=True,
+            notes="it advertises session/resume, fork and close, but its `run_agent` call has "
+            "no `use_unstable_protocol=True`, so the SDK answers them -32601: the scenario "
+            "expects that",
+        ),
+        Agent(
+            "langchain-acp",
+            "langchain-acp 1.10.0",
+            "0.12.1",
+            load=True,
+            resume=False,
+            close=False,
+            late_title=False,
+            own_updates=1,
+            own_meta=(),
+            replays=("load",),
+            command_line=("{bin}/python", "{here}/langchain_acp_agent.py"),
+            no_glue="`run_acp` ends in `asyncio.run(run_agent(adapter))` inside "
+            "`langchain_acp.runtime.server` (`server.py:63`); the one-line change belongs there",
+            notes="it advertises session/resume, fork and close, but its `run_agent` call has "
+            "no `use_unstable_protocol=True`, so the SDK answers them -32601: the scenario "
+            "expects that",
+        ),
+        Agent(
+            "bub",
+            "bub-acp-server 0.1.1 (bub 0.5.1)",
+            "1.0.0rc2",
+            load=True,
+            resume=True,
+            close=True,
+            late_title=True,
+            own_updates=1,
+            own_meta=("lody",),
+            replays=("load",),
+            command_line=("{bin}/bub", "acp"),
+            no_glue="`bub acp` is a plugin of the bub framework, whose `run_acp_agent` calls "
+            "`run_agent` (`agent.py:1501`); the one-line change belongs there",
+            client_name="lody (agent-meta-thirdparty)",
+            notes="it generates a session title only for clients whose name starts with "
+            "`lody` (`agent.py:544`): the scenario's client is named so",
+        ),
+        Agent(
+            "gptme",
+            "gptme-acp 0.35.1 (gptme 0.35.1)",
+            "0.12.1",
+            load=True,
+            resume=False,
+            close=False,
+            late_title=False,
+            own_updates=0,
+            own_meta=(),
+            replays=(),
+            command_line=("{bin}/gptme-acp",),
+            no_glue="`gptme-acp` duplicates its stdio and hands `run_agent` the duplicates "
+            "(`gptme/acp/__main__.py:183`); the one-line change belongs there",
+            notes="its load answers first and sends its `Resumed session` chunk after the "
+            "response (no replay before it); it advertises session/resume, which the SDK "
+            "answers -32601 (no `use_unstable_protocol`)",
+        ),
+        Agent(
+            "box-agent",
+            "box-agent 0.9.7",
+            "0.6.3",
+            load=False,
+            resume=False,
+            close=False,
+            late_title=False,
+            own_updates=0,
+            own_meta=(),
+            replays=(),
+            command_line=("{bin}/box-agent-acp",),
+            no_glue="it builds SDK 0.6's `AgentSideConnection` itself in `run_acp_server` "
+            "(`box_agent/acp/__init__.py:5864`) and waits forever; the one-line change "
+            "(`agent_meta.sdk.run_agent(factory)` for both) belongs there",
+            ends_at_end_of_input=False,
+            notes="SDK 0.6: no session/list (the scenario's barrier gets -32601, a response all "
+            "the same), no session/close, no SessionInfoUpdate; `loadSession: false`",
         ),
     )
 }

@@ -4,7 +4,8 @@
 :func:`install`, which waits for the agent to import the SDK and then wraps
 ``AgentSideConnection.__init__`` to learn the connection; the agent is otherwise unchanged and
 agent_meta is never imported. Each operation becomes what an extension author can do with the
-SDK alone: ``conn.session_update(session_id, SessionInfoUpdate(...))``.
+SDK alone: ``conn.session_update(session_id, SessionInfoUpdate(...))`` (on SDK 0.6, which has
+neither, the notification written through the connection's own sender).
 
 It keeps its own copy of what it published (its domain values, its failure incident), so that
 domain edits send the whole value of their key and a late resolution is refused, as an author
@@ -55,10 +56,23 @@ class PlainBackend:
         self._failures: dict[str, tuple[str, int]] = {}
 
     async def _send(self, session: str, **fields: Any) -> bool:
-        from acp.schema import SessionInfoUpdate
+        from acp import schema
 
-        update = SessionInfoUpdate(session_update="session_info_update", **fields)
+        if not hasattr(schema, "SessionInfoUpdate"):
+            return await self._send_by_hand(session, **fields)
+        update = schema.SessionInfoUpdate(session_update="session_info_update", **fields)
         await self._connection.session_update(session_id=session, update=update)
+        return True
+
+    async def _send_by_hand(self, session: str, **fields: Any) -> bool:
+        """SDK 0.6 (box-agent) has no ``SessionInfoUpdate`` nor ``session_update``: an author
+        writes the notification through the connection's own JSON-RPC sender, leaving out
+        ``None`` as the later releases' serializer does (a clear is then no ``_meta``)."""
+        names = {"field_meta": "_meta", "title": "title", "updated_at": "updatedAt"}
+        update = {"sessionUpdate": "session_info_update"}
+        update |= {names[k]: v for k, v in fields.items() if v is not None}
+        params = {"sessionId": session, "update": update}
+        await self._connection._conn.send_notification("session/update", params)
         return True
 
     async def run(

@@ -11,6 +11,8 @@ barrier) means every frame queued before it has been received (R2).
 
 Steps, each marked in :attr:`Run.marks`:
 
+``new``
+    nothing: what the client holds once ``session/new`` is answered, and the owner's state;
 ``set``
     publish ``{"ext.status": "drafting", "ext.gone": 1}``;
 ``prompt``
@@ -30,7 +32,7 @@ Steps, each marked in :attr:`Run.marks`:
     fenced (agent_meta only), then one publication after the close response, then the barrier;
     elsewhere the close error and one publication;
 ``end``
-    end of input; the agent's exit.
+    end of input; the agent's exit (an SDK 0.6 agent, which waits forever, gets SIGTERM).
 """
 
 from __future__ import annotations
@@ -266,8 +268,11 @@ class Live:
         return await bounded(self.control(op, **args))
 
     async def barrier(self) -> None:
-        """A ``session/list`` round trip: whatever was queued before it has been received."""
-        await bounded(self.conn.list_sessions(cwd=self.cwd))
+        """A ``session/list`` round trip: whatever was queued before it has been received. An
+        error answers it as well (R2: the FIFO holds for every response); SDK 0.6 agents
+        answer ``-32601``."""
+        with contextlib.suppress(acp.RequestError):
+            await bounded(self.conn.list_sessions(cwd=self.cwd))
 
     async def snapshot(self, label: str) -> None:
         if self.run.meta_mode:
@@ -276,9 +281,11 @@ class Live:
 
 @contextlib.asynccontextmanager
 async def launched(
-    argv: Sequence[str], env: dict[str, str], cwd: Path, run: Run
+    argv: Sequence[str], env: dict[str, str], cwd: Path, run: Run, *, ends: bool = True
 ) -> AsyncIterator[tuple[Any, PipeTap, int]]:
-    """The agent as a subprocess whose stdout the SDK client reads through a tap."""
+    """The agent as a subprocess whose stdout the SDK client reads through a tap. An agent that
+    does not end at the end of its input (``ends`` false) is sent SIGTERM after it, as a client
+    ends it."""
     read_fd, write_fd = os.pipe()
     with (
         tempfile.TemporaryFile() as stderr,
@@ -314,6 +321,8 @@ async def launched(
             await conn.close()
             with contextlib.suppress(OSError, RuntimeError):
                 process.stdin.close()
+            if not ends and not failed:
+                process.send_signal(signal.SIGTERM)  # to agent-meta run, which passes it on
             tap.resume()  # read to the end: the agent writes its last frames and exits
             try:
                 if not failed:
@@ -342,12 +351,13 @@ async def scenario(agent: Agent, mode: str, bin_dir: Path, base_url: str) -> Run
         env = agent.environment(mode, bin_dir, state, base_url) | {CONTROL_ENV: str(socket)}
         argv = agent.argv(mode, bin_dir, state)
         started = time.perf_counter()
-        async with launched(argv, env, project, run) as (conn, tap, read_fd):
+        ends = agent.ends_at_end_of_input
+        async with launched(argv, env, project, run, ends=ends) as (conn, tap, read_fd):
             await bounded(
                 conn.initialize(
                     protocol_version=1,
                     client_capabilities=ClientCapabilities(),
-                    client_info=Implementation(name="agent-meta-thirdparty", version="0"),
+                    client_info=Implementation(name=agent.client_name, version="0"),
                 )
             )
             run.seconds["initialize"] = time.perf_counter() - started
@@ -368,6 +378,8 @@ async def scenario(agent: Agent, mode: str, bin_dir: Path, base_url: str) -> Run
 
 async def _steps(live: Live, agent: Agent) -> None:
     run = live.run
+    live.mark("new")  # what the session/new handler sent is before this mark
+    await live.snapshot("new")
     live.mark("set")
     await live.op("set", "publish", meta=DRAFTING)
 

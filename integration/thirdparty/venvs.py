@@ -1,4 +1,4 @@
-"""The four third-party agents' own virtualenvs, built from this repository's files.
+"""The third-party agents' own virtualenvs, built from this repository's files.
 
 Each agent gets a venv of its own, on a Python it runs on, from the pinned requirement file next
 to this module (``requirements-<agent>.txt``), with agent_meta installed from the repository
@@ -81,6 +81,11 @@ RECIPES: Final = {
             probe_failure="kimi-cli does not import there (CPython 3.12.1's slotted generic "
             "dataclass bug, or a Python older than 3.12)",
         ),
+        Recipe("pydantic-acp", "requirements-pydantic-acp.txt", ("3.12", "3.13")),
+        Recipe("langchain-acp", "requirements-langchain-acp.txt", ("3.12", "3.13")),
+        Recipe("bub", "requirements-bub.txt", ("3.12", "3.13")),
+        Recipe("gptme", "requirements-gptme.txt", ("3.12", "3.13")),
+        Recipe("box-agent", "requirements-box-agent.txt", ("3.12", "3.13")),
     )
 }
 
@@ -238,7 +243,7 @@ def _build_steps(recipe: Recipe, interpreter: str, venv: Path) -> list[list[str]
 
 
 def build_all(names: Sequence[str] | None = None) -> dict[str, Venv]:
-    """Build the venvs of ``names`` (default: all four) in parallel."""
+    """Build the venvs of ``names`` (default: all) in parallel."""
     chosen = [RECIPES[n] for n in (names or list(RECIPES))]
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(chosen)) as pool:
         built = list(pool.map(build, chosen))

@@ -10,7 +10,8 @@ session info it published when the session was created (``{"title": "New session
 {"stage": "new"}}``): replay over newer metadata is what a resync must repair. Prompt lines
 are commands:
 
-- ``/meta set KEY JSON``, ``/meta rm KEY``, ``/meta clear``, ``/title TEXT``;
+- ``/meta set KEY JSON``, ``/meta rm KEY``, ``/meta clear``, ``/title TEXT``,
+  ``/updated TIMESTAMP``;
 - anything else is echoed.
 
 A v1 frame carries the complete merged ``_meta`` (``{}`` when empty), as v1 has no patches.
@@ -197,6 +198,8 @@ class Agent:
             info["_meta"] = None
         elif words[0] == "/title":
             info["title"] = line.partition(" ")[2] or None
+        elif words[0] == "/updated":
+            info["updatedAt"] = line.partition(" ")[2] or None
         else:
             return line
         self.publish(session, info)

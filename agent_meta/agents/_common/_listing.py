@@ -18,8 +18,7 @@ import logging
 import secrets
 from typing import TYPE_CHECKING
 
-from agent_meta import JsonRpcError
-from agent_meta.wire import INVALID_PARAMS
+from agent_meta import ErrorCode, JsonRpcError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -41,7 +40,7 @@ def check_cwd(cwd: str) -> None:
     """Refuse (``-32602``) a ``cwd`` longer than :data:`MAX_CWD`."""
     if len(cwd) > MAX_CWD:
         raise JsonRpcError(
-            INVALID_PARAMS,
+            ErrorCode.INVALID_PARAMS,
             f"invalid params: 'cwd' is {len(cwd)} characters long, over {MAX_CWD}",
         )
 
@@ -146,4 +145,4 @@ class Pager:
 
 
 def _bad_cursor(why: str) -> JsonRpcError:
-    return JsonRpcError(INVALID_PARAMS, f"invalid params: 'cursor' is not valid: {why}")
+    return JsonRpcError(ErrorCode.INVALID_PARAMS, f"invalid params: 'cursor' is not valid: {why}")

@@ -12,8 +12,8 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Literal
 
-from agent_meta import JsonRpcError
-from agent_meta.wire import INVALID_PARAMS, Replay, replay_of
+from agent_meta import ErrorCode, JsonRpcError
+from agent_meta.wire import Replay, replay_of
 
 if TYPE_CHECKING:
     from agent_meta import JsonObject, JsonValue
@@ -66,7 +66,7 @@ def check_replayable(
     )
     if largest > max_frame_bytes:
         raise JsonRpcError(
-            INVALID_PARAMS,
+            ErrorCode.INVALID_PARAMS,
             f"invalid params: the prompt would take {largest} bytes to send back (echo and "
             f"replay), over the frame limit of {max_frame_bytes} bytes",
         )
@@ -85,7 +85,8 @@ def replay_requested(method: str, params: JsonValue, protocol_version: int) -> b
     if method == "session/load" or (isinstance(cursor, dict) and cursor.get("type") == "start"):
         return True
     raise JsonRpcError(
-        INVALID_PARAMS, f"unsupported replayFrom {cursor!r}: only {{'type': 'start'}} is known"
+        ErrorCode.INVALID_PARAMS,
+        f"unsupported replayFrom {cursor!r}: only {{'type': 'start'}} is known",
     )
 
 

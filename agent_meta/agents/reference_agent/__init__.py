@@ -19,10 +19,4 @@ anything else                      echoed back as an agent message
 =================================  =========================================================
 """
 
-from .._common._commands import COMMANDS as COMMANDS
-from .._common._commands import CommandError as CommandError
-from .._common._commands import parse_line as parse_line
-from ._agent import AGENT_NAME as AGENT_NAME
-from ._agent import ReferenceAgent as ReferenceAgent
-
-__all__ = ["AGENT_NAME", "COMMANDS", "CommandError", "ReferenceAgent", "parse_line"]
+__all__: list[str] = []  # an application: its modules are private

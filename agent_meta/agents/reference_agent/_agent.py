@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from agent_meta import BaseAgent, JsonRpcError, LifetimeTakenOverError, RequestContext, __version__
-from agent_meta.wire import (
-    METHOD_NOT_FOUND,
-    REQUEST_CANCELLED,
-    RESOURCE_NOT_FOUND,
-    optional_str,
-    require_object_list,
-    require_str,
+from agent_meta import (
+    BaseAgent,
+    ErrorCode,
+    JsonRpcError,
+    LifetimeTakenOverError,
+    RequestContext,
+    __version__,
 )
+from agent_meta.core._jsonrpc import optional_str, require_object_list, require_str
 
 from .._common._commands import available_commands_update
 from .._common._foreground import SessionForeground
@@ -211,7 +211,7 @@ class ReferenceAgent(BaseAgent):
     async def load_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
         if ctx.protocol_version >= 2:
             raise JsonRpcError(
-                METHOD_NOT_FOUND, "session/load is not part of ACP v2: use session/resume"
+                ErrorCode.METHOD_NOT_FOUND, "session/load is not part of ACP v2: use session/resume"
             )
         session = await self._taken_session(params)
         require_str(params, "cwd")
@@ -284,7 +284,7 @@ class ReferenceAgent(BaseAgent):
         session = self._sessions.get(session_id)
         if session is None:
             raise JsonRpcError(
-                RESOURCE_NOT_FOUND,
+                ErrorCode.RESOURCE_NOT_FOUND,
                 f"unknown session {shown_id(session_id)}",
                 {"sessionId": session_id},
             )
@@ -303,7 +303,7 @@ class ReferenceAgent(BaseAgent):
         blocks = require_object_list(params, "prompt")
         if not ctx.owner.has_lifetime(session.session_id):
             raise JsonRpcError(
-                RESOURCE_NOT_FOUND,
+                ErrorCode.RESOURCE_NOT_FOUND,
                 f"session {shown_id(session.session_id)} is not open here (closed, or taken "
                 "over by another connection): resume it first",
                 {"sessionId": session.session_id},
@@ -323,7 +323,9 @@ class ReferenceAgent(BaseAgent):
         finally:
             session.prompts.discard(turn.scope)
         if turn.message is None:
-            raise JsonRpcError(REQUEST_CANCELLED, "the prompt was cancelled before it started")
+            raise JsonRpcError(
+                ErrorCode.REQUEST_CANCELLED, "the prompt was cancelled before it started"
+            )
         await self._acknowledge(ctx, session, turn)  # if a cancellation cut it short
         stop_reason = "cancelled" if turn.scope.cancelled_caught else "end_turn"
         if turn.replies:  # as the client saw it live: its message id, and its chunks' text
@@ -358,7 +360,7 @@ class ReferenceAgent(BaseAgent):
                 await self._add_message(session, message, ctx.owner.holder)
             except LifetimeTakenOverError:
                 raise JsonRpcError(
-                    RESOURCE_NOT_FOUND, taken_over_text(sid), {"sessionId": sid}
+                    ErrorCode.RESOURCE_NOT_FOUND, taken_over_text(sid), {"sessionId": sid}
                 ) from None
             turn.message = message
             await self._acknowledge(ctx, session, turn)

@@ -10,7 +10,4 @@ through the session's lifetime what it cannot (domain edits, failure incidents, 
 cleared ``_meta`` or title). Needs the ``sdk`` extra.
 """
 
-from ._agent import SdkReferenceAgent as SdkReferenceAgent
-from ._serve import serve_sdk_agent as serve_sdk_agent
-
-__all__ = ["SdkReferenceAgent", "serve_sdk_agent"]
+__all__: list[str] = []  # an application: its modules are private

@@ -42,12 +42,11 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from agent_meta import JsonObject, __version__
-from agent_meta.wire import REQUEST_CANCELLED
+from agent_meta import ErrorCode, JsonObject, __version__
 
 from .._common._commands import available_commands_update
 from .._common._replies import ASK_OPTIONS
-from ..reference_agent import AGENT_NAME
+from ..reference_agent._agent import AGENT_NAME
 from ._base import SdkAgentBase, SdkSession, closed_meanwhile
 from ._lines import permission_answer, run_line
 
@@ -169,7 +168,9 @@ class SdkReferenceAgent(SdkAgentBase[acp.Client]):
             keep=lambda: turn.user_id is not None,
         )
         if turn.user_id is None:
-            raise acp.RequestError(REQUEST_CANCELLED, "the prompt was cancelled before it started")
+            raise acp.RequestError(
+                ErrorCode.REQUEST_CANCELLED, "the prompt was cancelled before it started"
+            )
         await self._store_reply(session, turn.user_id, turn.replies)
         return PromptResponse(stop_reason="end_turn" if ended else "cancelled")
 

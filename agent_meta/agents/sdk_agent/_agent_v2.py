@@ -40,13 +40,12 @@ from typing import TYPE_CHECKING, Any
 import acp
 from acp.experimental.v2 import schema
 
-from agent_meta import JsonObject, JsonRpcError, __version__
-from agent_meta.wire import REQUEST_CANCELLED
+from agent_meta import ErrorCode, JsonObject, JsonRpcError, __version__
 
 from .._common._commands import available_commands_update
 from .._common._replay import Message, replay_requested, reply_id, user_update
 from .._common._replies import ASK_OPTIONS
-from ..reference_agent import AGENT_NAME
+from ..reference_agent._agent import AGENT_NAME
 from ._agent import AGENT_TITLE
 from ._base import SdkAgentBase, SdkSession, closed_meanwhile, request_error, stop_once
 from ._lines import permission_answer, run_line
@@ -252,7 +251,9 @@ class SdkReferenceAgentV2(SdkAgentBase[Any]):
                 raise
             handler.uncancel()  # inserted: ACP says the prompt must not be answered an error
         if message_id is None:
-            raise acp.RequestError(REQUEST_CANCELLED, "the prompt was cancelled before it started")
+            raise acp.RequestError(
+                ErrorCode.REQUEST_CANCELLED, "the prompt was cancelled before it started"
+            )
         return schema.PromptResponse(message_id=message_id)
 
     async def _turn(self, session: SdkSession, lifetime: SessionLifetime, turn: _Turn) -> None:

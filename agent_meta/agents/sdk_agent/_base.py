@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import acp
 
-from agent_meta import JsonObject, JsonRpcError, LifetimeTakenOverError
+from agent_meta import ErrorCode, JsonObject, JsonRpcError, LifetimeTakenOverError
 from agent_meta.sdk import adapter_of
-from agent_meta.wire import REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 
 from .._common._foreground import SessionForeground
 from .._common._ids import shown_id
@@ -116,12 +115,14 @@ def request_error(error: JsonRpcError) -> acp.RequestError:
 
 
 def closed_meanwhile() -> acp.RequestError:
-    return acp.RequestError(REQUEST_CANCELLED, "the session was closed meanwhile")
+    return acp.RequestError(ErrorCode.REQUEST_CANCELLED, "the session was closed meanwhile")
 
 
 def unknown(session_id: str) -> acp.RequestError:
     return acp.RequestError(
-        RESOURCE_NOT_FOUND, f"unknown session {shown_id(session_id)}", {"sessionId": session_id}
+        ErrorCode.RESOURCE_NOT_FOUND,
+        f"unknown session {shown_id(session_id)}",
+        {"sessionId": session_id},
     )
 
 
@@ -245,7 +246,7 @@ class SdkAgentBase(Generic[ClientT]):
         session.history.append(message)
 
     async def _insert_user_message(self, session: SdkSession, text: str) -> str:
-        """Store the user message of a turn; return its id. Refused (``RESOURCE_NOT_FOUND``,
+        """Store the user message of a turn; return its id. Refused (``-32002``,
         nothing stored) when another connection has taken the session over."""
         message_id = session.next_id("user")
         session.updated_at = utc_now()
@@ -257,7 +258,7 @@ class SdkAgentBase(Generic[ClientT]):
         except LifetimeTakenOverError:
             sid = session.session_id
             raise acp.RequestError(
-                RESOURCE_NOT_FOUND, taken_over_text(sid), {"sessionId": sid}
+                ErrorCode.RESOURCE_NOT_FOUND, taken_over_text(sid), {"sessionId": sid}
             ) from None
         return message_id
 
@@ -332,7 +333,7 @@ class SdkAgentBase(Generic[ClientT]):
         """The lifetime of a session a prompt is for; a closed one must be resumed first."""
         if not self._adapter.owner.has_lifetime(session_id):
             raise acp.RequestError(
-                RESOURCE_NOT_FOUND,
+                ErrorCode.RESOURCE_NOT_FOUND,
                 f"session {shown_id(session_id)} is not open here (closed, or taken over by "
                 "another connection): resume it first",
                 {"sessionId": session_id},

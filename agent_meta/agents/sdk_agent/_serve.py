@@ -143,9 +143,16 @@ def _connection(
     from acp.experimental.negotiation import AgentProtocolRouter
 
     # The router calls the factory of the version it picks with its connection, then the
-    # agent's on_connect; session/resume and session/close are stable v1 routes on 1.0.
+    # agent's on_connect, except 1.0.0rc2's v2 side: the v2 factory hands the agent its
+    # connection itself (on_connect only keeps it, so a second call changes nothing).
+    # session/resume and session/close are stable v1 routes on 1.0.
     v1_agent = cast("acp.Agent", v1)
-    router = AgentProtocolRouter(v1=lambda _conn: v1_agent, v2=lambda _conn: v2)
+
+    def connected_v2(connection: Any) -> Any:
+        v2.on_connect(connection)
+        return v2
+
+    router = AgentProtocolRouter(v1=lambda _conn: v1_agent, v2=connected_v2)
     run = router.run(**kwargs, observers=[v2.observe])
     return run
 

@@ -1,0 +1,22 @@
+"""``agent-meta own``: agent_meta's owner in front of any stdio ACP agent, in any language.
+
+The command is an ACP agent on its own stdio that runs ``AGENT_CMD`` as its child and forwards
+everything between the client and the child, byte for byte, except the session info: the
+child's ``session_info_update`` frames become publications into the session lifetimes of a
+trio owner over stdout (one FIFO to the client), so R1 to R12 hold whatever the child does.
+
+- :mod:`._command`: the command line; the child is started before anything heavy is imported
+  (start-up is the child's, not ours);
+- :mod:`._child`: the child process (its pipes, its exit, the signals passed on);
+- :mod:`._relay`: what happens to each message, both ways (:class:`._relay.Relay`);
+- :mod:`._serve`: the I/O: the two pumps, the owner, the store, signals and the end.
+
+The decisions that are not I/O live in the sans-IO layer: the lifetime tracker
+(:mod:`agent_meta.sansio._seam`), the inbound gate (:mod:`agent_meta.sansio._gate`), the
+replay windows (:mod:`agent_meta.sansio._replay`) and the envelope rule
+(:mod:`agent_meta.core._envelope`).
+"""
+
+from ._command import add_parser, main
+
+__all__ = ["add_parser", "main"]

@@ -1,0 +1,539 @@
+"""What becomes of each message between the client and the child: :class:`Relay`.
+
+Every line the child sends reaches the client through the owner's one FIFO, in order: a
+``session_info_update`` as a publication into its session's lifetime (rendered for the
+negotiated version), anything else as the child's own bytes. Every line of the client reaches
+the child as the client's own bytes. Around them, the same sans-IO decisions as agent_meta's
+own connections and its SDK adapter:
+
+- the inbound gate (:class:`~agent_meta.sansio._gate.InboundGate`) refuses what ACP refuses
+  before an agent sees it, with the errors ``agent-meta agent`` answers (``-32700``,
+  ``-32600``, ``-32602``); malformed lines never reach the child;
+- the lifetime policy (:class:`~agent_meta.owner._policy.LifetimePolicy`) opens a session's
+  lifetime at ``session/new``'s response and at a load or resume request (from the store, with
+  ``--store``), resyncs before a load or resume response, and ends it before a
+  ``session/close`` response, so nothing of a closed session reaches the client (R6);
+- the replay windows (:class:`~agent_meta.sansio._replay.ReplayWindows`) tell the child's
+  replay from its own resync and its live state, and what the client lacks at the response.
+
+What the child sends that cannot be state (a line that is not JSON or too long, a
+``session_info_update`` the owner refuses, stale replay) is not forwarded: it is reported,
+counted in :class:`RelayStatistics`, and the session goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import TYPE_CHECKING, Any, Final, final
+
+import trio
+
+from ...core._envelope import EnvelopeFault, LineParseError, envelope_fault, parse_line
+from ...core._errors import FrameTooLargeError, MetaValueError, StoreError
+from ...core._jsonrpc import ErrorCode
+from ...core._patch import replacement_patch
+from ...core._session_info import SessionInfo, SessionInfoPatch
+from ...owner._policy import LifetimePolicy
+from ...sansio._batch import PublicationBatch
+from ...sansio._frames import build_response, join_response_frames, session_of
+from ...sansio._gate import InboundGate
+from ...sansio._handler_errors import failure_of
+from ...sansio._replay import ReplayWindows, Verdict
+from ...sansio._seam import LifetimeStep, info_update_of, is_request_id
+from ...sansio._titles import advertises_titles
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from ...owner._trio import MetaOwner
+    from ...sansio._gate import Undecodable
+    from ...sansio._seam import InfoUpdate, OutboundPlan
+
+__all__ = ["Relay", "RelayStatistics"]
+
+_INFO: Final = "session_info_update"
+
+
+@final
+@dataclasses.dataclass(slots=True)
+class RelayStatistics:
+    """What a :class:`Relay` did with the lines of both sides (the owner counts its frames)."""
+
+    client_lines: int = 0
+    """Lines of the client forwarded to the child."""
+    refused_client_lines: int = 0
+    """Lines of the client answered with an error (or dropped: a malformed response) instead."""
+    child_lines: int = 0
+    """Lines of the child taken (forwarded, published or settled)."""
+    bad_child_lines: int = 0
+    """Lines of the child that are not JSON, or too long: not forwarded."""
+    published: int = 0
+    """``session_info_update`` frames of the child published into their lifetime."""
+    malformed_updates: int = 0
+    """``session_info_update`` frames the owner refused (a ``_meta`` that is no object, a title
+    that is no string, too large ...): not forwarded."""
+    replayed: int = 0
+    """``session_info_update`` frames of a load or resume window forwarded as sent."""
+    stale: int = 0
+    """``session_info_update`` frames of history replayed after the response: not forwarded."""
+    passed_through: int = 0
+    """``session_info_update`` frames forwarded as sent: no lifetime was open for their session
+    (sent before ``session/new`` answered, say), or they carry fields the owner does not know."""
+    resyncs: int = 0
+    """Load and resume responses the owner's full resync preceded."""
+    patched: int = 0
+    """Load and resume responses a patch of what the client lacked preceded."""
+    fenced_requests: int = 0
+    """Requests of the child about a closed session: not forwarded, answered with an error."""
+    unanswered: int = 0
+    """Requests of the client answered with an error because the child exited first."""
+
+
+@final
+class Relay:
+    """The messages of one client and one child, through one owner."""
+
+    def __init__(
+        self,
+        owner: MetaOwner,
+        child_stdin: trio.abc.SendStream,
+        report: Callable[[str, str], None],
+        *,
+        replace_meta: bool = False,
+        coalesce: bool = True,
+    ) -> None:
+        self._owner = owner
+        self._child_stdin = child_stdin
+        self._to_child = trio.StrictFIFOLock()  # both pumps write to the child
+        self._child_gone = False
+        self._report = report
+        self._policy = LifetimePolicy(owner)
+        self._gate = InboundGate(max_frame_bytes=owner.max_frame_bytes)
+        self._windows = ReplayWindows(replace_meta=replace_meta)
+        # Sessions with publications that may still be queued: a frame of theirs forwarded as
+        # sent waits until those are written (_forward_info).
+        self._queued: set[str] = set()
+        self._coalesce = coalesce
+        self._batch: PublicationBatch | None = None
+        self.statistics = RelayStatistics()
+
+    @property
+    def gate(self) -> InboundGate:
+        return self._gate
+
+    # -- the client's lines ----------------------------------------------------------------
+    async def client_line(self, line: bytes) -> None:
+        """One line of the client: answered here, or forwarded to the child as it is."""
+        try:
+            data = parse_line(line)
+        except LineParseError as exc:
+            await self.refuse_client(exc)
+            return
+        if isinstance(data, list):
+            await self._client_batch(line, data)
+            return
+        fault = envelope_fault(data)
+        if fault is not None:
+            await self.refuse_client(fault)
+            return
+        passes, answer = await self._admit(data)
+        if answer is not None:
+            await self._owner.send_encoded(answer, None)
+        if not passes:
+            self.statistics.refused_client_lines += 1
+        elif self._answers_here(data):
+            await self._set_title(data)
+        else:
+            await self._send_child(line)
+
+    def _answers_here(self, message: Mapping[str, Any]) -> bool:
+        """Whether a request is answered by ``own`` rather than the child: a
+        ``session/set_title`` for a child that does not advertise it (R13)."""
+        if message.get("method") != "session/set_title" or "id" not in message:
+            return False
+        return not self._policy.forwards_titles
+
+    async def _set_title(self, message: Mapping[str, Any]) -> None:
+        """Serve ``session/set_title`` for a child without it: the title is the client's, its
+        confirmation queued and (with a store) stored, then the answer (R13)."""
+        answer = self._gate.respond(await self._policy.answer_set_title(message))
+        await self.flush()  # the child's updates taken so far go first
+        if answer.frame is not None:
+            await self._owner.send_encoded(answer.frame, None)
+        self._gate.sent(answer)
+
+    async def refuse_client(self, failure: Undecodable) -> None:
+        """Answer a line of the client that never reaches the child (not JSON, not a JSON-RPC
+        message, too long), as the inbound gate answers it for ``agent-meta agent``: a malformed
+        response is dropped (JSON-RPC never answers one)."""
+        self.statistics.refused_client_lines += 1
+        self._report("client", f"refused a line ({failure.code}): {failure}")
+        frame = self._gate.refuse(failure)
+        if frame is not None:
+            await self._owner.send_encoded(frame, None)
+
+    async def client_ended(self) -> None:
+        """The client's input ended: so does the child's."""
+        async with self._to_child:
+            self._child_gone = True
+            await self._child_stdin.aclose()
+
+    async def _client_batch(self, line: bytes, entries: list[Any]) -> None:
+        """A JSON-RPC batch: forwarded as it is when the child may see every entry; otherwise
+        the refused entries are answered in one array and the rest forwarded as a batch."""
+        if not entries:
+            await self.refuse_client(EnvelopeFault("an empty batch is not a request"))
+            return
+        answers: list[bytes] = []
+        passed: list[dict[str, Any]] = []
+        for entry in entries:
+            fault = envelope_fault(entry)
+            if fault is not None:
+                frame = self._gate.refuse(fault)
+                if frame is not None:
+                    answers.append(frame)
+                continue
+            passes, answer = await self._admit(entry)
+            if passes:
+                passed.append(entry)
+            if answer is not None:
+                answers.append(answer)
+        if answers:
+            self.statistics.refused_client_lines += 1
+            await self._owner.send_encoded(join_response_frames(answers), None)
+        if len(passed) == len(entries):
+            await self._send_child(line)
+        elif passed:
+            await self._send_child(json.dumps(passed, separators=(",", ":")).encode())
+
+    async def _admit(self, message: Mapping[str, Any]) -> tuple[bool, bytes | None]:
+        """Whether a message of the client goes on to the child, and the frame it is answered
+        with instead, if any: the gate's refusals, a lifetime store that cannot be read; a
+        notification the gate drops is neither forwarded nor answered."""
+        admission = self._gate.admit(message)
+        if admission.answer is not None:
+            self._report("client", f"refused {message.get('method')!r}")
+            return False, admission.answer
+        if admission.message is None:
+            self._report("client", f"dropped a notification: {admission.ignored}")
+            return False, None
+        if "method" not in message or "id" not in message:
+            return True, None  # a notification or an answer to the child: no policy part
+        try:
+            replay = await self._policy.open_replay(message)
+        except StoreError as exc:
+            self._report("store", f"{message.get('method')}: the lifetime store failed: {exc}")
+            failure = failure_of(exc)
+            assert failure is not None  # a store failure is answered
+            answer = {"jsonrpc": "2.0", "id": message.get("id"), "error": failure.error.to_error()}
+            self._gate.forwarded(answer)
+            return False, build_response(message.get("id"), error=answer["error"])
+        if replay is not None:
+            self._windows.opened(
+                replay.session_id, message["id"], held=replay.held, replays=replay.replays
+            )
+        else:
+            session_id = session_of(message.get("params"))
+            if session_id is not None:
+                self._windows.asked(session_id)
+        return True, None
+
+    async def _send_child(self, line: bytes) -> None:
+        """Write one line to the child (dropped once its input is closed)."""
+        async with self._to_child:
+            if self._child_gone:
+                return
+            try:
+                await self._child_stdin.send_all(line + b"\n")
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._child_gone = True
+                self._report("agent", "the agent's input is closed: nothing more reaches it")
+                return
+        self.statistics.client_lines += 1
+
+    # -- the child's lines -------------------------------------------------------------------
+    async def child_line(self, line: bytes) -> None:
+        """One line of the child: published, settled or forwarded."""
+        try:
+            message = parse_line(line)
+        except LineParseError as exc:
+            self.child_bad_line(f"not forwarded, not JSON: {exc}: {_shown(line)}")
+            return
+        if not isinstance(message, dict | list):
+            self.child_bad_line(f"not forwarded, not a JSON-RPC message: {_shown(line)}")
+            return
+        self.statistics.child_lines += 1
+        if type(message) is dict and message.get("method") == "session/update":
+            await self._child_update(message, line)
+            return
+        await self.flush()
+        frame = line + b"\n"
+        if isinstance(message, list):
+            await self._child_batch(message, frame)
+        elif "method" not in message:
+            await self._child_response(message, frame)
+        elif "id" in message:
+            await self._child_request(message, frame)
+        else:
+            await self._owner.send_encoded(frame, session_of(message.get("params")))
+
+    async def flush(self) -> None:
+        """Publish the updates composed so far (the pump calls it once it has taken what the
+        child wrote: before it waits for more)."""
+        batch = self._batch
+        if batch is None:
+            return
+        self._batch = None
+        lifetime = self._owner.lifetime(batch.session_id)
+        try:
+            for publication in batch.take():
+                fields = dataclasses.asdict(publication)
+                try:
+                    lifetime.publish_nowait(**fields)
+                except trio.WouldBlock:
+                    await lifetime.publish(**fields)
+        except (MetaValueError, FrameTooLargeError) as exc:
+            self.statistics.malformed_updates += batch.count
+            self._report(
+                "agent",
+                f"not forwarded: {batch.count} session_info_update frames of session "
+                f"{batch.session_id!r} the owner refused ({exc})",
+            )
+            return
+        self.statistics.published += batch.count
+        self._queued.add(batch.session_id)
+
+    def child_bad_line(self, why: str) -> None:
+        """A line of the child that cannot be forwarded (not JSON, too long): said and counted."""
+        self.statistics.bad_child_lines += 1
+        self._report("agent", why)
+
+    async def child_ended(self, status: int) -> None:
+        """The child's output ended and it exited with ``status``: the client's requests it
+        left unanswered are answered with an error."""
+        for request_id in self._gate.unanswered():
+            self.statistics.unanswered += 1
+            error = {
+                "code": ErrorCode.INTERNAL_ERROR,
+                "message": f"internal error: the agent exited (status {status}) before answering",
+            }
+            self._gate.forwarded({"id": request_id, "error": error})
+            await self._owner.send_response(request_id, error=error)
+
+    async def _child_batch(self, entries: list[Any], frame: bytes) -> None:
+        """An array from the child (the answer to a batch): each response is planned as one,
+        and the array forwarded as it is."""
+        for entry in entries:
+            if isinstance(entry, dict) and "method" not in entry:
+                await self._before_response(entry)
+        await self._owner.send_encoded(frame, None)
+
+    async def _child_response(self, message: dict[str, Any], frame: bytes) -> None:
+        rewritten = await self._rewrite(message)
+        await self._before_response(rewritten)
+        if rewritten is not message:  # the child's bytes, except what the client must see
+            frame = json.dumps(rewritten, separators=(",", ":"), ensure_ascii=False).encode()
+            frame += b"\n"
+        await self._owner.send_encoded(frame, None)
+
+    async def _rewrite(self, message: dict[str, Any]) -> Mapping[str, Any]:
+        """A response of the child as the client must get it (R13): ``initialize`` advertises
+        ``session/set_title`` (forwarded to a child that advertises it, answered here
+        otherwise), ``session/list`` lists the titles the client set."""
+        if self._policy.tracker.answering(message) == "initialize":
+            result = message.get("result")
+            self._policy.forwards_titles = isinstance(result, dict) and advertises_titles(result)
+        try:
+            return await self._policy.rewrite(message)
+        except StoreError as exc:
+            self._report("store", f"the client's titles cannot be read: {exc}")
+            return message
+
+    async def _before_response(self, message: Mapping[str, Any]) -> None:
+        """What must happen before a response of the child is queued: the lifetime policy's
+        step (open, resync, close), after what a load or resume window needs."""
+        plan = await self._settle(message)
+        self._policy.carry_out(plan)
+        if plan.protocol_version is not None:
+            self._windows.protocol_version = self._owner.protocol_version
+        if plan.step is LifetimeStep.CLOSE and plan.session_id is not None:
+            self._windows.closed(plan.session_id)
+
+    async def _settle(self, message: Mapping[str, Any]) -> OutboundPlan:
+        """Plan a response of the child; at a load or resume response, make the lifetime the
+        child's state and queue what the client lacks (the plan keeps its resync only if the
+        client lacks everything)."""
+        self._gate.forwarded(message)
+        request_id = message.get("id")
+        session_id = self._windows.answering(request_id) if is_request_id(request_id) else None
+        plan = self._policy.tracker.outbound(
+            message, self._owner.has_lifetime, offset_timestamps=self._owner.offset_timestamps
+        )
+        if session_id is None:
+            return plan
+        success = plan.step is LifetimeStep.RESYNC
+        if not self._owner.has_lifetime(session_id):
+            self._windows.answered(session_id, success=False, known=SessionInfo())
+            return plan
+        lifetime = self._owner.lifetime(session_id)
+        settled = self._windows.answered(session_id, success=success, known=lifetime.snapshot())
+        if settled is None:
+            return plan
+        if settled.seed is not None:
+            seed = settled.seed
+            lifetime.seed(title=seed.title, updated_at=seed.updated_at, meta=seed.meta)
+        missing = settled.missing
+        if missing.resync:
+            self.statistics.resyncs += 1
+            return plan
+        if missing.patch is not None:
+            self.statistics.patched += 1
+            patch = missing.patch
+            await lifetime.publish(title=patch.title, updated_at=patch.updated_at, meta=patch.meta)
+            self._queued.add(session_id)
+        return dataclasses.replace(plan, step=None)
+
+    async def _child_request(self, message: dict[str, Any], frame: bytes) -> None:
+        """A request of the child to the client: forwarded, unless its session has ended (the
+        child is then answered, so that it does not wait for ever)."""
+        if is_request_id(message.get("id")):
+            self._gate.sent_request(message["id"])
+        session_id = session_of(message.get("params"))
+        if await self._owner.send_encoded(frame, session_id):
+            return
+        self.statistics.fenced_requests += 1
+        self._report("agent", f"dropped {message['method']!r}: session {session_id!r} is closed")
+        error = {
+            "code": ErrorCode.RESOURCE_NOT_FOUND,
+            "message": f"session {session_id!r} is closed",
+        }
+        answer = {"jsonrpc": "2.0", "id": message.get("id"), "error": error}
+        await self._send_child(json.dumps(answer, separators=(",", ":")).encode())
+
+    async def _child_update(self, message: dict[str, Any], line: bytes) -> None:
+        """A ``session/update`` notification of the child (``line``, without its newline):
+        composed into the batch, published, or forwarded as it is."""
+        if "id" in message:  # a request named session/update: not the client's to ignore
+            await self.flush()
+            await self._child_request(message, line + b"\n")
+            return
+        params = message.get("params")
+        session_id = session_of(params)
+        update = params.get("update") if isinstance(params, dict) else None
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if session_id is None or kind != _INFO or not isinstance(update, dict):
+            await self.flush()
+            if session_id is not None:
+                self._windows.other(session_id, kind)
+            await self._owner.send_encoded(line + b"\n", session_id)
+            return
+        owner = self._owner
+        assert isinstance(params, dict)  # session_of found a session id in it
+        info = None
+        if owner.has_lifetime(session_id):
+            info = info_update_of(params, update, offset_timestamps=owner.offset_timestamps)
+        if info is not None and self._composes(session_id, info):
+            assert self._batch is not None
+            self._batch.add(info)
+            return
+        await self.flush()
+        frame = line + b"\n"
+        if info is None:  # no lifetime, or fields the owner would not reproduce: as sent
+            self.statistics.passed_through += 1
+            await self._forward_info(session_id, frame)
+            return
+        if self._windows.watching(session_id):
+            verdict = self._verdict(session_id, info, frame)
+            if verdict is Verdict.REPLAY:
+                self.statistics.replayed += 1
+                await self._forward_info(session_id, frame)
+                return
+            if verdict is not Verdict.LIVE:
+                return
+        await self._publish(session_id, info, frame)
+
+    async def _forward_info(self, session_id: str, frame: bytes) -> None:
+        """Forward a ``session_info_update`` of the child as it is. Publications of its session
+        still queued are written first: a later publication merged into one queued before this
+        frame would reach the client before it, and this frame could undo it (R3 holds across
+        frames the owner did not render only if nothing merges across them)."""
+        if session_id in self._queued:
+            await self._owner.wait_flushed()
+            self._queued.clear()
+        await self._owner.send_encoded(frame, session_id)
+
+    def _composes(self, session_id: str, info: InfoUpdate) -> bool:
+        """Whether a live update joins the batch of the updates composed so far (which is
+        published first when it belongs to another session)."""
+        if not self._coalesce or self._windows.replaces or self._windows.watching(session_id):
+            return False
+        if not PublicationBatch.composable(info):
+            return False
+        batch = self._batch
+        if batch is not None and batch.session_id != session_id:
+            return False
+        if batch is None:
+            self._batch = PublicationBatch(session_id)
+        return True
+
+    def _verdict(self, session_id: str, info: InfoUpdate, frame: bytes) -> Verdict | None:
+        """The windows' verdict on an update (``None``: malformed, reported)."""
+        try:
+            patch = SessionInfoPatch(
+                title=info.title,  # type: ignore[arg-type]  # checked here (R12)
+                updated_at=info.updated_at,  # type: ignore[arg-type]
+                meta=info.meta,  # type: ignore[arg-type]
+            )
+        except MetaValueError as exc:
+            self._malformed(session_id, exc, frame)
+            return None
+        verdict = self._windows.info(session_id, patch)
+        if verdict is Verdict.STALE:
+            self.statistics.stale += 1
+            self._report(
+                "agent",
+                f"dropped stale session info of session {session_id!r}: history replayed after "
+                f"the load or resume response: {_shown(frame)}",
+            )
+        return verdict
+
+    async def _publish(self, session_id: str, info: InfoUpdate, frame: bytes) -> None:
+        """Publish an update of the child into its session's lifetime."""
+        lifetime = self._owner.lifetime(session_id)
+        meta = info.meta
+        if self._windows.replaces and isinstance(meta, dict):
+            try:
+                meta = replacement_patch(lifetime.snapshot().meta, meta)
+            except MetaValueError as exc:
+                self._malformed(session_id, exc, frame)
+                return
+        fields: dict[str, Any] = {
+            "title": info.title,
+            "updated_at": info.updated_at,
+            "meta": meta,
+            "notification_meta": info.notification_meta,
+        }
+        try:
+            try:
+                lifetime.publish_nowait(**fields)
+            except trio.WouldBlock:
+                await lifetime.publish(**fields)
+        except (MetaValueError, FrameTooLargeError) as exc:
+            self._malformed(session_id, exc, frame)
+            return
+        self.statistics.published += 1
+        self._queued.add(session_id)
+
+    def _malformed(self, session_id: str, exc: Exception, frame: bytes) -> None:
+        self.statistics.malformed_updates += 1
+        self._report(
+            "agent",
+            f"not forwarded: a session_info_update of session {session_id!r} that is not "
+            f"session info ({exc}): {_shown(frame)}",
+        )
+
+
+def _shown(line: bytes, limit: int = 300) -> str:
+    text = line.decode("utf-8", "replace").rstrip("\n")
+    return text if len(text) <= limit else text[:limit] + "..."

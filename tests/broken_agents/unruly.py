@@ -1,0 +1,156 @@
+"""Breaks nearly every rule at once, the way agents in the wild do: the child that
+``agent-meta own`` must tame (``tests/test_own.py``).
+
+- On v1 it sends each publication's partial ``_meta`` as it is (as codex-acp 2.6.0 does), so a
+  v1 client that receives it directly keeps only the last key published.
+- Its replay re-sends the session info of the session's creation, and it never resyncs.
+- Right after a ``session/close`` response it publishes once more, sends an
+  ``available_commands_update`` and asks the client for a permission about the closed session
+  (as the Rust codex-acp 0.16 sends late updates).
+- Prompt lines beyond the base agent's: ``/raw TEXT`` writes TEXT on stdout as a line of its
+  own (junk a client must never see); ``/huge N`` writes a JSON line of N bytes;
+  ``/bad-meta`` publishes a ``_meta`` that is an array; ``/ask`` asks the client for a
+  permission (its answer, as the raw line received, is the reply to ``/answers``); ``/late``
+  makes the next replay send the rest of the history after the response, and then the session
+  info of the session's creation again; ``/die N`` exits with status N at once, leaving the
+  prompt unanswered;
+  ``/spam N KEY`` publishes ``{KEY: 1}`` ... ``{KEY: N}`` as fast as it can write.
+- It takes a ``session/load`` or ``session/resume`` of a session it does not know as a session
+  with no history (an agent restarted without its sessions' info).
+- An extension request ``_unruly/echo`` is answered with the raw line it came in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from tests.broken_agents._base import Agent, Json, Session, main
+
+
+class Unruly(Agent):
+    name = "broken-unruly"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raw_line = ""
+        self.answers: list[str] = []
+        self.asked = 0
+        self.late = False
+        self.deferred: list[tuple[Session, Json]] = []
+
+    def run(self) -> None:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            self.raw_line = line.rstrip("\n")
+            message = json.loads(line)
+            if "method" not in message:
+                self.answers.append(self.raw_line)  # a client's answer to one of our requests
+                continue
+            if "id" not in message:
+                continue
+            method = message["method"]
+            handler = getattr(self, "on_" + method.replace("/", "_"), None)
+            if handler is None:
+                error = {"code": -32601, "message": f"no method {method}"}
+                self.send({"jsonrpc": "2.0", "id": message["id"], "error": error})
+                continue
+            result = handler(message.get("params") or {})
+            self.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+            self.after_response(method, message.get("params") or {})
+
+    # ------------------------------------------------------------------ breaking the rules
+
+    def info_frame(self, session: Session, patch: dict[str, Any]) -> dict[str, Any]:
+        return dict(patch)  # partial objects on v1 too
+
+    def resync(self, session: Session) -> None:
+        return None
+
+    def restore(self, params: Json, *, replay: bool) -> Json:
+        session_id = params["sessionId"]
+        if session_id not in self.sessions:
+            self.sessions[session_id] = Session(session_id, params.get("cwd", "/"))
+        session = self.sessions[session_id]
+        session.closed = False
+        if replay and self.late:
+            self.late = False
+            half = len(session.history) // 2
+            for update in session.history[:half]:
+                self.update(session, update)
+            rest = session.history[half:] + session.history[:1]  # its info again, last
+            self.deferred = [(session, update) for update in rest]
+            return {}
+        return super().restore(params, replay=replay)
+
+    def after_response(self, method: str, params: Json) -> None:
+        super().after_response(method, params)
+        for session, update in self.deferred:
+            self.update(session, update)
+        self.deferred = []
+        if method != "session/close":
+            return
+        session = self.sessions[params["sessionId"]]
+        self.update(session, {"sessionUpdate": "session_info_update", "_meta": {"closed": True}})
+        self.update(
+            session, {"sessionUpdate": "available_commands_update", "availableCommands": []}
+        )
+        self.ask(session, "after close")
+
+    def ask(self, session: Session, title: str) -> None:
+        self.asked += 1
+        params = {
+            "sessionId": session.session_id,
+            "toolCall": {"toolCallId": f"t{self.asked}", "title": title},
+            "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+        }
+        request = {
+            "jsonrpc": "2.0",
+            "id": f"ask-{self.asked}",
+            "method": "session/request_permission",
+        }
+        self.send({**request, "params": params})
+
+    def command(self, session: Session, line: str) -> str:
+        word, _, rest = line.partition(" ")
+        if word == "/raw":
+            sys.stdout.write(rest + "\n")
+            sys.stdout.flush()
+            return "raw"
+        if word == "/huge":
+            padding = "x" * max(0, int(rest) - 40)
+            self.send({"jsonrpc": "2.0", "method": "_unruly/huge", "params": {"p": padding}})
+            return "huge"
+        if word == "/bad-meta":
+            bad = {"sessionUpdate": "session_info_update", "_meta": [1, 2]}
+            self.update(session, bad)
+            return "bad"
+        if word == "/ask":
+            self.ask(session, rest or "May I?")
+            return "asked"
+        if word == "/answers":
+            return json.dumps(self.answers)
+        if word == "/late":
+            self.late = True
+            return "late"
+        if word == "/spam":
+            count, key = rest.split(" ")
+            for value in range(1, int(count) + 1):
+                self.update(
+                    session, {"sessionUpdate": "session_info_update", "_meta": {key: value}}
+                )
+            return "spammed"
+        if word == "/die":
+            sys.stdout.flush()
+            os._exit(int(rest))
+        return super().command(session, line)
+
+    def on__unruly_echo(self, params: Json) -> Json:
+        return {"line": self.raw_line}
+
+
+if __name__ == "__main__":
+    main(Unruly())

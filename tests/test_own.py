@@ -1,0 +1,451 @@
+"""``agent-meta own`` as a real process over pipes, in front of a child that breaks every rule
+(``tests/broken_agents/unruly.py``) and of the reference agent.
+
+Each test drives ``own`` with raw NDJSON lines and folds what the client received with
+:class:`~agent_meta.testing.ClientMirror`; a control run of the same child without ``own``
+shows the break that ``own`` repairs. Waits are for the frame that ends what is awaited (a
+response, a v2 turn's idle ``state_update``), never for time.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+from agent_meta.sansio._titles import advertises_titles
+from agent_meta.testing import ClientMirror
+from tests.agent_process import BOUND, AgentProcess, prompt_params, request
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable
+
+ROOT = Path(__file__).resolve().parent.parent
+UNRULY = [sys.executable, "-m", "tests.broken_agents.unruly"]
+REFERENCE = [sys.executable, "-m", "agent_meta", "agent"]
+
+Message = dict[str, Any]
+
+
+@asynccontextmanager
+async def running(argv: list[str]) -> AsyncIterator[AgentProcess]:
+    """``argv`` over pipes (stderr a pipe too); killed if still running at the end."""
+    process = await trio.lowlevel.open_process(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT
+    )
+    try:
+        with trio.fail_after(BOUND):
+            yield AgentProcess(process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+            for stream in (process.stdin, process.stdout, process.stderr):
+                if stream is not None:
+                    await stream.aclose()
+
+
+def own(*args: str, child: list[str] = UNRULY) -> list[str]:
+    return [sys.executable, "-m", "agent_meta", "own", *args, "--", *child]
+
+
+async def stderr_of(agent: AgentProcess) -> str:
+    stream = agent.process.stderr
+    assert stream is not None
+    chunks = []
+    while chunk := await stream.receive_some(1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
+def fold(messages: Iterable[Message], version: int) -> ClientMirror:
+    mirror = ClientMirror(protocol_version=version)
+    for message in messages:
+        mirror.feed(message)
+    return mirror
+
+
+def updates(messages: Iterable[Message], session_id: str, kind: str | None = None) -> list[Any]:
+    found = []
+    for message in messages:
+        params: Any = message.get("params")
+        if message.get("method") != "session/update" or params["sessionId"] != session_id:
+            continue
+        if kind is None or params["update"]["sessionUpdate"] == kind:
+            found.append(params["update"])
+    return found
+
+
+def metas(messages: Iterable[Message], session_id: str) -> list[Any]:
+    return [u.get("_meta", "omitted") for u in updates(messages, session_id, "session_info_update")]
+
+
+async def turn(agent: AgentProcess, session_id: str, text: str, version: int) -> Message:
+    """A prompt, until its turn ends (v1: the response; v2: the idle state_update after it)."""
+    answer = await agent.prompt(session_id, text)
+    if version >= 2:
+        await until_idle(agent, session_id, after=agent.response_index(answer["id"]) or 0)
+    return answer
+
+
+async def until_idle(agent: AgentProcess, session_id: str, *, after: int) -> None:
+    while not any(
+        u.get("state") == "idle"
+        for u in updates(agent.messages[after:], session_id, "state_update")
+    ):
+        assert await agent.receive() is not None, "the output ended before the turn did"
+
+
+async def start(agent: AgentProcess, version: int) -> str:
+    await agent.initialize(version)
+    return await agent.new_session()
+
+
+def after(agent: AgentProcess, response: Message) -> int:
+    """The position in ``agent.messages`` just after ``response``."""
+    index = agent.response_index(response["id"])
+    assert index is not None
+    return index + 1
+
+
+async def restore(agent: AgentProcess, session_id: str, version: int) -> tuple[int, Message]:
+    """A load (v1) or a resume with replay (v2); where the window began, and the response."""
+    mark = len(agent.messages)
+    if version == 1:
+        answer = await agent.call("session/load", {"sessionId": session_id, "cwd": "/tmp"})
+    else:
+        params = {"sessionId": session_id, "cwd": "/tmp", "replayFrom": {"type": "start"}}
+        answer = await agent.call("session/resume", params)
+    assert "result" in answer, answer
+    return mark, answer
+
+
+# --------------------------------------------------------------------------- session info
+
+
+async def test_v1_partial_objects_reach_the_client_as_whole_objects() -> None:
+    text = "/meta set codex 1\n/meta set jetbrains 2"
+    async with running(UNRULY) as alone:
+        session = await start(alone, 1)
+        await turn(alone, session, text, 1)
+    assert fold(alone.messages, 1).meta(session) == {"jetbrains": 2}  # the break: one wipes one
+    async with running(own()) as agent:
+        session = await start(agent, 1)
+        await turn(agent, session, text, 1)
+        new = {"stage": "new"}  # what it publishes at session/new
+        states = [new, {**new, "codex": 1}, {**new, "codex": 1, "jetbrains": 2}]
+        sent = metas(agent.messages, session)  # whole objects; coalescing may skip some
+        assert sent[-1] == states[-1]
+        assert all(state in states for state in sent), sent
+        assert fold(agent.messages, 1).meta(session) == states[-1]
+        assert await agent.finish() == 0
+
+
+async def test_replace_takes_a_v1_childs_objects_as_its_whole_meta() -> None:
+    async with running(own("--child-meta", "replace", child=REFERENCE)) as agent:
+        session = await start(agent, 1)
+        await turn(agent, session, "/meta set a 1\n/meta set b 2\n/meta rm a", 1)
+        assert fold(agent.messages, 1).meta(session) == {"b": 2}
+        assert await agent.finish() == 0
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_a_replay_is_forwarded_as_sent_then_the_client_is_resynced(version: int) -> None:
+    async with running(own()) as agent:
+        session = await start(agent, version)
+        await turn(agent, session, '/title Work\n/meta set stage "working"', version)
+        mark, answer = await restore(agent, session, version)
+        window = agent.messages[mark : agent.response_index(answer["id"])]
+        stale: Message = {"sessionUpdate": "session_info_update", "title": "New session"}
+        stale["_meta"] = {"stage": "new"}
+        assert stale in updates(window, session)  # the replay, as the child sent it
+        expected: list[Any] = [{"stage": "new"}, {"stage": "working"}]  # v1: the whole object
+        if version == 2:
+            expected = [{"stage": "new"}, None, {"stage": "working"}]  # clear, then snapshot
+        assert metas(window, session) == expected
+        held = fold(agent.messages[: agent.response_index(answer["id"])], version)
+        assert held.meta(session) == {"stage": "working"}
+        assert held.info(session).title == "Work"
+        assert await agent.finish() == 0
+
+
+async def test_the_childs_own_v2_resync_is_taken_and_not_repeated() -> None:
+    """The reference agent resyncs itself (R4); ``own`` sees its state restored and adds
+    nothing before the response."""
+    async with running(own(child=REFERENCE)) as agent:
+        session = await start(agent, 2)
+        await turn(agent, session, "/title T\n/meta set a 1\n/meta set b 2\n/meta rm b", 2)
+        mark, answer = await restore(agent, session, 2)
+        window = agent.messages[mark : agent.response_index(answer["id"])]
+        assert metas(window, session) == [None, {"a": 1}]
+        assert fold(agent.messages, 2).meta(session) == {"a": 1}
+        assert await agent.finish() == 0
+
+
+async def test_stale_info_replayed_after_the_response_is_not_state() -> None:
+    async with running(own()) as agent:
+        session = await start(agent, 1)
+        await turn(agent, session, '/meta set stage "working"\nhello', 1)
+        await turn(agent, session, "/late", 1)
+        await turn(agent, session, "/meta set stage 2", 1)
+        _, answer = await restore(agent, session, 1)
+        # The rest of the replay comes after the response; read it with a round trip.
+        await agent.call("session/list", {})
+        after = agent.messages[agent.response_index(answer["id"]) :]
+        assert updates(after, session, "user_message_chunk")  # history went on
+        assert not updates(after, session, "session_info_update")  # its info did not
+        assert fold(agent.messages, 1).meta(session) == {"stage": 2}
+        await agent.stdin.aclose()
+        assert "stale session info" in await stderr_of(agent)
+
+
+# --------------------------------------------------------------------------- close
+
+
+async def test_nothing_of_a_closed_session_reaches_the_client_until_it_reopens() -> None:
+    async with running(UNRULY) as alone:
+        session = await start(alone, 2)
+        closed = await alone.call("session/close", {"sessionId": session})
+        await alone.call("session/list", {})
+        late = alone.messages[after(alone, closed) :]
+    assert updates(late, session)  # the break: updates and a request after the close
+
+    async with running(own()) as agent:
+        session = await start(agent, 2)
+        await turn(agent, session, "/meta set a 1", 2)
+        closed = await agent.call("session/close", {"sessionId": session})
+        await agent.call("session/list", {})
+        late = agent.messages[after(agent, closed) :]
+        assert [m for m in late if (m.get("params") or {}).get("sessionId") == session] == []
+        await restore(agent, session, 2)  # reopened: a fresh lifetime
+        await turn(agent, session, "/answers", 2)
+        replies = updates(agent.messages, session, "agent_message_chunk")
+        # The child's permission request about the closed session was answered for it.
+        answers = json.loads(replies[-1]["content"]["text"])
+        assert json.loads(answers[0])["error"]["code"] == -32002
+        await turn(agent, session, "/meta set b 2", 2)
+        # The fresh lifetime was built from the replay (its creation's info), then published.
+        assert fold(agent.messages, 2).meta(session) == {"stage": "new", "b": 2}
+        await agent.stdin.aclose()
+        assert "frames of closed sessions" in await stderr_of(agent)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+async def test_bad_lines_of_the_child_are_reported_and_the_session_goes_on() -> None:
+    async with running(own("--max-line", "4096")) as agent:
+        session = await start(agent, 1)
+        await turn(
+            agent, session, "/raw this is no JSON\n/bad-meta\n/huge 10000\n/meta set ok 1", 1
+        )
+        assert "this is no JSON" not in b"\n".join(agent.lines).decode()
+        assert [m for m in agent.messages if m.get("method") == "_unruly/huge"] == []
+        new = {"stage": "new"}  # what it publishes at session/new
+        assert metas(agent.messages, session)[-1] == {**new, "ok": 1}  # no [1, 2]
+        assert [1, 2] not in metas(agent.messages, session)
+        await agent.stdin.aclose()
+        said = await stderr_of(agent)
+    assert "not JSON" in said
+    assert "4096-byte line limit" in said
+    assert "that is not session info" in said
+
+
+BAD_CLIENT_LINES = [
+    b"this is no JSON",
+    b'{"jsonrpc":"2.0","id":5}',
+    b'{"jsonrpc":"1.0","id":6,"method":"session/list"}',
+    b'{"jsonrpc":"2.0","id":7,"method":"session/list","params":[1]}',
+    b'{"jsonrpc":"2.0","id":8,"method":"session/prompt","params":{"sessionId":"a\\u0000b"}}',
+    b"[]",
+]
+
+
+async def answers_to(argv: list[str], lines: list[bytes]) -> list[tuple[object, int]]:
+    async with running(argv) as agent:
+        await agent.initialize(1)
+        await agent.send(*(line + b"\n" for line in lines))
+        mark = len(agent.messages)
+        await agent.call("session/list", {})  # every line before it is answered by then
+        return [(m["id"], m["error"]["code"]) for m in agent.messages[mark:] if "error" in m]
+
+
+async def test_bad_client_lines_get_the_errors_agent_meta_agent_gives() -> None:
+    expected = await answers_to(REFERENCE, BAD_CLIENT_LINES)
+    # A malformed response (id 5) is never answered: JSON-RPC answers no response.
+    assert [code for _, code in expected] == [-32700, -32600, -32602, -32602, -32600]
+    assert await answers_to(own(), BAD_CLIENT_LINES) == expected
+
+
+# --------------------------------------------------------------------------- byte-exact
+
+
+async def test_everything_else_passes_byte_for_byte_with_its_ids() -> None:
+    odd = b'{ "method" : "_unruly/echo", "jsonrpc":"2.0", "id" : "x-\\u00e9", '
+    odd += b'"params":{"k":[1,2.50,null]} }'
+    async with running(own()) as agent:
+        session = await start(agent, 1)
+        await agent.send(odd + b"\n")
+        echo = await agent.response("x-\u00e9")
+        assert echo["result"]["line"] == odd.decode()  # the child got the client's bytes
+        index = agent.response_index("x-\u00e9")
+        assert index is not None
+        expected = json.dumps(
+            {"jsonrpc": "2.0", "id": "x-\u00e9", "result": echo["result"]}, separators=(",", ":")
+        )
+        assert agent.lines[index] == expected.encode()  # the client got the child's bytes
+        unknown = await agent.call("no/such/method", {"a": 1})
+        assert unknown["error"]["code"] == -32601
+        big_id = 2**53 + 1
+        await agent.send(request(big_id, "session/list", {}))
+        assert "result" in await agent.response(big_id)
+
+        prompt = agent.next_id()
+        await agent.send(request(prompt, "session/prompt", prompt_params(session, "/ask Ship it?")))
+        asked = None
+        while asked is None:
+            message = await agent.receive()
+            assert message is not None
+            if message.get("method") == "session/request_permission":
+                asked = message
+        assert asked["id"] == "ask-1"
+        answered = b'{"jsonrpc":"2.0","id":"ask-1",'
+        answered += b'"result":{"outcome":{"outcome":"selected","optionId":"allow"}} }'
+        await agent.send(answered + b"\n")
+        await agent.response(prompt)
+        await turn(agent, session, "/answers", 1)
+        replies = updates(agent.messages, session, "agent_message_chunk")
+        assert json.loads(replies[-1]["content"]["text"]) == [answered.decode()]
+        assert await agent.finish() == 0
+
+
+# --------------------------------------------------------------------------- the end
+
+
+async def test_a_child_that_dies_leaves_no_request_unanswered() -> None:
+    async with running(own()) as agent:
+        session = await start(agent, 1)
+        answer = await agent.prompt(session, "/die 3")
+        assert answer["error"]["code"] == -32603
+        assert "exited (status 3)" in answer["error"]["message"]
+        assert await agent.finish() == 3
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_signal_ends_both_cleanly(signum: int) -> None:
+    async with running(own(child=REFERENCE)) as agent:
+        session = await start(agent, 2)
+        await turn(agent, session, "/meta set a 1", 2)
+        agent.process.send_signal(signum)
+        assert await agent.read_to_end() == b""
+        assert await agent.process.wait() == 0  # the reference agent stops gracefully
+
+
+def test_a_child_that_cannot_start_is_a_shell_status() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_meta", "own", "--", "/no/such/agent"],
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        check=False,
+    )
+    assert done.returncode == 127
+    assert "cannot start the agent" in done.stderr
+
+
+# --------------------------------------------------------------------------- slow client
+
+
+async def test_a_slow_client_gets_coalesced_frames_and_the_child_is_never_blocked() -> None:
+    count = 3000
+    async with running(own()) as agent:
+        session = await start(agent, 2)
+        prompt = agent.next_id()
+        await agent.send(
+            request(prompt, "session/prompt", prompt_params(session, f"/spam {count} k"))
+        )
+        # Not reading: 2 MiB the child reads only once its prompt is done; while the client
+        # reads nothing, the child could not finish if own stopped taking its output.
+        pad = json.dumps({"jsonrpc": "2.0", "method": "_pad", "params": {"p": "x" * 65000}})
+        with trio.fail_after(BOUND / 2):
+            await agent.send(*[pad.encode() + b"\n"] * 32)
+        await agent.response(prompt)
+        await until_idle(agent, session, after=0)
+        sent = metas(agent.messages, session)
+        assert len(sent) < count / 2, len(sent)
+        assert fold(agent.messages, 2).meta(session) == {"stage": "new", "k": count}
+        assert await agent.finish() == 0
+
+
+# --------------------------------------------------------------------------- --store
+
+
+async def test_a_restarted_proxy_and_child_restore_the_lifetime_from_the_store(
+    tmp_path: Path,
+) -> None:
+    store = str(tmp_path / "own.sqlite")
+    async with running(own("--store", store)) as agent:
+        session = await start(agent, 1)
+        await turn(agent, session, '/title Work\n/meta set stage "working"', 1)
+        assert await agent.finish() == 0
+    async with running(own("--store", store)) as agent:  # a new child knows nothing of it
+        await agent.initialize(1)
+        mark, answer = await restore(agent, session, 1)
+        held = fold(agent.messages[mark : agent.response_index(answer["id"])], 1)
+        assert held.meta(session) == {"stage": "working"}
+        assert held.info(session).title == "Work"
+        assert await agent.finish() == 0
+
+
+# --------------------------------------------------------------------------- client-set titles
+
+
+def titles(messages: Iterable[Message], session_id: str) -> list[Any]:
+    return [
+        u["title"] for u in updates(messages, session_id, "session_info_update") if "title" in u
+    ]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_a_client_set_title_is_answered_kept_and_listed_for_a_child_without_it(
+    version: int, tmp_path: Path
+) -> None:
+    store = str(tmp_path / "titles.sqlite")
+    async with running(own("--store", store)) as agent:
+        answer = await agent.call(
+            "initialize", {"protocolVersion": version, "clientCapabilities": {}}
+        )
+        assert advertises_titles(answer["result"])  # own serves it: the child does not
+        session = await agent.new_session()
+        await turn(agent, session, "/title Generated", version)
+        mark = len(agent.messages)
+        answer = await agent.call("session/set_title", {"sessionId": session, "title": "Mine"})
+        assert answer["result"] == {"title": "Mine"}
+        assert titles(agent.messages[mark:], session) == ["Mine"]  # confirmed, then answered
+        mark = len(agent.messages)
+        await turn(agent, session, "/title Generated again", version)
+        assert titles(agent.messages[mark:], session) == []  # the child's never beats it
+        listing = await agent.call("session/list", {})
+        assert [e["title"] for e in listing["result"]["sessions"]] == ["Mine"]
+        mark, answer = await restore(agent, session, version)
+        held = fold(agent.messages[: agent.response_index(answer["id"])], version)
+        assert held.info(session).title == "Mine"  # the replayed "New session" was repaired
+        unknown = await agent.call("session/set_title", {"sessionId": "nope", "title": "T"})
+        assert unknown["error"]["code"] == -32002
+        assert await agent.finish() == 0
+    async with running(own("--store", store)) as agent:  # restarted, with a new child
+        await agent.initialize(version)
+        mark, answer = await restore(agent, session, version)
+        held = fold(agent.messages[mark : agent.response_index(answer["id"])], version)
+        assert held.info(session).title == "Mine"
+        listing = await agent.call("session/list", {})
+        assert [e["title"] for e in listing["result"]["sessions"]] == ["Mine"]
+        assert await agent.finish() == 0
