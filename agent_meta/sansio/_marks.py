@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Final, final
 from ..core._errors import AgentMetaError
 from ..core._replay import ReplayWindow
 from ..core._sentinel import OMITTED
+from ..core._timestamps import is_rfc3339
 from ._encode import encode_update
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ __all__ = [
     "InfoUpdate",
     "Opening",
     "Window",
+    "info_update_of",
     "underlay",
 ]
 
@@ -67,6 +69,35 @@ class InfoUpdate:
     dropped: tuple[str, ...] = ()
     """Wire fields of the message left out because the negotiated version cannot carry them
     (an ``updatedAt`` without a UTC offset under v2); the rest is still published."""
+
+
+_INFO_UPDATE_FIELDS: Final = frozenset({"sessionUpdate", "title", "updatedAt", "_meta"})
+_NOTIFICATION_FIELDS: Final = frozenset({"sessionId", "update", "_meta"})
+
+
+def info_update_of(
+    params: Mapping[str, object], update: Mapping[str, object], *, offset_timestamps: bool
+) -> InfoUpdate | None:
+    """The publication a ``session_info_update`` (``params`` of its notification, and their
+    ``update``) stands for, or ``None`` when it carries fields the owner would not reproduce
+    (it then passes through unchanged). Its values are as received: the owner checks them."""
+    if not update.keys() <= _INFO_UPDATE_FIELDS or not params.keys() <= _NOTIFICATION_FIELDS:
+        return None
+    notification_meta = params.get("_meta")
+    if notification_meta is not None and not isinstance(notification_meta, dict):
+        return None
+    updated_at = update.get("updatedAt", OMITTED)
+    dropped: tuple[str, ...] = ()
+    if offset_timestamps and isinstance(updated_at, str) and not is_rfc3339(updated_at):
+        updated_at = OMITTED  # a v2 client drops it anyway; the rest of the update stands
+        dropped = ("updatedAt",)
+    return InfoUpdate(
+        title=update.get("title", OMITTED),
+        updated_at=updated_at,
+        meta=update.get("_meta", OMITTED),
+        notification_meta=notification_meta,
+        dropped=dropped,
+    )
 
 
 @final

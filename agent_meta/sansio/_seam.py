@@ -57,11 +57,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, final
 
 from ..core._replay import replay_of
-from ..core._sentinel import OMITTED
 from ..core._session_info import SessionInfo
-from ..core._timestamps import is_rfc3339
 from ._frames import session_of
-from ._marks import HandlerMarks, InfoUpdate, Opening, Window, underlay
+from ._marks import HandlerMarks, InfoUpdate, Opening, Window, info_update_of, underlay
 from ._modes import WIRE_MODES
 from ._titles import SET_TITLE
 
@@ -88,9 +86,6 @@ PENDING_REQUESTS: Final = 4096
 
 RequestId: TypeAlias = int | str | None
 """A JSON-RPC request id, as the tracker keys the requests it remembers."""
-
-_INFO_UPDATE_FIELDS: Final = frozenset({"sessionUpdate", "title", "updatedAt", "_meta"})
-_NOTIFICATION_FIELDS: Final = frozenset({"sessionId", "update", "_meta"})
 
 
 class LifetimeStep(enum.Enum):
@@ -495,28 +490,3 @@ def is_request_id(value: object) -> TypeGuard[RequestId]:
     """Whether ``value`` is a JSON-RPC request id: a string, an integer or ``null`` (a
     ``session/load`` with ``"id": null`` is served like any other)."""
     return value is None or isinstance(value, str) or (type(value) is int)
-
-
-def info_update_of(
-    params: Mapping[str, object], update: Mapping[str, object], *, offset_timestamps: bool
-) -> InfoUpdate | None:
-    """The publication a ``session_info_update`` (``params`` of its notification, and their
-    ``update``) stands for, or ``None`` when it carries fields the owner would not reproduce
-    (it then passes through unchanged). Its values are as received: the owner checks them."""
-    if not update.keys() <= _INFO_UPDATE_FIELDS or not params.keys() <= _NOTIFICATION_FIELDS:
-        return None
-    notification_meta = params.get("_meta")
-    if notification_meta is not None and not isinstance(notification_meta, dict):
-        return None
-    updated_at = update.get("updatedAt", OMITTED)
-    dropped: tuple[str, ...] = ()
-    if offset_timestamps and isinstance(updated_at, str) and not is_rfc3339(updated_at):
-        updated_at = OMITTED  # a v2 client drops it anyway; the rest of the update stands
-        dropped = ("updatedAt",)
-    return InfoUpdate(
-        title=update.get("title", OMITTED),
-        updated_at=updated_at,
-        meta=update.get("_meta", OMITTED),
-        notification_meta=notification_meta,
-        dropped=dropped,
-    )
