@@ -78,7 +78,7 @@ def test_a_06_agent_served_by_run_agent() -> None:
     async def scenario(client: RawClient) -> None:
         initialized = await client.call("initialize", {"protocolVersion": 1})
         # The owner adds the client-set title's capability, in both shapes (R13).
-        titles = {"setTitle": {}, "title": {}}
+        titles: dict[str, object] = {"setTitle": {}, "title": {}}
         assert initialized["result"]["agentCapabilities"] == {
             "loadSession": True,
             "sessionCapabilities": titles,
