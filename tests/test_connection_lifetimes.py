@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import trio
 
 from agent_meta import BaseAgent, JsonRpcError, RequestContext, UnknownSessionError
 from agent_meta.core._jsonrpc import ErrorCode
@@ -148,3 +149,53 @@ async def test_requests_before_initialize_open_nothing() -> None:
         assert early["error"]["code"] == JsonRpcError(-32600, "").code
         answer = await peer.request("initialize", {**INIT, "protocolVersion": 1})
         assert answer["result"]["protocolVersion"] == 1  # no lifetime pinned the version
+
+
+class OverlappingAgent(PlainAgent):
+    """Two loads or resumes of a session at once: the first replays, then waits until the
+    second has started; the second replays once the client has read the first's response."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.restores = 0
+        self.second_started = trio.Event()
+        self.first_answered = trio.Event()  # set by the client, once it has read it
+
+    async def _restore(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
+        self.restores += 1
+        if self.restores == 1:
+            result = await super()._restore(ctx, params)
+            await self.second_started.wait()
+            return result
+        self.second_started.set()
+        await self.first_answered.wait()
+        return await super()._restore(ctx, params)
+
+
+@pytest.mark.parametrize("method", ["session/resume", "session/load"])
+async def test_overlapping_loads_of_one_session_are_each_resynced_to_the_true_state(
+    method: str,
+) -> None:
+    """Issue 27 (c), agent_meta's own connection: each response is preceded by a resync to
+    the state the lifetime holds, whichever answers first (a trio agent replays through its
+    connection, which never takes a replayed frame for a publication)."""
+    version = 2 if method == "session/resume" else 1
+    agent = OverlappingAgent()
+    async with serve(agent, protocol_versions=(version,), mirror_version=version) as peer:
+        await peer.request("initialize", {**INIT, "protocolVersion": version})
+        await peer.request("session/new", {"name": "s"})
+        for text in ("set a 1", "set b 2", "rm a"):
+            await peer.request("session/prompt", {"sessionId": "s", "text": text})
+        params = {"sessionId": "s", "cwd": "/", "replayFrom": {"type": "start"}}
+        await peer.send({"id": 1, "method": method, "params": params})
+        await peer.send({"id": 2, "method": method, "params": params})
+        first = await peer.until_response(1)
+        agent.first_answered.set()
+        second = await peer.until_response(2)
+    resync = ["null", "info"] if version == 2 else ["info"]
+    for frames in (first, second):
+        assert frames[-1]["result"] == {}
+        assert kinds(frames[-1 - len(resync) : -1]) == resync
+        assert frames[-2]["params"]["update"]["_meta"] == {"b": "2"}
+    assert peer.mirror.meta("s") == {"b": "2"}
+    assert agent.owners[0].lifetime("s").snapshot().meta == {"b": "2"}

@@ -478,6 +478,59 @@ def test_the_end_of_the_input_waits_for_requests_unless_the_agent_waits_for_the_
     assert inbound.in_flight == 0
 
 
+def state(session_id: str, value: str) -> dict[str, Any]:
+    update = {"sessionUpdate": "state_update", "state": value}
+    return notification("session/update", {"sessionId": session_id, "update": update})
+
+
+def test_the_end_of_the_input_waits_for_a_v2_turn_that_runs_on_after_its_answer() -> None:
+    """Issue 27 (d): a v2 prompt is answered as soon as it is accepted; its turn runs on until
+    its session reports idle, and the runtime must not stop under it."""
+    inbound = initialized(gate(), 2)
+    inbound.admit(request(1, "session/prompt", sessionId="s1", prompt=[]))
+    answered(inbound, result(1, {"messageId": "user-1"}))
+    inbound.input_ended()
+    assert inbound.in_flight == 0
+    assert not stops(inbound)
+    assert len(inbound.turns) == 1
+    inbound.sent_notification(state("s1", "running"))
+    inbound.sent_notification(state("s2", "idle"))  # another session's
+    assert not stops(inbound)
+    inbound.sent_request(0)  # the turn asks the client, which can no longer answer
+    assert stops(inbound)
+    inbound.admit(result(0, {"outcome": {"outcome": "cancelled"}}))
+    assert not stops(inbound)
+    inbound.sent_notification(state("s1", "idle"))
+    assert stops(inbound)
+
+
+def test_a_turn_that_went_idle_before_its_answer_was_sent_holds_nothing() -> None:
+    """An SDK sends the answer from another task than the turn's: the idle may come first."""
+    inbound = initialized(gate(), 2)
+    inbound.admit(request(1, "session/prompt", sessionId="s1", prompt=[]))
+    inbound.sent_notification(state("s1", "idle"))
+    answered(inbound, result(1, {"messageId": "user-1"}))
+    inbound.input_ended()
+    assert stops(inbound)
+    # The next prompt of the session runs on again.
+    inbound.admit(request(2, "session/prompt", sessionId="s1", prompt=[]))
+    answered(inbound, result(2, {"messageId": "user-2"}))
+    assert not stops(inbound)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_no_turn_holds_after_a_close_a_refused_prompt_or_on_v1(version: int) -> None:
+    inbound = initialized(gate(), version)
+    inbound.admit(request(1, "session/prompt", sessionId="s1", prompt=[]))
+    answered(inbound, result(1, {"messageId": "user-1"} if version >= 2 else {}))
+    inbound.admit(request(2, "session/prompt", sessionId="s2", prompt=[]))
+    answered(inbound, {"jsonrpc": "2.0", "id": 2, "error": {"code": -32800, "message": "x"}})
+    inbound.admit(request(3, "session/close", sessionId="s1"))
+    answered(inbound, result(3, {}))
+    inbound.input_ended()
+    assert stops(inbound)
+
+
 # -- the replay question ----------------------------------------------------------------------
 
 

@@ -6,12 +6,14 @@ from typing import Any
 
 import pytest
 
-from agent_meta import OMITTED
+from agent_meta import OMITTED, SessionInfo
+from agent_meta.sansio._marks import OPENING_SESSIONS
 from agent_meta.sansio._seam import (
     PENDING_REQUESTS,
     InfoUpdate,
     LifetimeStep,
     LifetimeTracker,
+    OpeningStart,
     OutboundPlan,
     ReplayStart,
 )
@@ -42,6 +44,10 @@ def no_lifetimes(_: str) -> bool:
     return False
 
 
+def nothing_known(_: str) -> SessionInfo:
+    return SessionInfo()
+
+
 def every_lifetime(_: str) -> bool:
     return True
 
@@ -63,7 +69,7 @@ def test_an_initialize_response_without_a_usable_version_changes_nothing(version
 @pytest.mark.parametrize("method", ["session/new", "session/fork"])
 def test_a_created_session_is_opened_before_its_response(method: str) -> None:
     tracker = LifetimeTracker()
-    assert tracker.inbound(request(1, method, cwd="/"), no_lifetimes) is None
+    assert tracker.inbound(request(1, method, cwd="/"), no_lifetimes) == OpeningStart(1)
     plan = tracker.outbound(result(1, {"sessionId": "s1"}), no_lifetimes)
     assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.OPEN)
 
@@ -91,13 +97,13 @@ def test_a_replay_into_a_lifetime_that_held_its_state_passes_through(method: str
     start = tracker.inbound(request("r", method, sessionId="s1", cwd="/"), every_lifetime)
     assert start is not None
     token = start.token
-    replayed = tracker.outbound(info("s1", _meta={"old": 1}), every_lifetime, replaying=token)
+    replayed = tracker.outbound(info("s1", _meta={"old": 1}), every_lifetime, handling=token)
     assert replayed == OutboundPlan(session_id="s1")  # written as it is, not folded
     assert tracker.statistics.replayed_updates == 1
-    plan = tracker.outbound(result("r", {}), every_lifetime, replaying=token)
+    plan = tracker.outbound(result("r", {}), every_lifetime, handling=token)
     assert plan.step is LifetimeStep.RESYNC
     # A task the handler started, still sending after the response: live.
-    live = tracker.outbound(info("s1", _meta={"new": 1}), every_lifetime, replaying=token)
+    live = tracker.outbound(info("s1", _meta={"new": 1}), every_lifetime, handling=token)
     assert live.update == InfoUpdate(meta={"new": 1})
 
 
@@ -118,12 +124,12 @@ def test_a_v2_resume_replays_only_with_a_replay_cursor(
     resume = request("r", "session/resume", sessionId="s1", cwd="/", **params)
     start = tracker.inbound(resume, every_lifetime, protocol_version=2)
     assert start == ReplayStart("s1", 1, replays, held=True)
-    sent = tracker.outbound(info("s1", _meta={"k": 1}), every_lifetime, replaying=start.token)
+    sent = tracker.outbound(info("s1", _meta={"k": 1}), every_lifetime, handling=start.token)
     if replays:
         assert sent == OutboundPlan(session_id="s1")  # replay: written as it is
     else:
         assert sent.update == InfoUpdate(meta={"k": 1})  # live: it joins the state
-    plan = tracker.outbound(result("r", {}), every_lifetime, replaying=start.token)
+    plan = tracker.outbound(result("r", {}), every_lifetime, handling=start.token)
     assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.RESYNC)
 
 
@@ -134,7 +140,7 @@ def test_a_v1_resume_is_replay_whatever_it_carries() -> None:
     resume = request("r", "session/resume", sessionId="s1", cwd="/")
     start = tracker.inbound(resume, every_lifetime, protocol_version=1)
     assert start == ReplayStart("s1", 1, True, held=True)
-    sent = tracker.outbound(info("s1", _meta={"k": 1}), every_lifetime, replaying=start.token)
+    sent = tracker.outbound(info("s1", _meta={"k": 1}), every_lifetime, handling=start.token)
     assert sent == OutboundPlan(session_id="s1")
 
 
@@ -152,7 +158,7 @@ def test_a_live_update_racing_a_replay_is_absorbed() -> None:
     # A background task of the agent publishes while the load handler runs.
     live = tracker.outbound(info("s1", _meta={"n": 7}), every_lifetime)
     assert live.update == InfoUpdate(meta={"n": 7})
-    other = tracker.outbound(info("s1", _meta={"n": 8}), every_lifetime, replaying=token + 1)
+    other = tracker.outbound(info("s1", _meta={"n": 8}), every_lifetime, handling=token + 1)
     assert other.update == InfoUpdate(meta={"n": 8})  # no such request: not s1's replay
     assert tracker.statistics.replayed_updates == 0
 
@@ -162,25 +168,36 @@ def test_two_loads_of_one_session_each_keep_their_replay_to_their_own_response()
     first = start_replay(tracker, "a", held=True)
     second = start_replay(tracker, "b", held=True)
     assert tracker.outbound(result("a", {}), every_lifetime).step is LifetimeStep.RESYNC
-    still = tracker.outbound(info("s1", _meta={"old": 1}), every_lifetime, replaying=second)
+    still = tracker.outbound(info("s1", _meta={"old": 1}), every_lifetime, handling=second)
     assert still.update is None  # b is still replaying
-    after = tracker.outbound(info("s1", _meta={"x": 1}), every_lifetime, replaying=first)
+    after = tracker.outbound(info("s1", _meta={"x": 1}), every_lifetime, handling=first)
     assert after.update == InfoUpdate(meta={"x": 1})  # a's work after its response is live
 
 
 def test_a_replay_into_a_lifetime_the_request_opened_builds_its_state() -> None:
+    """The replay is written as it is and kept in the request's own scratch state, made known
+    at its response, before the resync (the plan's seed)."""
     tracker = LifetimeTracker()
     token = start_replay(tracker, "r", held=False)
-    replayed = tracker.outbound(info("s1", title="from history"), every_lifetime, replaying=token)
-    assert replayed.update == InfoUpdate(title="from history")
-    assert tracker.statistics.replayed_updates == 0
+    replayed = tracker.outbound(info("s1", title="from history"), every_lifetime, handling=token)
+    assert replayed == OutboundPlan(session_id="s1")
+    assert (
+        tracker.outbound(info("s1", _meta={"a": 1}), every_lifetime, handling=token).update is None
+    )
+    assert (tracker.statistics.replayed_updates, tracker.statistics.seeded_updates) == (0, 2)
+    plan = tracker.outbound(result("r", {}), every_lifetime, known=nothing_known)
+    assert plan == OutboundPlan(
+        session_id="s1",
+        step=LifetimeStep.RESYNC,
+        seed=InfoUpdate(title="from history", meta={"a": 1}),
+    )
 
 
 def test_a_failed_load_ends_the_replay_too() -> None:
     tracker = LifetimeTracker()
     token = start_replay(tracker, "r", held=True)
     assert tracker.outbound(error("r"), every_lifetime) == OutboundPlan()
-    plan = tracker.outbound(info("s1", title="x"), every_lifetime, replaying=token)
+    plan = tracker.outbound(info("s1", title="x"), every_lifetime, handling=token)
     assert plan.update is not None
 
 
@@ -212,7 +229,7 @@ def test_a_failed_load_keeps_a_lifetime_another_load_has_resynced() -> None:
 def test_only_the_replaying_session_passes_through() -> None:
     tracker = LifetimeTracker()
     token = start_replay(tracker, "r", held=True)
-    plan = tracker.outbound(info("s2", title="x"), every_lifetime, replaying=token)
+    plan = tracker.outbound(info("s2", title="x"), every_lifetime, handling=token)
     assert plan.update is not None
 
 
@@ -367,9 +384,7 @@ def test_a_load_with_a_null_id_is_tracked_and_resynced() -> None:
     }
     replay = tracker.inbound(message, lambda _sid: True)
     assert replay is not None
-    replayed = tracker.outbound(
-        info("s1", _meta={"old": 1}), every_lifetime, replaying=replay.token
-    )
+    replayed = tracker.outbound(info("s1", _meta={"old": 1}), every_lifetime, handling=replay.token)
     assert replayed == OutboundPlan(session_id="s1")  # replay of a lifetime that held its state
     plan = tracker.outbound({"jsonrpc": "2.0", "id": None, "result": {}}, every_lifetime)
     assert plan == OutboundPlan(step=LifetimeStep.RESYNC, session_id="s1")
@@ -403,6 +418,181 @@ def test_an_updated_at_with_an_offset_is_kept_under_v2() -> None:
     message = info("s1", updatedAt="2026-12-01T14:10:03Z")
     plan = LifetimeTracker().outbound(message, every_lifetime, offset_timestamps=True)
     assert plan.update == InfoUpdate(updated_at="2026-12-01T14:10:03Z")
+
+
+# -- what the handlers of the requests that open lifetimes send (issue 27) ----------------------
+
+
+@pytest.mark.parametrize("method", ["session/new", "session/fork"])
+def test_what_a_new_handler_sends_before_its_response_is_known_as_the_lifetime_opens(
+    method: str,
+) -> None:
+    """(a) pydantic-acp publishes in its session/new handler: the client has the update, so
+    the lifetime the response opens must know it (else a v1 frame after it wipes it)."""
+    tracker = LifetimeTracker()
+    start = tracker.inbound(request(1, method, cwd="/"), no_lifetimes)
+    assert isinstance(start, OpeningStart)
+    token = start.token
+    early = info("s1", updatedAt="2026-01-01T00:00:00Z", _meta={"a": 1, "b": 2})
+    assert tracker.outbound(early, no_lifetimes, handling=token) == OutboundPlan(session_id="s1")
+    tracker.outbound(info("s1", title="T", _meta={"b": None}), no_lifetimes, handling=token)
+    other = tracker.outbound(info("s9", title="x"), no_lifetimes, handling=token)
+    assert other == OutboundPlan(session_id="s9")  # kept too, but no response opens s9
+    unmarked = tracker.outbound(info("s1", title="from elsewhere"), no_lifetimes)
+    assert unmarked == OutboundPlan(session_id="s1")  # no request's: passed through, no more
+    stats = tracker.statistics
+    assert (stats.seeded_updates, stats.passed_through_updates) == (3, 1)
+    plan = tracker.outbound(result(1, {"sessionId": "s1"}), no_lifetimes)
+    assert plan == OutboundPlan(
+        session_id="s1",
+        step=LifetimeStep.OPEN,
+        seed=InfoUpdate(title="T", updated_at="2026-01-01T00:00:00Z", meta={"a": 1}),
+    )
+    # Answered: what its tasks send now is a publication on the open lifetime.
+    after = tracker.outbound(info("s1", title="later"), every_lifetime, handling=token)
+    assert after.update == InfoUpdate(title="later")
+
+
+def test_what_a_failed_new_handler_sent_is_forgotten() -> None:
+    tracker = LifetimeTracker()
+    start = tracker.inbound(request(1, "session/new", cwd="/"), no_lifetimes)
+    assert isinstance(start, OpeningStart)
+    tracker.outbound(info("s1", title="T"), no_lifetimes, handling=start.token)
+    assert tracker.outbound(error(1), no_lifetimes) == OutboundPlan()
+    plan = tracker.outbound(info("s1", title="U"), no_lifetimes, handling=start.token)
+    assert plan == OutboundPlan(session_id="s1")
+    assert tracker.statistics.passed_through_updates == 1
+
+
+def test_an_opening_keeps_what_the_owner_would_take_and_a_bounded_number_of_sessions() -> None:
+    tracker = LifetimeTracker()
+    start = tracker.inbound(request(1, "session/new", cwd="/"), no_lifetimes)
+    assert isinstance(start, OpeningStart)
+    deep: object = 1
+    for _ in range(300):
+        deep = {"a": deep}
+    tracker.outbound(info("s0", _meta={"deep": deep}), no_lifetimes, handling=start.token)
+    for n in range(OPENING_SESSIONS + 1):
+        tracker.outbound(info(f"s{n}", title="T"), no_lifetimes, handling=start.token)
+    stats = tracker.statistics
+    assert (stats.seeded_updates, stats.passed_through_updates) == (OPENING_SESSIONS, 2)
+    plan = tracker.outbound(result(1, {"sessionId": "s0"}), no_lifetimes)
+    assert plan.seed == InfoUpdate(title="T")
+
+
+def known_at(stamp: str) -> Any:
+    def known(_: str) -> SessionInfo:
+        return SessionInfo(updated_at=stamp)
+
+    return known
+
+
+@pytest.mark.parametrize(
+    ("stamps", "current"),
+    [
+        (["2026-01-02T00:00:00Z"], [True]),  # newer than known: the agent's current info
+        (["2026-01-01T00:00:00Z"], [False]),  # as known: history
+        (["2025-12-31T23:59:59+00:00"], [False]),  # older
+        (["2026-01-03T00:00:00Z", "2026-01-02T00:00:00Z"], [True, False]),  # older than replayed
+        (["2026-01-01T01:00:00+02:00"], [False]),  # reads later, is an earlier instant
+        (["2026-01-02T00:00:00"], [False]),  # no offset: not comparable
+        ([None], [False]),  # no updatedAt
+    ],
+)
+def test_in_a_window_of_a_held_lifetime_only_a_newer_updated_at_is_current_info(
+    stamps: list[str | None], current: list[bool]
+) -> None:
+    """(b) Replay is replay: pydantic-acp replays, then sends its current info with a fresh
+    updatedAt; that is state (absorbed), the rest of the window is history."""
+    tracker = LifetimeTracker()
+    token = start_replay(tracker, "r", held=True)
+    known = known_at("2026-01-01T00:00:00Z")
+    seen = []
+    for stamp in stamps:
+        fields: dict[str, object] = {"title": "T"}
+        if stamp is not None:
+            fields["updatedAt"] = stamp
+        plan = tracker.outbound(info("s1", **fields), every_lifetime, handling=token, known=known)
+        seen.append(plan.update is not None)
+    assert seen == current
+
+
+def test_nothing_known_to_compare_with_keeps_every_update_replay() -> None:
+    tracker = LifetimeTracker()
+    token = start_replay(tracker, "r", held=True)
+    plan = tracker.outbound(
+        info("s1", updatedAt="2099-01-01T00:00:00Z"), every_lifetime, handling=token
+    )
+    assert plan.update is None
+    assert tracker.statistics.replayed_updates == 1
+
+
+HISTORY = [{"a": 1}, {"b": 2}, None, {"c": 3}]
+"""(c) the history of the issue: a=1, b=2, clear, c=3 (the state is {"c": 3})."""
+
+
+@pytest.mark.parametrize("first", ["a", "b"])
+def test_two_loads_replaying_at_once_each_end_at_the_true_state(first: str) -> None:
+    """(c) Two loads of one session opened with nothing known replay the history at once,
+    interleaved: none of it joins the state while they run, and the first to succeed makes its
+    own replay known (the other then finds a lifetime that holds it)."""
+    tracker = LifetimeTracker()
+    tokens = {
+        "a": start_replay(tracker, "a", held=False),
+        "b": start_replay(tracker, "b", held=True),
+    }
+    for patch in HISTORY:
+        for name in ("a", "b"):
+            plan = tracker.outbound(info("s1", _meta=patch), every_lifetime, handling=tokens[name])
+            assert plan == OutboundPlan(session_id="s1")
+    second = "b" if first == "a" else "a"
+    plan = tracker.outbound(result(first, {}), every_lifetime, known=nothing_known)
+    assert plan == OutboundPlan(
+        session_id="s1", step=LifetimeStep.RESYNC, seed=InfoUpdate(meta={"c": 3})
+    )
+    plan = tracker.outbound(result(second, {}), every_lifetime, known=nothing_known)
+    assert plan == OutboundPlan(session_id="s1", step=LifetimeStep.RESYNC)
+
+
+def test_a_load_that_fails_leaves_the_other_building_the_state() -> None:
+    tracker = LifetimeTracker()
+    a = start_replay(tracker, "a", held=False)
+    b = start_replay(tracker, "b", held=True)  # finds the lifetime a opened: builds it too
+    tracker.outbound(info("s1", _meta={"a": 1}), every_lifetime, handling=a)
+    for patch in HISTORY:
+        tracker.outbound(info("s1", _meta=patch), every_lifetime, handling=b)
+    assert tracker.outbound(error("a"), every_lifetime) == OutboundPlan()
+    plan = tracker.outbound(result("b", {}), every_lifetime, known=nothing_known)
+    assert plan.seed == InfoUpdate(meta={"c": 3})
+
+
+def test_what_was_published_while_a_replay_built_the_state_wins_over_the_history() -> None:
+    """The history is older than anything published meanwhile: a key a live publication set
+    or removed, a title it set, keep their value; the rest of the history goes beneath."""
+    tracker = LifetimeTracker()
+    token = start_replay(tracker, "r", held=False)
+    for patch in ({"a": 1, "b": 1, "c": 1, "d": 1}, {"title": "old"}):
+        fields = patch if "title" in patch else {"_meta": patch}
+        tracker.outbound(info("s1", **fields), every_lifetime, handling=token)
+    live = tracker.outbound(info("s1", _meta={"a": 2, "b": None}), every_lifetime)
+    assert live.update is not None  # a publication: joins the state now
+
+    def known(_: str) -> SessionInfo:
+        return SessionInfo(title="new", meta={"a": 2, "x": 9})
+
+    plan = tracker.outbound(result("r", {}), every_lifetime, known=known)
+    assert plan.seed == InfoUpdate(meta={"c": 1, "d": 1})
+
+
+def test_a_clear_published_while_a_replay_built_the_state_keeps_the_history_out() -> None:
+    tracker = LifetimeTracker()
+    token = start_replay(tracker, "r", held=False)
+    tracker.outbound(
+        info("s1", _meta={"a": 1}, updatedAt="2026-01-01T00:00:00Z"), every_lifetime, handling=token
+    )
+    tracker.outbound(info("s1", _meta=None), every_lifetime)
+    plan = tracker.outbound(result("r", {}), every_lifetime, known=nothing_known)
+    assert plan.seed == InfoUpdate(updated_at="2026-01-01T00:00:00Z")
 
 
 # -- client-set titles (R13) -------------------------------------------------------------------

@@ -1031,6 +1031,29 @@ async def test_r12_bad_input_raises_and_changes_nothing(
     assert wire(t) == [{"s": SID, "_meta": {"ok": 1}}]
 
 
+async def test_r12_check_raises_what_publish_would_and_changes_nothing(
+    driver: Driver, recording: Make
+) -> None:
+    """``SessionLifetime.check`` (for an agent that publishes through another serializer,
+    the official SDK's): the same errors as ``publish``, nothing stored, nothing sent."""
+    t, _ = recording()
+    deep: object = 1
+    for _ in range(245):
+        deep = {"a": deep}
+    async with driver.open_owner(t, OwnerOptions(max_frame_bytes=1000)) as owner:
+        lt = owner.open_lifetime(SID)
+        lt.check(meta={"ok": 1}, title="T", notification_meta={"traceparent": "00"})
+        with pytest.raises(am.MetaValueError, match="nested deeper than 240 levels"):
+            lt.check(meta={"deep": deep})
+        with pytest.raises(am.MetaValueError):
+            lt.check(meta={"nan": math.nan})
+        with pytest.raises(am.FrameTooLargeError):
+            lt.check(meta={"big": "x" * 2000})
+        assert lt.snapshot() == am.SessionInfo()
+        assert owner.statistics().publications == 0
+    assert t.frames == []
+
+
 async def test_r12_bad_domain_and_failure_values_raise(driver: Driver, recording: Make) -> None:
     t, _ = recording()
     async with driver.open_owner(t) as owner:

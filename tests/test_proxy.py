@@ -466,6 +466,69 @@ def test_v1_resync_is_one_frame_with_the_whole_object() -> None:
     assert "on v1 the resync is one frame with the complete object" in message
 
 
+def stamped(version: int) -> Watcher:
+    """A session whose agent published its info with ``updatedAt`` T1 (as pydantic-acp does
+    after a prompt)."""
+    watcher = connected(version)
+    watcher.observe("agent", update(title="t", updatedAt=T1, meta={"n": 1}))
+    return watcher
+
+
+T0, T1, T2 = "2026-05-01T12:00:00Z", "2026-05-02T12:00:00Z", "2026-05-03T12:00:00Z"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_agents_current_info_in_a_window_is_state_without_a_resync(version: int) -> None:
+    """Issue 27 (b), replay is replay: pydantic-acp alone replays, then sends its current info
+    (a newer updatedAt than anything known or replayed) and no resync. The client ends at that
+    info, which is the agent's state: nothing to report."""
+    watcher = stamped(version)
+    watcher.observe("client", resume(version))
+    watcher.observe("agent", chunk())
+    watcher.observe("agent", update(title="t", updatedAt=T1, meta={"n": 1}))  # history
+    watcher.observe("agent", update(title="t", updatedAt=T2, meta={"n": 2}))  # current
+    watcher.observe("agent", line(id=5, result={}))
+    assert not watcher.failed
+    assert watcher.state("s")["updatedAt"] == T2
+    # What the agent holds moved with it: a later resync must restore it.
+    watcher.observe("client", resume(version, request_id=6))
+    watcher.observe("agent", update(meta=None) if version >= 2 else update(meta={}))
+    response = watcher.observe("agent", line(id=6, result={}))
+    assert [f.rule for f in response.findings] == ["resync"]
+    assert '"n":2' in response.findings[0].message
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_resync_that_puts_back_an_older_updated_at_than_the_current_info_fails(
+    version: int,
+) -> None:
+    """Issue 27 (b) under an owner that took the current info for replay: its resync put the
+    older info back, and the client ended older than the agent's session/list."""
+    watcher = stamped(version)
+    request = watcher.observe("client", resume(version))
+    watcher.observe("agent", chunk())
+    current = watcher.observe("agent", update(title="t", updatedAt=T2, meta={"n": 1}))
+    if version >= 2:
+        watcher.observe("agent", update(meta=None))
+    watcher.observe("agent", update(title="t", updatedAt=T1, meta={"n": 1}))
+    response = watcher.observe("agent", line(id=5, result={}))
+    assert [f.rule for f in response.findings] == ["resync"]
+    finding = response.findings[0]
+    assert {request.seq, current.seq} <= set(finding.frames)
+    assert "current info" in finding.message
+
+
+def test_an_updated_at_no_newer_than_what_is_known_or_replayed_is_history() -> None:
+    watcher = stamped(2)
+    watcher.observe("client", resume())
+    watcher.observe("agent", update(updatedAt=T0, meta={"n": 0}))  # older: history
+    watcher.observe("agent", chunk())
+    watcher.observe("agent", update(meta=None))
+    watcher.observe("agent", update(title="t", updatedAt=T1, meta={"n": 1}))  # the resync
+    watcher.observe("agent", line(id=5, result={}))
+    assert not watcher.failed
+
+
 def test_status_updates_are_not_replay() -> None:
     watcher = held(2)
     watcher.observe("client", resume())

@@ -289,3 +289,53 @@ def test_in_a_resume_without_replay_a_clear_waits_for_its_snapshot() -> None:
     # Published on top of the state; the seed removes what the child's resync lacks.
     settled = answer(w, 2, known=SessionInfo(title="T", meta={"kept": 1, "now": 1}))
     assert settled == Settlement(SessionInfoPatch(meta={"kept": None}), Missing())
+
+
+# -- replay is replay: the child's current info (core/_replay.py ReplayWindow) -----------------
+
+KNOWN_AT = "2026-05-02T12:00:00Z"
+
+
+def test_the_childs_current_info_in_a_window_is_live_and_the_rest_replay() -> None:
+    """The rule the SDK tracker follows, asked of the same ReplayWindow: an updatedAt newer than
+    the lifetime's and than everything the window replayed is the child's current info."""
+    w = windows()
+    w.opened("s", 1, held=True, replays=True)
+
+    def known() -> object:
+        return KNOWN_AT
+
+    stamps = ["2026-05-01T00:00:00Z", KNOWN_AT, "2026-05-03T00:00:00Z", "2026-05-02T18:00:00Z"]
+    verdicts = [w.info("s", SessionInfoPatch(updated_at=s, title=s), known) for s in stamps]
+    assert verdicts == [Verdict.REPLAY, Verdict.REPLAY, Verdict.LIVE, Verdict.REPLAY]
+    assert w.info("s", SessionInfoPatch(title="no stamp"), known) is Verdict.REPLAY
+
+
+def test_a_clear_stays_replay_in_a_window_whatever_its_updated_at() -> None:
+    w = windows()
+    w.opened("s", 1, held=True, replays=True)
+    clear = SessionInfoPatch(updated_at="2026-05-03T00:00:00Z", meta=None)
+    assert w.info("s", clear, lambda: KNOWN_AT) is Verdict.REPLAY
+
+
+def test_nothing_known_keeps_a_window_replay() -> None:
+    w = windows()
+    w.opened("s", 1, held=True, replays=True)
+    later = SessionInfoPatch(updated_at="2099-01-01T00:00:00Z")
+    assert w.info("s", later) is Verdict.REPLAY
+    assert w.info("s", later, lambda: OMITTED) is Verdict.REPLAY
+
+
+def test_after_the_childs_current_info_nothing_older_is_missing() -> None:
+    """The current info was published (the lifetime knows it): the settlement sends no older
+    updatedAt back (issue 27 item 2, in front of a child)."""
+    w = windows()
+    w.opened("s", 1, held=True, replays=True)
+    w.info("s", SessionInfoPatch(meta=None), lambda: KNOWN_AT)
+    w.info("s", SessionInfoPatch(updated_at="2026-05-01T00:00:00Z", meta={"n": 1}))
+    now = SessionInfoPatch(updated_at="2026-05-03T00:00:00Z", meta={"n": 2})
+    assert w.info("s", now, lambda: KNOWN_AT) is Verdict.LIVE
+    known = SessionInfo(updated_at="2026-05-03T00:00:00Z", meta={"n": 2})
+    settled = answer(w, success=True, known=known)
+    assert settled is not None
+    assert settled.missing == Missing()

@@ -99,19 +99,48 @@ def test_concurrent_sdk_updates_are_all_kept_and_every_line_is_whole() -> None:
 
 
 @needs_session_info
-def test_an_update_for_a_session_without_a_lifetime_passes_through_and_is_counted() -> None:
+def test_what_a_new_session_handler_publishes_is_known_to_the_lifetime_it_opens() -> None:
+    """Issue 27 (a): pydantic-acp publishes its session info in its session/new handler. The
+    update reaches the client before the response, as the agent sent it, and the lifetime the
+    response opens knows it: the resync of a later load carries it (it used to carry
+    ``_meta: {}``, wiping what the v1 client held)."""
+
     class EarlyAgent(MiniAgent):
         async def new_session(self, cwd: str, **_: Any) -> Any:
             created = await super().new_session(cwd)
             # Before the response: the adapter has not opened the lifetime yet.
-            await self.conn.session_update(created.session_id, info(title="early"))
+            update = info(title="early", field_meta={"thinking": {"effort": "high"}})
+            await self.conn.session_update(created.session_id, update)
             return created
 
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
-        await start(client)
+        sid = await start(client)
+        assert adapter.lifetime(sid).snapshot().meta == {"thinking": {"effort": "high"}}
+        await client.call("session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []})
 
     client, adapter = asyncio.run(run(EarlyAgent, scenario))
-    assert client.info_updates("s1") == [{"sessionUpdate": "session_info_update", "title": "early"}]
+    early: Message = {"sessionUpdate": "session_info_update", "title": "early"}
+    early["_meta"] = {"thinking": {"effort": "high"}}
+    assert client.info_updates("s1") == [early, early]  # as sent, then the load's resync
+    stats = adapter.statistics()
+    assert (stats.seeded_updates, stats.passed_through_updates) == (1, 0)
+
+
+@needs_session_info
+def test_an_update_for_a_session_no_request_is_opening_passes_through_and_is_counted() -> None:
+    class StrayAgent(MiniAgent):
+        async def prompt(self, prompt: list[Any], session_id: str, **kw: Any) -> Any:
+            await self.conn.session_update("nobody", info(title="stray"))
+            return await super().prompt(prompt, session_id, **kw)
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "hello")
+
+    client, adapter = asyncio.run(run(StrayAgent, scenario))
+    assert client.info_updates("nobody") == [
+        {"sessionUpdate": "session_info_update", "title": "stray"}
+    ]
     stats = adapter.statistics()
     assert (stats.absorbed_updates, stats.passed_through_updates) == (0, 1)
 
@@ -298,6 +327,58 @@ def test_a_live_update_racing_a_replay_is_absorbed_and_resynced() -> None:
     assert (stats.replayed_updates, stats.absorbed_updates) == (2, 2)
 
 
+class StampingAgent(MiniAgent):
+    """As pydantic-acp: each prompt publishes the session's info with a fresh ``updatedAt``;
+    a load replays the history (those updates included), then sends the current info, stamped
+    with the time of the load."""
+
+    def __init__(self, adapter: SdkAdapter | None) -> None:
+        super().__init__(adapter)
+        self.stamps = iter(f"2026-05-0{day}T12:00:00Z" for day in range(1, 10))
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kw: Any) -> Any:
+        update = info(title=prompt[0].text, updated_at=next(self.stamps), field_meta={"n": 1})
+        self.history.setdefault(session_id, []).append(update)
+        await self.conn.session_update(session_id, update)
+        return await super().prompt(prompt, session_id, **kw)
+
+    async def load_session(self, cwd: str, session_id: str, **kw: Any) -> None:
+        await super().load_session(cwd, session_id, **kw)
+        update = info(title="current", updated_at=next(self.stamps), field_meta={"n": 2})
+        await self.conn.session_update(session_id, update)
+
+
+@needs_session_info
+def test_the_agents_current_info_in_a_load_is_state_and_the_resync_carries_it() -> None:
+    """Issue 27 (b), replay is replay: what a load handler sends is history, but the agent's
+    current info, an ``updatedAt`` newer than everything known or replayed, is state. The
+    client ends at it (it used to end at the older ``updatedAt`` the resync put back, older
+    than what the agent's session/list said)."""
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "first")
+        await prompt(client, sid, "second")
+        await client.call("session/load", {"sessionId": sid, "cwd": "/", "mcpServers": []})
+        known = adapter.lifetime(sid).snapshot()
+        assert (known.title, known.updated_at, known.meta) == (
+            "current",
+            "2026-05-03T12:00:00Z",
+            {"n": 2},
+        )
+
+    client, adapter = asyncio.run(run(StampingAgent, scenario))
+    resync = client.info_updates("s1")[-1]
+    assert resync == {
+        "sessionUpdate": "session_info_update",
+        "title": "current",
+        "updatedAt": "2026-05-03T12:00:00Z",
+        "_meta": {"n": 2},
+    }
+    stats = adapter.statistics()
+    assert (stats.replayed_updates, stats.absorbed_updates) == (2, 3)
+
+
 @needs_session_info
 def test_two_loads_of_one_session_each_replay_until_their_own_response() -> None:
     """Load 1 answers while load 2 still replays: 2's replayed patch is still replay (not
@@ -328,6 +409,66 @@ def test_two_loads_of_one_session_each_replay_until_their_own_response() -> None
 
     _, adapter = asyncio.run(run(GatedAgent, scenario))
     assert adapter.statistics().replayed_updates == 4  # a and c, twice
+
+
+class InterleavingLoads(MiniAgent):
+    """Knows session ``s1`` (as a restarted agent does; the adapter knows nothing of it), whose
+    history sets ``k`` to 1 then 2. Two loads replay it in this order: the first replays both,
+    the second replays ``k: 1``, the first is answered, then the second replays the rest."""
+
+    def __init__(self, adapter: SdkAdapter | None) -> None:
+        super().__init__(adapter)
+        self.history["s1"] = [info(field_meta={"k": 1}), info(field_meta={"k": 2})]
+        self.loads = 0
+        self.first_replayed = asyncio.Event()
+        self.second_started = asyncio.Event()
+        self.first_answered = asyncio.Event()  # set by the client, once it has read it
+
+    async def load_session(self, cwd: str, session_id: str, **kw: Any) -> None:
+        self.loads += 1
+        first = self.loads == 1
+        if not first:
+            await self.first_replayed.wait()
+        for step, update in enumerate(self.history[session_id]):
+            if not first and step == 1:
+                self.second_started.set()
+                await self.first_answered.wait()
+            await self.conn.session_update(session_id, update)
+        if first:
+            self.first_replayed.set()
+            await self.second_started.wait()
+
+
+@needs_session_info
+def test_two_loads_replaying_at_once_are_each_resynced_to_the_true_state() -> None:
+    """Issue 27 (c) on ACP v1: neither replay is folded into the state while they run, so each
+    response is preceded by the resync to ``{"k": 2}`` (the second's replayed ``k: 1`` used to
+    be folded in after the first had built the state, and both resyncs carried it)."""
+    agents: list[InterleavingLoads] = []
+
+    def make(adapter: SdkAdapter) -> InterleavingLoads:
+        agents.append(InterleavingLoads(adapter))
+        return agents[-1]
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        await client.call("initialize", {"protocolVersion": 1})
+        params = {"sessionId": "s1", "cwd": "/", "mcpServers": []}
+        await client.send({"id": 1, "method": "session/load", "params": params})
+        await client.send({"id": 2, "method": "session/load", "params": params})
+        await client.read_until(lambda m: m.get("id") == 1 and "method" not in m)
+        agents[0].first_answered.set()
+        await client.read_until(lambda m: m.get("id") == 2 and "method" not in m)
+        assert adapter.lifetime("s1").snapshot().meta == {"k": 2}
+
+    client, _ = asyncio.run(run(make, scenario))
+    for request_id in (1, 2):
+        response = next(
+            i
+            for i, m in enumerate(client.messages)
+            if m.get("id") == request_id and "method" not in m
+        )
+        resync = client.messages[response - 1]["params"]["update"]
+        assert resync == {"sessionUpdate": "session_info_update", "_meta": {"k": 2}}, request_id
 
 
 @needs_session_info
@@ -534,6 +675,49 @@ def test_a_client_that_goes_away_stops_the_owner_with_a_clear_error() -> None:
 
     with pytest.raises(TransportBrokenError):
         asyncio.run(scenario())
+
+
+@pytest.mark.filterwarnings("ignore:the SDK never read")
+def test_frames_still_in_the_stdout_buffer_at_the_end_are_written_or_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 27 (d): what the owner has handed to stdout's asyncio transport may still sit in
+    its buffer (up to its high-water mark) when the block ends. The block waits for the flush
+    (within ``drain_timeout``); a client that reads nothing by then makes it raise, as frames
+    left in the owner's queue do, instead of ending the loop with them silently lost."""
+    import fcntl
+    import os
+
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # the rest stays in the transport
+    frames = [f"frame {n:03d} ".encode() + b"x" * 500 for n in range(60)]  # about 30 KiB
+    raised: list[BaseException] = []
+
+    async def scenario() -> None:
+        from agent_meta.sdk import open_stdio_adapter
+
+        try:
+            async with open_stdio_adapter(
+                OwnerOptions(drain_timeout=0.5), stdout=write_end
+            ) as meta:
+                for frame in frames:
+                    await meta.owner.send_encoded(frame + b"\n", None)
+                await meta.owner.wait_flushed()  # all handed to the transport: "written"
+        except TransportBrokenError as exc:
+            raised.append(exc)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        os.close(write_end)
+    received = b""
+    while chunk := os.read(read_end, 1 << 16):
+        received += chunk
+    os.close(read_end)
+    delivered = received == b"".join(frame + b"\n" for frame in frames)
+    assert raised or delivered, f"no error, and only {len(received)} bytes arrived"
+    assert raised  # nobody read within the drain timeout
+    assert not delivered
 
 
 def test_an_adapter_the_sdk_never_reads_through_says_so(caplog: pytest.LogCaptureFixture) -> None:

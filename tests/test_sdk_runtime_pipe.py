@@ -120,6 +120,45 @@ async def test_lone_surrogates_in_meta_keys_and_values_reach_the_client_exactly(
     assert infos[-1]["_meta"] == {"\ud800": 1, "k": "\udc00x"}
 
 
+def nested(depth: int) -> str:
+    """A JSON value of ``depth`` levels: ``depth - 1`` objects around ``1``."""
+    value = "1"
+    for _ in range(depth - 1):
+        value = '{"a":' + value + "}"
+    return value
+
+
+@pytest.mark.parametrize("depth", [240, 245, 253])
+@pytest.mark.parametrize("runtime", ["trio", "sdk"])
+async def test_a_deep_value_is_served_or_refused_by_the_limits_on_v1(
+    runtime: str, depth: int
+) -> None:
+    """Issue 27 (e), ACP v1: a value the owner's limits accept is published; one they refuse
+    is answered with their error and the prompt ends ``end_turn``, on both runtimes. The SDK
+    runtime used to hand the value to the SDK's serializer first: at 253 levels the prompt was
+    answered ``-32603``, at 245 the agent said "ok" while the adapter refused it."""
+    async with spawn("--runtime", runtime) as agent:
+        await agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        session_id = await agent.new_session()
+        since = len(agent.messages)
+        answer = await agent.prompt(session_id, f"/meta set deep {nested(depth)}")
+        assert answer.get("result") == {"stopReason": "end_turn"}, answer
+        replies = agent.replies(session_id, since)
+        infos = [
+            m["params"]["update"]
+            for m in agent.messages[since:]
+            if m.get("method") == "session/update"
+            and m["params"]["update"]["sessionUpdate"] == "session_info_update"
+        ]
+        assert await agent.finish() == 0
+    if depth <= 240:
+        assert replies[-1].startswith("ok"), replies
+        assert "deep" in infos[-1]["_meta"], infos
+    else:
+        assert "nested deeper than 240 levels" in replies[-1], replies
+        assert infos == [], infos
+
+
 @pytest.mark.skipif(REFERENCE_AGENT_SKIP is None, reason="the reference agent runs on this SDK")
 async def test_the_sdk_runtime_on_a_release_too_old_for_it_says_which_it_needs() -> None:
     """The adapter serves SDK 0.6 on; the reference agent needs 0.7.1's API: said, not a

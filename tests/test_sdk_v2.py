@@ -8,6 +8,7 @@ reads the wire. Skipped on SDK releases without a v2 side (before 1.0).
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 pytest.importorskip("acp.experimental.v2", reason="this SDK release has no ACP v2 side")
 
 from acp.experimental import v2
+from acp.experimental.v2 import schema as s
 
 from agent_meta.sdk import run_v2_agent, serve_router
 from agent_meta.sdk._release import installed_release
@@ -169,6 +171,70 @@ def test_a_resume_with_replay_from_replays_without_bringing_removed_keys_back() 
     ]
     assert agent.adapter is not None
     assert agent.adapter.statistics().replayed_updates == 2
+
+
+HISTORY = ['meta {"a": 1}', 'meta {"b": 2}', "meta null", 'meta {"c": 3}']
+"""Issue 27 (c): a session's history whose state is ``{"c": 3}``."""
+
+
+class Interleaving(V2Agent):
+    """Knows session ``s1`` (its history, as a restarted agent has it; the adapter knows
+    nothing of it) and replays it on a resume. Two resumes replay in the issue's order: the
+    first replays ``a``, ``b`` and the clear, the second then replays ``a``, the first ends
+    (``c``) and is answered, and only then does the second replay the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prompts["s1"] = list(HISTORY)
+        self.first_cleared = asyncio.Event()
+        self.second_started = asyncio.Event()
+        self.first_answered = asyncio.Event()  # set by the client, once it has read it
+
+    async def resume_session(
+        self, session_id: str, cwd: str, replay_from: Any = None, **kw: Any
+    ) -> Any:
+        self.resumes += 1
+        first = self.resumes == 1
+        if not first:
+            await self.first_cleared.wait()
+        for step, text in enumerate(self.prompts[session_id]):
+            if first and step == 3:
+                self.first_cleared.set()
+                await self.second_started.wait()
+            if not first and step == 1:
+                self.second_started.set()
+                await self.first_answered.wait()
+            patch = json.loads(text.removeprefix("meta "))
+            await self.conn.session_update(session_id, s.SessionInfoUpdate(field_meta=patch))
+        await self.conn.session_update(session_id, s.IdleSessionStateUpdate())
+        return s.ResumeSessionResponse()
+
+
+def test_two_resumes_replaying_at_once_are_each_resynced_to_the_true_state() -> None:
+    """Issue 27 (c): two resumes of one session, opened with nothing known, replay its
+    history at once. Neither replay is folded into the state while they run: each response is
+    preceded by the resync to ``{"c": 3}``, and the owner holds ``{"c": 3}``. Both resyncs used
+    to carry ``{"a": 1, "c": 3}`` (both replays folded into one state, interleaved; then the
+    second's last patches were taken as replay of a state that held them)."""
+    agent = Interleaving()
+
+    async def scenario(client: RawClient) -> None:
+        await client.call("initialize", V2_INIT)
+        params = {"sessionId": "s1", "cwd": "/", "replayFrom": {"type": "start"}}
+        await client.send({"id": 1, "method": "session/resume", "params": params})
+        await client.send({"id": 2, "method": "session/resume", "params": params})
+        await client.read_until(lambda m: m.get("id") == 1 and "method" not in m)
+        agent.first_answered.set()
+        await client.read_until(lambda m: m.get("id") == 2 and "method" not in m)
+        assert agent.adapter is not None
+        assert agent.adapter.lifetime("s1").snapshot().meta == {"c": 3}
+
+    client = asyncio.run(run_entry(serving(agent), scenario))
+    for request_id in (1, 2):
+        assert frames_before(client, request_id)[-2:] == [
+            {"sessionUpdate": "session_info_update", "_meta": None},
+            {"sessionUpdate": "session_info_update", "_meta": {"c": 3}},
+        ], request_id
 
 
 def test_close_fences_what_the_agent_sends_after_it() -> None:

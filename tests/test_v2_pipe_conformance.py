@@ -986,3 +986,80 @@ async def test_the_foreground_state_covers_every_turn_of_the_session() -> None:
         idle = await peer.until("the end of the first turn", lambda f: is_idle(f, session_id))
         assert stop_reason(idle, session_id) == "end_turn", idle
         assert await peer.finish() == 0
+
+
+def folded_meta(frames: list[Frame], session_id: str) -> dict[str, Any]:
+    """The ``_meta`` a v2 client holds after ``frames``: every patch folded (a ``null`` clears,
+    a key set to ``null`` is removed)."""
+    held: dict[str, Any] = {}
+    for frame in frames:
+        update = update_of(frame, session_id, "session_info_update")
+        if update is None or "_meta" not in update:
+            continue
+        if update["_meta"] is None:
+            held = {}
+            continue
+        for key, value in update["_meta"].items():
+            if value is None:
+                held.pop(key, None)
+            else:
+                held[key] = value
+    return held
+
+
+async def test_a_turn_running_on_after_its_answer_finishes_when_the_input_ends() -> None:
+    """Issue 27 (d). ``migration.mdx``: the prompt is answered as soon as it is accepted and
+    the turn ends with an idle ``state_update``; the input ending meanwhile does not cut it
+    short. A prompt of 3,000 ``/meta set`` lines, then the end of the input right after the
+    early answer, before the client reads on: the turn's output is far more than the pipe
+    holds, so it runs when the input ends, whatever the scheduling. Every key reaches the
+    client, then the idle ``state_update``, and the agent exits 0. The SDK runtime used to hand
+    the SDK the end of the input as soon as no request was in flight: the SDK closed its
+    connection under the running turn, which died at its next send (no idle, keys lost)."""
+    count = 3000  # far more output than the pipe holds: the turn cannot end before the EOF
+    async with agent() as peer:
+        await initialize(peer, 2)
+        session_id = await new_session(peer)
+        start = peer.mark()
+        lines = "\n".join(f"/meta set k{n:04d} {n}" for n in range(count))
+        answer = await peer.response(await prompt(peer, session_id, lines))
+        assert "messageId" in answer.get("result", {}), answer
+        assert await peer.finish() == 0
+        frames = peer.frames[start:]
+    assert any(is_idle(frame, session_id) for frame in frames), peer.tail()
+    held = folded_meta(frames, session_id)
+    assert held == {f"k{n:04d}": n for n in range(count)}, f"{len(held)} of {count} keys"
+
+
+def nested(depth: int) -> str:
+    """A JSON value of ``depth`` levels: ``depth - 1`` objects around ``1``."""
+    value = "1"
+    for _ in range(depth - 1):
+        value = '{"a":' + value + "}"
+    return value
+
+
+@pytest.mark.parametrize("depth", [240, 245, 253])
+async def test_a_deep_value_is_served_or_refused_by_the_limits_and_the_turn_ends(
+    depth: int,
+) -> None:
+    """Issue 27 (e). ``/meta set deep VALUE``: a value the owner's limits accept (nested 240
+    levels, with the key 241: the limit) is published; one they refuse is answered with their
+    error; either way the turn ends with an idle ``state_update``. The SDK runtime used to hand
+    the value to the SDK's serializer first: at 253 levels pydantic raised, and the turn died
+    without an idle; at 245 the SDK sent it, the adapter refused it, and the agent said "ok"."""
+    async with agent() as peer:
+        await initialize(peer, 2)
+        session_id = await new_session(peer)
+        start = peer.mark()
+        await prompt(peer, session_id, f"/meta set deep {nested(depth)}")
+        await peer.until("the idle state_update", lambda f: is_idle(f, session_id))
+        frames = peer.frames[start:]
+        reply = reply_text(frames, session_id)
+        if depth <= 240:
+            assert reply.startswith("ok"), reply
+            assert "deep" in folded_meta(frames, session_id), peer.tail()
+        else:
+            assert "nested deeper than" in reply, reply
+            assert "deep" not in folded_meta(frames, session_id), peer.tail()
+        assert await peer.finish() == 0

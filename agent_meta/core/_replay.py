@@ -1,15 +1,28 @@
-"""Whether a ``session/load`` or ``session/resume`` replays the session's history (pure).
+"""Whether a ``session/load`` or ``session/resume`` replays the session's history, and what
+of what its handler sends is history (pure).
 
 One answer for every part that asks: the inbound gate (which refuses a malformed cursor), the
 lifetime tracker (which takes what the handler sends as replay, not as publications), the
 reference agents (which replay or not) and the client-side watcher (which judges the window).
+:class:`ReplayWindow` is the rule "replay is replay" (docs/sdk.md): in such a window, every
+``session_info_update`` is history except the agent's current info, told by its ``updatedAt``.
+It is asked by both windows of the owner, the SDK tracker's (:mod:`agent_meta.sansio._marks`,
+by handler) and ``agent-meta own``'s (:mod:`agent_meta.sansio._replay`, by frame order), and by
+the watcher of ``check`` and ``proxy`` (``tools/_current.py``).
 """
 
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING, final
 
-__all__ = ["Replay", "replay_of"]
+from ._timestamps import rfc3339_instant
+
+if TYPE_CHECKING:
+    import datetime
+    from collections.abc import Callable
+
+__all__ = ["Replay", "ReplayWindow", "replay_of"]
 
 
 class Replay(enum.Enum):
@@ -48,3 +61,41 @@ def replay_of(method: str, params: object, *, protocol_version: int) -> Replay:
     if isinstance(cursor, dict) and isinstance(cursor.get("type"), str):
         return Replay.ASKED
     return Replay.MALFORMED
+
+
+@final
+class ReplayWindow:
+    """What the handler of one replaying ``session/load`` or ``session/resume`` sends, told
+    apart: its history (replay) from its current info.
+
+    A ``session_info_update`` sent in the window is the agent's **current info** when its
+    ``updatedAt`` is an RFC 3339 date-time with an offset that is later than the lifetime's
+    known ``updatedAt`` (itself such a date-time) and later than every ``updatedAt`` the window
+    sent before it. Everything else the window sends is replay: no ``updatedAt``, one that
+    cannot be compared (no offset, not a date-time), nothing known to compare with, or one no
+    newer than what is known or was replayed. Current info is a publication like any other (a
+    shallow patch of the known state); replay is not folded into it.
+
+    One object per window, fed every ``session_info_update`` of the window in order (those
+    judged current too): it keeps the newest ``updatedAt`` seen. Pure, no I/O.
+    """
+
+    __slots__ = ("_newest",)
+
+    def __init__(self) -> None:
+        self._newest: datetime.datetime | None = None
+
+    def is_current(self, updated_at: object, known_updated_at: Callable[[], object]) -> bool:
+        """Whether an update with ``updated_at`` (its wire value; ``OMITTED`` or ``None`` when
+        it has none) is the agent's current info; ``known_updated_at()`` is the lifetime's
+        known ``updatedAt`` now (``OMITTED`` when unknown), asked only when the answer depends
+        on it (a snapshot of an owner's lifetime is a copy). Notes ``updated_at`` as seen by
+        the window."""
+        stamp = rfc3339_instant(updated_at)
+        if stamp is None:
+            return False
+        if self._newest is not None and stamp <= self._newest:
+            return False  # no newer than what the window replayed
+        self._newest = stamp
+        known = rfc3339_instant(known_updated_at())
+        return known is not None and stamp > known

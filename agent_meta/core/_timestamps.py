@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import re
 
-__all__ = ["is_rfc3339", "normalize_rfc3339"]
+__all__ = ["is_rfc3339", "normalize_rfc3339", "rfc3339_instant"]
 
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})",
@@ -38,3 +38,11 @@ def normalize_rfc3339(text: str) -> str:
     if not is_rfc3339(text):
         return text
     return text.upper()  # the only letters an RFC 3339 date-time can hold are T and Z
+
+
+def rfc3339_instant(value: object) -> datetime.datetime | None:
+    """The instant an RFC 3339 date-time with an offset names (an aware datetime), else
+    ``None``: for anything else, a local time without an offset included (not comparable)."""
+    if not isinstance(value, str) or not is_rfc3339(value):
+        return None
+    return datetime.datetime.fromisoformat(value.upper().replace("Z", "+00:00"))

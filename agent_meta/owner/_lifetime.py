@@ -19,7 +19,7 @@ from ..core._json import JsonValue, json_copy
 from ..core._sentinel import OMITTED, Omitted
 from ..sansio._edits import ClientTitle, DomainEdit, ReportFailure, ResolveFailure, check_path
 from ..sansio._encode import EncodedUpdate, encode_update
-from ..sansio._state import FailureIncident
+from ..sansio._state import FailureIncident, check_sizes
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -48,6 +48,11 @@ class LifetimeOwner(Protocol):
     @property
     def offset_timestamps(self) -> bool:
         """``updatedAt`` must be RFC 3339 with an offset in the version rendered now (v2)."""
+        ...
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """The longest frame the owner writes (R12)."""
         ...
 
     async def submit_edit(self, state: LifetimeState, edit: Edit) -> bool:
@@ -162,6 +167,26 @@ class SessionLifetime:
         """Like :meth:`publish`, but raise instead of waiting for queue room."""
         edit = publication(self._owner, title, updated_at, meta, notification_meta)
         return self._owner.submit_edit_nowait(self._state, edit)
+
+    def check(
+        self,
+        *,
+        title: str | None | Omitted = OMITTED,
+        updated_at: str | None | Omitted = OMITTED,
+        meta: Mapping[str, object] | None | Omitted = OMITTED,
+        notification_meta: Mapping[str, object] | None = None,
+    ) -> None:
+        """Raise what :meth:`publish` would raise for these fields now, publishing nothing.
+
+        For an agent that publishes through another serializer: the official SDK's
+        ``conn.session_update`` serializes first (its limits are not the owner's) and the
+        adapter under it refuses an update it cannot take without a word to the agent, so an
+        SDK agent that must answer a refusal checks here first. Raises
+        :class:`~agent_meta.MetaValueError` or :class:`~agent_meta.FrameTooLargeError`; never
+        blocks.
+        """
+        edit = publication(self._owner, title, updated_at, meta, notification_meta)
+        check_sizes(self._state, edit, self._owner.max_frame_bytes)
 
     def resync(self) -> bool:
         """Queue a resync (R4): ``_meta: null``, then the known state, taken at write time.

@@ -10,9 +10,10 @@ this module only opens, resyncs and closes lifetimes on the owner as it says:
   (taking a stored one over from whichever owner held it), so what the handler replays or
   publishes belongs to it;
 - ``session/new`` and ``session/fork`` open the lifetime their response names, as the response
-  is queued;
+  is queued, knowing what their handler sent for it before (the tracker's ``seed``);
 - a successful ``session/load`` or ``session/resume`` is preceded by a resync (R4): after the
-  replay, before the response;
+  replay, before the response (a replay that built the state is made known beneath what was
+  published meanwhile first: the tracker's ``seed``);
 - a successful ``session/close`` ends the lifetime before its response is queued (R5, R6);
 - a failed load or resume that opened a lifetime with nothing known ends it again;
 - ``session/set_title`` is answered here, never by the agent (:meth:`LifetimePolicy.set_title`,
@@ -32,16 +33,19 @@ from typing import TYPE_CHECKING, Any, final
 
 from ..core._errors import (
     STORE_FAILED_MESSAGE,
+    AgentMetaError,
     FrameTooLargeError,
     LifetimeTakenOverError,
     StoreError,
     shown_id,
 )
 from ..core._jsonrpc import ErrorCode, JsonRpcError
+from ..core._session_info import SessionInfo
 from ..sansio._modes import wire_mode
 from ..sansio._seam import (
     LifetimeStep,
     LifetimeTracker,
+    OpeningStart,
     OutboundPlan,
     ReplayStart,
     replaying_session,
@@ -58,6 +62,7 @@ from ._titles import client_titles
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from ..sansio._marks import InfoUpdate
     from ._base import OwnerBase
 
 __all__ = ["LifetimePolicy"]
@@ -80,17 +85,24 @@ class LifetimePolicy:
     async def request(self, message: Mapping[str, object]) -> int | None:
         """A message from the client is about to be handled. For a ``session/load`` or
         ``session/resume``, its session's lifetime opens now (taken over from the store when
-        it holds one: a store round trip), and the token returned marks what its handler
-        sends as replay (see :meth:`response`); else ``None``. Raises
-        :class:`~agent_meta.StoreError` when the store cannot be read (the request is then
-        answered with an error, and nothing is opened)."""
-        replay = await self.open_replay(message)
-        return None if replay is None else replay.token
+        it holds one: a store round trip). For those and for ``session/new`` and
+        ``session/fork``, the token returned marks what the handler sends as that request's
+        (see :meth:`response`: replay, or what the lifetime the request opens must know); else
+        ``None``. Raises :class:`~agent_meta.StoreError` when the store cannot be read (the
+        request is then answered with an error, and nothing is opened)."""
+        start = await self._start(message)
+        return None if start is None else start.token
 
     async def open_replay(self, message: Mapping[str, object]) -> ReplayStart | None:
         """:meth:`request`, returning the whole :class:`~agent_meta.sansio._seam.ReplayStart`
-        (whether the request replays, whether its lifetime held its state before): for a
-        driver that tells replay from live state by the order of frames, not by handler."""
+        of a load or resume (whether the request replays, whether its lifetime held its state
+        before), else ``None``: for a driver that tells replay from live state by the order of
+        frames, not by handler."""
+        start = await self._start(message)
+        return start if isinstance(start, ReplayStart) else None
+
+    async def _start(self, message: Mapping[str, object]) -> ReplayStart | OpeningStart | None:
+        """What the tracker starts for a request (opening a load's or resume's lifetime)."""
         owner = self._owner
         session_id = replaying_session(message)
         existed = False
@@ -101,27 +113,37 @@ class LifetimePolicy:
         )
         if replay is None:
             return None
-        self.open(replay.session_id)
+        if isinstance(replay, ReplayStart):
+            self.open(replay.session_id)
         return replay
 
     def response(
-        self, message: Mapping[str, object], *, replaying: int | None = None
+        self, message: Mapping[str, object], *, handling: int | None = None
     ) -> OutboundPlan:
         """A message is about to be queued: carry out what it needs first (a response's
         lifetime step, the version ``initialize`` negotiated) and return the plan (for a
-        ``session_info_update``, the publication it stands for). ``replaying``: the token of
-        the load or resume whose handler sends it."""
+        ``session_info_update``, the publication it stands for). ``handling``: the token of
+        the request whose handler sends it (:meth:`request`)."""
         owner = self._owner
         plan = self.tracker.outbound(
             message,
             owner.has_lifetime,
-            replaying=replaying,
+            handling=handling,
             offset_timestamps=wire_mode(
                 owner.protocol_version, owner.options.v1_meta_mode
             ).requires_offset_timestamps,
+            known=self._known,
         )
         self.carry_out(plan)
         return plan
+
+    def _known(self, session_id: str) -> SessionInfo:
+        """What the owner knows of ``session_id`` (a snapshot: asked only in a load or resume
+        window, and at the response of one that built the state)."""
+        owner = self._owner
+        if not owner.has_lifetime(session_id):
+            return SessionInfo()
+        return owner.lifetime(session_id).snapshot()
 
     def carry_out(self, plan: OutboundPlan) -> None:
         """What must happen before the message is queued: the version, a lifetime step."""
@@ -140,14 +162,34 @@ class LifetimePolicy:
             return
         if plan.step is LifetimeStep.OPEN:
             self.open(session_id)
+            self._seed(session_id, plan.seed)
         elif plan.step is LifetimeStep.RESYNC:
             if owner.has_lifetime(session_id):
+                self._seed(session_id, plan.seed)
                 owner.lifetime(session_id).resync()
         elif plan.step is LifetimeStep.ADOPT_TITLE:
             if owner.has_lifetime(session_id) and plan.title is not None:
                 self._adopt_title(session_id, plan.title)
         elif owner.has_lifetime(session_id):  # LifetimeStep.CLOSE or DISCARD
             owner.close_lifetime(session_id)
+
+    def _seed(self, session_id: str, seed: InfoUpdate | None) -> None:
+        """Make what the plan says the lifetime must know known, without a frame: the client
+        has it already (or the resync that follows tells it). What the owner refuses (over the
+        frame limit, say) is logged: those frames were written, but the state does not hold
+        them."""
+        if seed is None:
+            return
+        try:
+            self._owner.lifetime(session_id).seed(
+                title=seed.title,  # type: ignore[arg-type]  # checked by the owner (R12)
+                updated_at=seed.updated_at,  # type: ignore[arg-type]
+                meta=seed.meta,  # type: ignore[arg-type]
+            )
+        except AgentMetaError as exc:
+            logger.warning(
+                "session %s: what its handler sent could not be made known: %s", session_id, exc
+            )
 
     def open(self, session_id: str) -> None:
         """Open ``session_id``'s lifetime unless it is open (a stored one is restored)."""

@@ -39,6 +39,8 @@ and every response it is about to write (:meth:`~InboundGate.respond`), and writ
   request, never the connection (R12).
 - Each entry of a batch is admitted on its own; the batch is answered with one array once the
   last of its requests is (an array only of what the gate refused, at once).
+- After the end of the input, the runtime stops once no request nor ACP v2 turn still runs
+  (:attr:`InboundGate.may_stop`, :mod:`agent_meta.sansio._turns`).
 
 What an exception out of a handler earns is :mod:`agent_meta.sansio._handler_errors`.
 """
@@ -54,6 +56,7 @@ from ..core._jsonrpc import ErrorCode, JsonRpcError, negotiate_version
 from ..core._replay import Replay, replay_of
 from ._frames import build_response, join_response_frames, session_of
 from ._seam import RequestId, is_request_id
+from ._turns import RunningTurns
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -186,6 +189,7 @@ class InboundGate:
         "max_frame_bytes",
         "protocol_version",
         "statistics",
+        "turns",
         "versions",
     )
 
@@ -221,6 +225,7 @@ class InboundGate:
         self._batches: dict[RequestId, _Batch] = {}
         # Requests the agent sent the client, still unanswered.
         self._outstanding: set[RequestId] = set()
+        self.turns = RunningTurns()  # ACP v2 turns running on after their answer (may_stop)
         self._input_ended = False
 
     # -- inbound ----------------------------------------------------------------------------
@@ -384,6 +389,9 @@ class InboundGate:
             self.statistics.replaced_responses += 1
         if request is not None and request[0] == "initialize":
             self._initialized(response.get("result"))
+        if request is not None:
+            ok, version = "result" in response, self.protocol_version or 1
+            self.turns.answered(request_id, *request, ok=ok, version=version)
         batch = None if request is None else self._batches.pop(request_id, None)
         if batch is None:
             return Answer(response, frame, (request_id,), replaced)
@@ -414,6 +422,10 @@ class InboundGate:
     def sent_request(self, request_id: RequestId) -> None:
         """The agent sent the client a request (see :attr:`may_stop`)."""
         self._outstanding.add(request_id)
+
+    def sent_notification(self, message: Mapping[str, Any]) -> None:
+        """The agent sent the client a notification (see :attr:`turns`)."""
+        self.turns.notified(message, self._in_flight)
 
     def _initialized(self, result: object) -> None:
         if isinstance(result, dict):
@@ -459,10 +471,10 @@ class InboundGate:
 
     @property
     def may_stop(self) -> bool:
-        """Whether the runtime may stop after the end of the input: no request of the client is
-        still being answered, or the agent waits for an answer from the client, which can no
-        longer come."""
-        return self._input_ended and (not self._in_flight or bool(self._outstanding))
+        """Whether the input has ended and no request of the client nor ACP v2 turn still runs,
+        or the agent waits for an answer from the client, which can no longer come."""
+        stopped = bool(self._outstanding) or not (self._in_flight or self.turns)
+        return self._input_ended and stopped
 
     @property
     def in_flight(self) -> int:

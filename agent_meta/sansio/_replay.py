@@ -6,7 +6,12 @@ only the order of the frames tells. :class:`ReplayWindows` reads that order, per
 
 - **The window.** From a ``session/load`` or ``session/resume`` request to its response, the
   child's ``session_info_update`` frames of that session are its history replayed: they reach
-  the client as sent and are not publications (:attr:`Verdict.REPLAY`). A v2
+  the client as sent and are not publications (:attr:`Verdict.REPLAY`), except the child's
+  current info, an ``updatedAt`` newer than everything known or replayed: a publication
+  (:attr:`Verdict.LIVE`). That is the owner's rule "replay is replay", decided once by
+  :class:`~agent_meta.core._replay.ReplayWindow`, which the SDK's lifetime tracker
+  (:mod:`agent_meta.sansio._marks`) and the client-side watcher ask too; a clear
+  (``_meta: null``) stays replay here whatever its ``updatedAt`` (below). A v2
   ``session/resume`` without ``replayFrom`` replays nothing, so what the child sends in it is its
   live state (:attr:`Verdict.LIVE`), but for a clear (``_meta: null``): forwarded as sent too,
   it is state only with the snapshot that follows it (below).
@@ -30,6 +35,16 @@ only the order of the frames tells. :class:`ReplayWindows` reads that order, per
 The child's rule for ``_meta`` is the shallow patch by top-level key on both versions (a v1
 child that sends partial objects is patching), or, with ``replace_meta`` (a v1 child known to
 send whole objects), each object replacing the whole ``_meta``; v2 always patches.
+
+Why this is not the SDK tracker's window (:class:`~agent_meta.sansio._marks.Window`): both ask
+:class:`~agent_meta.core._replay.ReplayWindow` what is current info, but the rest is decided
+differently, for a reason. The tracker knows which request's handler sent a frame, and every
+publication of its agent went through the owner it serves: an agent's own resync can only
+repeat what that owner holds, so it is replay, and a replay that builds a state goes *beneath*
+what was published meanwhile. In front of a child process only the order of frames tells, and
+the child is the only source of its session's state (a child restored from its own disk holds
+what no owner saw): its own resync states that whole, so it is taken as the child's state, and
+a window that builds the lifetime takes the fold of all it carried.
 """
 
 from __future__ import annotations
@@ -39,10 +54,13 @@ import enum
 from typing import TYPE_CHECKING, Final, final
 
 from ..core._patch import patch_in_place, replacement_patch
+from ..core._replay import ReplayWindow
 from ..core._sentinel import OMITTED, Omitted
 from ..core._session_info import SessionInfo, SessionInfoPatch, apply_session_info_patch
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..core._json import JsonObject
 
 __all__ = [
@@ -159,12 +177,13 @@ def _known_text(value: object) -> str | None | Omitted:
 class _Window:
     """One session's load or resume requests still unanswered, and what they carried."""
 
-    __slots__ = ("child", "held", "pending", "replays", "resync", "snapshot", "view")
+    __slots__ = ("child", "held", "judge", "pending", "replays", "resync", "snapshot", "view")
 
     def __init__(self, *, held: bool, replays: bool) -> None:
         self.held = held
         self.replays = replays
         self.pending = 0
+        self.judge = ReplayWindow()  # replay is replay: the child's current info
         self.child = _Fold()  # everything the window carried, by the child's rule
         self.resync: _Fold | None = None  # from the child's last clear on, while it stands
         self.snapshot = False  # a _meta object followed that clear
@@ -228,8 +247,15 @@ class ReplayWindows:
         self._tails.pop(session_id, None)
 
     # -- the child's frames ----------------------------------------------------------------
-    def info(self, session_id: str, patch: SessionInfoPatch) -> Verdict:
-        """One valid ``session_info_update`` of ``session_id`` from the child."""
+    def info(
+        self,
+        session_id: str,
+        patch: SessionInfoPatch,
+        known_updated_at: Callable[[], object] = lambda: OMITTED,
+    ) -> Verdict:
+        """One valid ``session_info_update`` of ``session_id`` from the child;
+        ``known_updated_at()``: the lifetime's known ``updatedAt`` now (asked only when the
+        verdict depends on it; the default knows none, so nothing in a window is current)."""
         window = self._windows.get(session_id)
         if window is None:
             if self._tails.get(session_id):
@@ -244,9 +270,12 @@ class ReplayWindows:
             window.resync.apply(patch, replace_meta=self.replaces, partial_defines=True)
             window.snapshot = window.snapshot or isinstance(patch.meta, dict)
         window.view.apply(patch, replace_meta=self.protocol_version < 2, partial_defines=False)
-        if window.replays or clear:
-            return Verdict.REPLAY  # a clear is state only with the snapshot that follows it
-        return Verdict.LIVE
+        if not window.replays:
+            return Verdict.REPLAY if clear else Verdict.LIVE
+        current = window.judge.is_current(patch.updated_at, known_updated_at)
+        if current and not clear:
+            return Verdict.LIVE  # the child's current info: a publication
+        return Verdict.REPLAY  # a clear is state only with the snapshot that follows it
 
     def other(self, session_id: str, kind: object) -> None:
         """Another ``session/update`` of ``session_id`` (``kind``: its ``sessionUpdate``)."""

@@ -7,27 +7,34 @@ without any agent code, what the session lifetimes need (R4, R5, R6, R10):
 
 - ``initialize``'s response sets the protocol version the owner renders for (R10), when it
   is one the owner can render;
+- :meth:`LifetimeTracker.inbound` gives every ``session/load``, ``session/resume``,
+  ``session/new`` and ``session/fork`` a token; the driver marks the request's handler (and
+  the tasks it starts) with it and passes it back with what they send (``handling``), until
+  the request is answered (:mod:`agent_meta.sansio._marks`);
 - ``session/load`` and ``session/resume`` open (or keep) the session's lifetime when the
   request arrives; their successful response is preceded by a resync (R4). A lifetime the
   request opened with nothing known is closed again when it fails. While the handler of a
   replaying request runs (every load, and every v1 resume: agents replay on a v1 resume too;
   a v2 resume only with a ``replayFrom`` cursor, as v2 says: ``core/_replay.py``, the one
-  answer every part of agent_meta gives), the ``session_info_update``s *it*
-  sends are replay: :meth:`LifetimeTracker.inbound` gives each
-  such request a token, the driver marks the handler with it and passes it back with what the
-  handler sends (``replaying``); the token ends with the request's response. A lifetime that
-  existed before the request (open, or kept by the store) already holds the state, so replayed
-  patches pass through without touching it (re-applying old patches would bring back removed
-  keys) and the resync then puts the client right; a live update sent meanwhile by other work
-  of the agent (a background task) is still absorbed, so the resync carries it. A lifetime the
-  request opened with nothing known is built from the replay: those updates are absorbed;
+  answer every part of agent_meta gives), the ``session_info_update`` messages *it* sends are
+  replay, except the agent's current info, a newer ``updatedAt`` than anything known or
+  replayed (:class:`~agent_meta.core._replay.ReplayWindow`: "replay is replay"), which is a
+  publication. Replay never joins the state: a lifetime that held its state before the
+  request (open, or kept by the store) only has it written (re-applying old patches would bring
+  back removed keys), and the resync then puts the client right; a lifetime the request opened
+  with nothing known is built from it, in a scratch state of the request's own that goes
+  beneath what was published meanwhile once the request succeeds (the plan's ``seed``, before
+  the resync). A live update sent meanwhile by other work of the agent (a background task) is
+  absorbed, so the resync carries it;
 - ``session/new`` and ``session/fork`` open the lifetime their response names, before that
-  response is written;
+  response is written; what their handler sent for that session before (a
+  ``session_info_update`` the client already has) becomes its known state as it opens (the
+  plan's ``seed``);
 - ``session/close``'s successful response ends the lifetime before it is written, so nothing
   of the session follows it (R5, R6);
 - a ``session_info_update`` for a session with an open lifetime becomes a publication, so its
-  fields join the known state (R1); for any other session it passes through unchanged and is
-  counted;
+  fields join the known state (R1); for any other session (but the one a ``session/new`` or
+  ``session/fork`` handler is opening) it passes through unchanged and is counted;
 - where ``session/set_title`` reaches the agent (a proxy in front of an agent that advertises
   it, :attr:`LifetimeTracker.forwards_titles`), its successful response makes the title the
   client's (R13) before it is written;
@@ -44,14 +51,15 @@ the plan.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, final
 
 from ..core._replay import replay_of
-from ..core._sentinel import OMITTED
-from ..core._timestamps import is_rfc3339
+from ..core._session_info import SessionInfo
 from ._frames import session_of
+from ._marks import HandlerMarks, InfoUpdate, Opening, Window, info_update_of, underlay
 from ._modes import WIRE_MODES
 from ._titles import SET_TITLE
 
@@ -63,6 +71,7 @@ __all__ = [
     "InfoUpdate",
     "LifetimeStep",
     "LifetimeTracker",
+    "OpeningStart",
     "OutboundPlan",
     "ReplayStart",
     "RequestId",
@@ -77,9 +86,6 @@ PENDING_REQUESTS: Final = 4096
 
 RequestId: TypeAlias = int | str | None
 """A JSON-RPC request id, as the tracker keys the requests it remembers."""
-
-_INFO_UPDATE_FIELDS: Final = frozenset({"sessionUpdate", "title", "updatedAt", "_meta"})
-_NOTIFICATION_FIELDS: Final = frozenset({"sessionId", "update", "_meta"})
 
 
 class LifetimeStep(enum.Enum):
@@ -104,7 +110,7 @@ class LifetimeStep(enum.Enum):
 class ReplayStart:
     """A ``session/load`` or ``session/resume`` arrived: open ``session_id``'s lifetime before
     the agent handles it (unless it is open), and mark the handler with ``token``: what it
-    sends, passed back as ``outbound(..., replaying=token)``, is that request's replay."""
+    sends, passed back as ``outbound(..., handling=token)``, is that request's replay."""
 
     session_id: str
     token: int
@@ -118,16 +124,12 @@ class ReplayStart:
 
 @final
 @dataclass(frozen=True, slots=True)
-class InfoUpdate:
-    """The fields of a ``session_info_update``, each ``OMITTED`` when the message left it out."""
+class OpeningStart:
+    """A ``session/new`` or ``session/fork`` arrived: mark the handler with ``token``; what it
+    sends for the session it creates, before the response opens its lifetime, is kept for that
+    lifetime."""
 
-    title: object = OMITTED
-    updated_at: object = OMITTED
-    meta: object = OMITTED
-    notification_meta: Mapping[str, object] | None = None
-    dropped: tuple[str, ...] = ()
-    """Wire fields of the message left out because the negotiated version cannot carry them
-    (an ``updatedAt`` without a UTC offset under v2); the rest is still published."""
+    token: int
 
 
 @final
@@ -146,6 +148,10 @@ class OutboundPlan:
     protocol_version: int | None = None
     update: InfoUpdate | None = None
     is_request: bool = False
+    seed: InfoUpdate | None = None
+    """With ``step``: fields to make known without a frame (``SessionLifetime.seed``), after an
+    ``OPEN`` (what the request's handler sent before the lifetime opened, already written) or
+    before a ``RESYNC`` (the history a replay built the state from, beneath what is known)."""
     title: str | None = None
     """The title of a :attr:`LifetimeStep.ADOPT_TITLE` step."""
 
@@ -173,6 +179,11 @@ class TrackerStatistics:
     replayed_updates: int = 0
     """``session_info_update`` messages sent while a ``session/load`` or ``session/resume``
     of a lifetime that already held its state was running: written unchanged, not folded."""
+    seeded_updates: int = 0
+    """``session_info_update`` messages written unchanged and kept for a lifetime's known
+    state, without a frame of the owner: sent by a ``session/new`` or ``session/fork``
+    handler before its response opened the lifetime, or replayed by a load or resume that
+    builds the state (kept beneath what is published meanwhile, at its response)."""
     forgotten_requests: int = 0
     """Remembered requests dropped unanswered to stay within :data:`PENDING_REQUESTS`."""
 
@@ -181,17 +192,14 @@ class TrackerStatistics:
 class LifetimeTracker:
     """Follows one agent connection's messages and plans the lifetime work around them."""
 
-    __slots__ = ("_pending", "_replays", "_tokens", "forwards_titles", "statistics")
+    __slots__ = ("_marks", "_pending", "forwards_titles", "statistics")
 
     def __init__(self) -> None:
-        # Requests whose response matters: id -> (method, session id, replay token or the
+        # Requests whose response matters: id -> (method, session id, handler token or the
         # title a session/set_title asks for, or None).
         self._pending: dict[RequestId, _Pending] = {}
-        # Loads and resumes running, by token: (session id, whether its lifetime already held
-        # the state: replayed updates then pass through; otherwise the replay builds it,
-        # whether the request replays at all).
-        self._replays: dict[int, tuple[str, bool, bool]] = {}
-        self._tokens = 0
+        # What the marked handlers sent (loads, resumes, new and fork), by token.
+        self._marks = HandlerMarks()
         self.forwards_titles = False
         """``session/set_title`` reaches the agent (a proxy in front of an agent that
         advertises it): its successful response is planned as
@@ -204,9 +212,11 @@ class LifetimeTracker:
         existed: Callable[[str], bool],
         *,
         protocol_version: int = 1,
-    ) -> ReplayStart | None:
+    ) -> ReplayStart | OpeningStart | None:
         """Note a message from the client; for a ``session/load`` or ``session/resume``, what
-        must happen before the agent handles it (:class:`ReplayStart`), else ``None``.
+        must happen before the agent handles it (:class:`ReplayStart`), for a ``session/new``
+        or ``session/fork`` the token to mark its handler with (:class:`OpeningStart`), else
+        ``None``.
 
         ``existed`` says whether a session's lifetime exists before this message: open in the
         owner, or kept by its store. ``protocol_version`` is the connection's: whether what
@@ -222,19 +232,20 @@ class LifetimeTracker:
             return None  # a notification, or an id the agent will refuse
         params = message.get("params")
         session_id = session_of(params)
+        if method in _OPENING_METHODS:
+            token = self._marks.start_opening()
+            self._remember(request_id, (method, session_id, token))
+            return OpeningStart(token)
         if method not in _REPLAYING_METHODS or session_id is None:
             self._remember(request_id, (method, session_id, _requested_title(method, params)))
             return None
-        self._tokens += 1
-        token = self._tokens
-        self._remember(request_id, (method, session_id, token))
-        # A load or resume of the same session still running decides: its lifetime is the one
-        # this request finds (opened by it with nothing known, or one that held the state).
-        held = self._held_state(session_id)
         replays = replay_of(method, params, protocol_version=protocol_version).may_replay
-        if held is None:
-            held = existed(session_id)
-        self._replays[token] = (session_id, held, replays)
+        token = self._marks.start_window(
+            session_id, existed=lambda: existed(session_id), replays=replays
+        )
+        self._remember(request_id, (method, session_id, token))
+        window = self._marks.window(token)
+        held = window is not None and not window.builds
         return ReplayStart(session_id, token, replays, held)
 
     def outbound(
@@ -242,19 +253,25 @@ class LifetimeTracker:
         message: Mapping[str, object],
         has_lifetime: Callable[[str], bool],
         *,
-        replaying: int | None = None,
+        handling: int | None = None,
         offset_timestamps: bool = False,
+        known: Callable[[str], SessionInfo] | None = None,
     ) -> OutboundPlan:
         """Plan one message the agent sends; ``has_lifetime`` says whether a session's lifetime
-        is open in the owner. ``replaying`` is the :attr:`ReplayStart.token` of the
-        ``session/load`` or ``session/resume`` whose handler sent the message (``None``: some
-        other work of the agent); only what that handler sends, while it runs, is replay.
-        ``offset_timestamps``: the owner renders a version whose ``updatedAt`` must be RFC 3339
-        with an offset (v2); an update with another ``updatedAt`` is still absorbed, without
-        that field (:attr:`InfoUpdate.dropped`), so the agent's call never fails for it."""
+        is open in the owner, ``known`` what its known state is (a snapshot; ``None``: nothing
+        is known of any). ``handling`` is the token (:attr:`ReplayStart.token`,
+        :attr:`OpeningStart.token`) of the request whose handler sent the message (``None``:
+        some other work of the agent); only what that handler sends, while it runs, is that
+        request's. ``offset_timestamps``: the owner renders a version whose ``updatedAt`` must
+        be RFC 3339 with an offset (v2); an update with another ``updatedAt`` is still
+        absorbed, without that field (:attr:`InfoUpdate.dropped`), so the agent's call never
+        fails for it."""
+        state = _unknown if known is None else known
         method = message.get("method")
         if isinstance(method, str):
-            return self._plan_outgoing(method, message, has_lifetime, replaying, offset_timestamps)
+            return self._plan_outgoing(
+                method, message, has_lifetime, handling, offset_timestamps, state
+            )
         request_id = message.get("id")
         if "id" not in message or not is_request_id(request_id):
             return _WRITE_AS_IS
@@ -264,7 +281,7 @@ class LifetimeTracker:
         method, session_id, requested = request
         if method == SET_TITLE:
             return _adopted_title(session_id, requested, message)
-        return self._plan_answer(request, message)
+        return self._plan_answer(request, message, state)
 
     def answering(self, message: Mapping[str, object]) -> str | None:
         """The method of the remembered request that ``message`` answers successfully (a
@@ -280,22 +297,48 @@ class LifetimeTracker:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _plan_answer(self, request: _Pending, message: Mapping[str, object]) -> OutboundPlan:
+    def _plan_answer(
+        self,
+        request: _Pending,
+        message: Mapping[str, object],
+        known: Callable[[str], SessionInfo],
+    ) -> OutboundPlan:
         """Plan the response (or error) to a remembered request."""
         method, session_id, extra = request
         token = extra if isinstance(extra, int) else None
-        replay = None if token is None else self._replays.pop(token, None)
+        mark = None if token is None else self._marks.end(token)
         if "result" in message and "error" not in message:
-            plan = _plan_response(method, session_id, message["result"])
-            if plan.step is LifetimeStep.RESYNC and session_id is not None:
-                self._settle(session_id)  # other loads of it now find a lifetime that holds it
-            if plan.step is not None or replay is None:
+            plan = self._seeded(_plan_response(method, session_id, message["result"]), mark, known)
+            if plan.step is not None or not isinstance(mark, Window):
                 return plan
         # An error, or a load or resume answered with no object (no success either).
-        if replay is not None and not replay[1] and self._held_state(replay[0]) is None:
+        if (
+            isinstance(mark, Window)
+            and mark.builds
+            and self._marks.building(mark.session_id) is None
+        ):
             # The lifetime it opened with nothing known goes again.
-            return OutboundPlan(step=LifetimeStep.DISCARD, session_id=replay[0])
+            return OutboundPlan(step=LifetimeStep.DISCARD, session_id=mark.session_id)
         return _WRITE_AS_IS
+
+    def _seeded(
+        self,
+        plan: OutboundPlan,
+        mark: Window | Opening | None,
+        known: Callable[[str], SessionInfo],
+    ) -> OutboundPlan:
+        """A successful response's plan with what its handler left for the lifetime: what a
+        new session's handler sent before the lifetime opened, the state a replay built."""
+        session_id = plan.session_id
+        seed = None
+        if plan.step is LifetimeStep.OPEN and isinstance(mark, Opening) and session_id:
+            fold = mark.kept.get(session_id)
+            seed = None if fold is None else fold.as_update()
+        elif plan.step is LifetimeStep.RESYNC and session_id is not None:
+            if isinstance(mark, Window) and mark.builds:
+                seed = underlay(mark, known(session_id))
+            self._marks.settle(session_id)  # other loads of it find a lifetime that holds it
+        return plan if seed is None else dataclasses.replace(plan, seed=seed)
 
     def _tracks(self, method: str) -> bool:
         """Whether a request of ``method`` is remembered until its response."""
@@ -308,30 +351,17 @@ class LifetimeTracker:
         if len(self._pending) > PENDING_REQUESTS:
             _, _, token = self._pending.pop(next(iter(self._pending)))
             if isinstance(token, int):
-                self._replays.pop(token, None)
+                self._marks.end(token)
             self.statistics.forgotten_requests += 1
-
-    def _held_state(self, session_id: str) -> bool | None:
-        """Whether the lifetime held its state when the first load or resume of
-        ``session_id`` still running arrived; ``None`` when none is running."""
-        for replaying, held, _ in self._replays.values():
-            if replaying == session_id:
-                return held
-        return None
-
-    def _settle(self, session_id: str) -> None:
-        """A load or resume of ``session_id`` succeeded: its lifetime holds the state now."""
-        for token, (replaying, _, replays) in self._replays.items():
-            if replaying == session_id:
-                self._replays[token] = (replaying, True, replays)
 
     def _plan_outgoing(
         self,
         method: str,
         message: Mapping[str, object],
         has_lifetime: Callable[[str], bool],
-        replaying: int | None,
+        handling: int | None,
         offset_timestamps: bool,
+        known: Callable[[str], SessionInfo],
     ) -> OutboundPlan:
         params = message.get("params")
         session_id = session_of(params)
@@ -344,26 +374,62 @@ class LifetimeTracker:
         if not isinstance(update, dict) or update.get("sessionUpdate") != "session_info_update":
             return OutboundPlan(session_id=session_id)
         info = info_update_of(params, update, offset_timestamps=offset_timestamps)
-        if info is None or not has_lifetime(session_id):
+        if info is None:
             self.statistics.passed_through_updates += 1
             return OutboundPlan(session_id=session_id)
-        replay = None if replaying is None else self._replays.get(replaying)
-        if replay == (session_id, True, True):
-            self.statistics.replayed_updates += 1
+        return self._plan_info(session_id, info, has_lifetime, handling, known)
+
+    def _plan_info(
+        self,
+        session_id: str,
+        info: InfoUpdate,
+        has_lifetime: Callable[[str], bool],
+        handling: int | None,
+        known: Callable[[str], SessionInfo],
+    ) -> OutboundPlan:
+        """Plan a ``session_info_update`` the owner can reproduce: a publication, history, or
+        (no lifetime yet) an update written as it is, perhaps kept for the lifetime to come."""
+        if not has_lifetime(session_id):
+            opening = self._marks.opening(handling)
+            if opening is not None and opening.keep(session_id, info):
+                self.statistics.seeded_updates += 1  # the lifetime its response opens knows it
+            else:
+                self.statistics.passed_through_updates += 1
             return OutboundPlan(session_id=session_id)
+        window = self._marks.window(handling)
+        if window is not None and window.session_id == session_id and window.replays:
+            current = window.judge.is_current(info.updated_at, lambda: known(session_id).updated_at)
+            if not current:
+                return self._replayed(window, info)
+        self._marks.published(session_id, info)
         if info.dropped:
             self.statistics.dropped_fields += len(info.dropped)
         return OutboundPlan(session_id=session_id, update=info)
+
+    def _replayed(self, window: Window, info: InfoUpdate) -> OutboundPlan:
+        """History a load or resume replays: written as it is, kept in the window's scratch
+        state when the window builds the lifetime's state."""
+        if window.builds and window.scratch.add(info):
+            self.statistics.seeded_updates += 1
+        else:
+            self.statistics.replayed_updates += 1
+        return OutboundPlan(session_id=window.session_id)
 
 
 _Pending: TypeAlias = tuple[str, str | None, int | str | None]
 
 _RENDERED_VERSIONS: Final = frozenset(version for version, _ in WIRE_MODES)
 _REPLAYING_METHODS: Final = frozenset({"session/load", "session/resume"})
+_OPENING_METHODS: Final = frozenset({"session/new", "session/fork"})
 _TRACKED_METHODS: Final = frozenset(
-    {"initialize", "session/new", "session/fork", "session/close", "session/list"}
-    | _REPLAYING_METHODS
+    {"initialize", "session/close", "session/list"} | _OPENING_METHODS | _REPLAYING_METHODS
 )
+_NOTHING_KNOWN: Final = SessionInfo()
+
+
+def _unknown(_session_id: str) -> SessionInfo:
+    """The known state when the driver tells none: nothing."""
+    return _NOTHING_KNOWN
 
 
 def _requested_title(method: str, params: object) -> str | None:
@@ -424,28 +490,3 @@ def is_request_id(value: object) -> TypeGuard[RequestId]:
     """Whether ``value`` is a JSON-RPC request id: a string, an integer or ``null`` (a
     ``session/load`` with ``"id": null`` is served like any other)."""
     return value is None or isinstance(value, str) or (type(value) is int)
-
-
-def info_update_of(
-    params: Mapping[str, object], update: Mapping[str, object], *, offset_timestamps: bool
-) -> InfoUpdate | None:
-    """The publication a ``session_info_update`` (``params`` of its notification, and their
-    ``update``) stands for, or ``None`` when it carries fields the owner would not reproduce
-    (it then passes through unchanged). Its values are as received: the owner checks them."""
-    if not update.keys() <= _INFO_UPDATE_FIELDS or not params.keys() <= _NOTIFICATION_FIELDS:
-        return None
-    notification_meta = params.get("_meta")
-    if notification_meta is not None and not isinstance(notification_meta, dict):
-        return None
-    updated_at = update.get("updatedAt", OMITTED)
-    dropped: tuple[str, ...] = ()
-    if offset_timestamps and isinstance(updated_at, str) and not is_rfc3339(updated_at):
-        updated_at = OMITTED  # a v2 client drops it anyway; the rest of the update stands
-        dropped = ("updatedAt",)
-    return InfoUpdate(
-        title=update.get("title", OMITTED),
-        updated_at=updated_at,
-        meta=update.get("_meta", OMITTED),
-        notification_meta=notification_meta,
-        dropped=dropped,
-    )

@@ -36,7 +36,7 @@ from ..sansio._gate import InboundGate
 from ..sansio._handler_errors import failure_of
 from ..sansio._titles import SET_TITLE
 from ._release import SdkRelease, UnsupportedSdkError, installed_release
-from ._streams import REPLAYING, SeamReader, SeamSender, marking_dispatcher
+from ._streams import HANDLING, SeamReader, SeamSender, marking_dispatcher
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from ..owner._statistics import OwnerStatistics
     from ..owner._threadsafe import ThreadsafeOwner
     from ..sansio._gate import Undecodable
-    from ..sansio._seam import InfoUpdate, OutboundPlan
+    from ..sansio._marks import InfoUpdate
+    from ..sansio._seam import OutboundPlan
 
 __all__ = ["AdapterStatistics", "MessageSource", "SdkAdapter"]
 
@@ -88,13 +89,20 @@ class AdapterStatistics:
     an ``updatedAt`` without a UTC offset under ACP v2 (the rest of the update is published)."""
     passed_through_updates: int
     """``session_info_update`` messages written unchanged because no lifetime was open for their
-    session (say, sent while ``session/new`` was still running) or because they carried fields
-    the owner does not know; they still go through the FIFO and are fenced after a close."""
+    session (and no ``session/new`` or ``session/fork`` handler was opening it) or because
+    they carried fields the owner does not know; they still go through the FIFO and are fenced
+    after a close."""
     replayed_updates: int
     """``session_info_update`` messages a ``session/load`` or ``session/resume`` handler sent
     (from its own task, or a task it started) for a lifetime that already held its state:
     written unchanged as replay, not folded (the resync that follows restores the state on the
-    client). Updates other tasks send meanwhile are live and absorbed."""
+    client). Updates other tasks send meanwhile, and the agent's current info (a newer
+    ``updatedAt``), are live and absorbed."""
+    seeded_updates: int
+    """``session_info_update`` messages written unchanged and kept for a lifetime's known state:
+    a ``session/new`` or ``session/fork`` handler sent them before its response opened the
+    lifetime (known as it opens), or a load or resume that opened the lifetime with nothing
+    known replayed them (known, beneath what was published meanwhile, at its response)."""
     refused_lines: int
     """Inbound lines and batch entries that are no JSON-RPC message (not JSON, too long, not a
     message), kept from the SDK: answered with an error, unless shaped like a response."""
@@ -203,6 +211,7 @@ class SdkAdapter:
             dropped_fields=tracked.dropped_fields,
             passed_through_updates=tracked.passed_through_updates,
             replayed_updates=tracked.replayed_updates,
+            seeded_updates=tracked.seeded_updates,
             refused_lines=gated.refused_lines,
             refused_requests=gated.refused_requests,
             ignored_notifications=gated.ignored_notifications,
@@ -302,13 +311,13 @@ class SdkAdapter:
                 admitted, token = await self._admit(message)
                 if not admitted:
                     continue  # answered with an error: the store could not be read
-                REPLAYING.set(token)  # for the handler task the SDK starts next
+                HANDLING.set(token)  # for the handler task the SDK starts next
             return message if isinstance(message, dict) else dict(message)
 
     async def _admit(self, message: Mapping[str, Any]) -> tuple[bool, int | None]:
         """Carry out the lifetime policy for a message about to reach a handler: whether it
         may (``False``: it was answered with an error, the lifetime store having failed) and
-        its replay token."""
+        its handler token (:data:`~agent_meta.sdk._streams.HANDLING`)."""
         try:
             return True, await self._policy.request(message)
         except StoreError as exc:
@@ -361,8 +370,10 @@ class SdkAdapter:
             raise
 
     async def _input_ended(self) -> None:
-        """Wait until the SDK may stop: the client's requests answered, within the owner's
-        ``drain_timeout`` (a client that stopped reading cannot hold the exit)."""
+        """Wait until the SDK may stop: the client's requests answered and the ACP v2 turns
+        that run on after their answer ended (the SDK would close its connection under them),
+        within the owner's ``drain_timeout`` (a client that stopped reading cannot hold the
+        exit)."""
         gate = self.gate
         gate.input_ended()
         timeout = self._owner.options.drain_timeout
@@ -374,9 +385,11 @@ class SdkAdapter:
         except TimeoutError:
             logger.warning(
                 "the client's input ended; %d of its requests were still unanswered after "
-                "the drain timeout of %s s, and are cancelled",
+                "the drain timeout of %s s, and are cancelled (ACP v2 turns still running "
+                "after their answer: %d)",
                 gate.in_flight,
                 timeout,
+                len(gate.turns),
             )
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -395,7 +408,7 @@ class SdkAdapter:
         if "method" not in message:
             await self._respond(await self._rewritten(message))
             return
-        plan = self._policy.response(message, replaying=REPLAYING.get())
+        plan = self._policy.response(message, handling=HANDLING.get())
         if plan.update is not None and plan.session_id is not None:
             await self._absorb(plan.session_id, plan.update)
             return
@@ -473,7 +486,7 @@ class SdkAdapter:
         answer = gate.respond(message)
         if answer.replaced is not None:
             logger.error("the response to request %r: %s", message.get("id"), answer.replaced)
-        self._policy.response(answer.response, replaying=REPLAYING.get())
+        self._policy.response(answer.response, handling=HANDLING.get())
         try:
             if answer.frame is not None:
                 await self._owner.send_encoded(answer.frame, None)
@@ -487,10 +500,13 @@ class SdkAdapter:
         owner = self._owner
         method = message["method"]
         params = message.get("params")
+        gate = self.gate
         if "id" not in message:
             await owner.send_notification(method, params)
+            gate.sent_notification(message)
+            if gate.may_stop:
+                self._settled.set()  # the end of the input waited for this turn to end
             return
-        gate = self.gate
         gate.sent_request(message["id"])
         try:
             if not await owner.send_request(message["id"], method, params):

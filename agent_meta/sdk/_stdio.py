@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import sys
 from contextlib import asynccontextmanager
@@ -149,17 +150,42 @@ async def open_stdio_adapter(
     ``sys.stdout`` (``agent-meta run`` hands the agent its client's stdout this way).
 
     On leaving the block the owner writes what is queued (up to ``options.drain_timeout``
-    seconds) before it stops; frames still unwritten then (a client that stopped reading)
-    raise :class:`~agent_meta.TransportBrokenError` from the block.
+    seconds) before it stops, then stdout's transport flushes what it still buffers (again up
+    to ``drain_timeout``); frames still unwritten then (a client that stopped reading) raise
+    :class:`~agent_meta.TransportBrokenError` from the block. Cancelled while it flushes, the
+    rest of the buffer is dropped.
     """
+    if options is None:
+        options = SDK_DEFAULT_OPTIONS
     writer = await _stdout_writer(sys.stdout if stdout is None else stdout)
     try:
         async with open_stream_adapter(
             _stdin_reader, writer, options, store=store, max_line_bytes=max_line_bytes
         ) as adapter:
             yield adapter
-    finally:
-        writer.close()
+    except BaseException:
+        writer.close()  # ending with an error already: the flush is not waited for
+        raise
+    await _flushed(writer, options.drain_timeout)
+
+
+async def _flushed(writer: asyncio.StreamWriter, bound: float) -> None:
+    """Close ``writer`` once its transport has written what it buffers. The owner counts a
+    frame written once the transport has it, and ``drain()`` lets up to its high-water mark
+    stay buffered: without this wait the loop would end with those bytes unwritten (half a
+    line, often) while everything looked written. Raises
+    :class:`~agent_meta.TransportBrokenError` when they are not written within ``bound``
+    seconds (the transport is then aborted)."""
+    writer.close()
+    try:
+        async with asyncio.timeout(None if math.isinf(bound) else bound):
+            await writer.wait_closed()
+    except TimeoutError:
+        left = writer.transport.get_write_buffer_size()
+        writer.transport.abort()
+        raise unwritten_error(f"({left} bytes still buffered for stdout after {bound} s)") from None
+    except OSError as exc:  # the client closed its end: what was buffered is lost
+        raise unwritten_error(f"(stdout failed: {exc})") from None
 
 
 async def _stdin_reader() -> asyncio.StreamReader:

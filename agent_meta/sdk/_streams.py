@@ -12,7 +12,8 @@ at the stream, a line no longer tells which handler sent it, so the adapter does
   message the adapter's source has already checked (bad lines are answered there).
 - :func:`marking_dispatcher` builds the dispatcher those releases (and 0.12.0) start request
   handlers from: each handler's task marks itself with its request before the handler runs, so
-  a ``session/load``'s replay is told from live updates.
+  a ``session/load``'s replay is told from live updates, and a ``session/new``'s updates are
+  kept for the lifetime it opens.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ if TYPE_CHECKING:
 
     from ._adapter import SdkAdapter
 
-__all__ = ["REPLAYING", "SeamReader", "SeamSender", "marking_dispatcher"]
+__all__ = ["HANDLING", "SeamReader", "SeamSender", "marking_dispatcher"]
 
-REPLAYING: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "agent_meta_sdk_replaying", default=None
+HANDLING: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "agent_meta_sdk_handling", default=None
 )
-"""The replay token of the ``session/load`` or ``session/resume`` the current task handles.
+"""The token of the request the current task handles: a ``session/load``,
+``session/resume``, ``session/new`` or ``session/fork`` (``None`` for any other).
 
 It is set where the SDK starts the request's handler task: in the SDK's receive loop as
 :meth:`SdkAdapter.receive <agent_meta.sdk.SdkAdapter.receive>` hands over each request
@@ -41,8 +43,9 @@ It is set where the SDK starts the request's handler task: in the SDK's receive 
 task, at the start of the handler's own task (:func:`marking_dispatcher`). A task copies its
 creator's context, so the handler (and the tasks it starts) carry their request's token, while
 a background task started earlier carries what was set when it was started. What a handler
-sends while its request runs is replay; what other work of the agent sends, or that handler's
-tasks once the response is out, is live."""
+sends while its request runs is that request's (a load's replay; what a new session's lifetime
+must know when it opens); what other work of the agent sends, or that handler's tasks once the
+response is out, is live."""
 
 
 @final
@@ -99,7 +102,7 @@ def marking_dispatcher(
 ) -> Callable[..., Any]:
     """A ``dispatcher_factory`` for the SDK's connection: the SDK's own dispatcher, whose request
     handlers first await ``admit(message)`` and mark their task with the token it returns (see
-    :data:`REPLAYING`), or, when it says the request was answered already, do not run.
+    :data:`HANDLING`), or, when it says the request was answered already, do not run.
     Handlers start in the order the requests were read, so requests are admitted in that order
     too. ``built`` is called when the SDK builds the dispatcher, as it builds its connection:
     before it reads anything."""
@@ -119,7 +122,7 @@ def marking_dispatcher(
             admitted, token = await admit(message)
             if not admitted:
                 return None
-            REPLAYING.set(token)
+            HANDLING.set(token)
             return await request_runner(message)
 
         return dispatcher_class(

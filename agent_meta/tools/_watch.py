@@ -21,6 +21,7 @@ from ..core._replay import replay_of
 from ..core._sentinel import OMITTED
 from ..core._timestamps import is_rfc3339
 from ..testing._mirror import ClientMirror, MirrorError, fold_meta
+from ._current import CurrentInfo, is_state
 from ._findings import RULES, Finding, Frame, Meta, Rule, Source, short_meta, v1_misreading
 
 if TYPE_CHECKING:
@@ -61,13 +62,16 @@ class _Session:
     what the agent holds, and whether the session is fenced.
 
     ``known`` is the agent's ``_meta`` as its frames show it: its publications folded with the
-    client's rule, except the frames of a replay window (history, not publications; a resync
-    that completes sets it to what the client then holds) and those of a closed lifetime. A
+    client's rule, except the frames of a replay window (history, not publications, but for the
+    agent's current info: :class:`~agent_meta.core._replay.ReplayWindow`, the rule the owner
+    follows; a resync that completes sets it to what the client then holds) and those of a
+    closed lifetime; ``known_updated_at`` is its ``updatedAt`` the same way. A
     ``session/close`` response starts the next lifetime with nothing known.
     """
 
     as_v2: Meta = None  # v1 only: the same frames folded with the v2 rule, for diagnosis
     known: Meta = None
+    known_updated_at: object = OMITTED
     closed_by: int | None = None  # seq of the session/close response while fenced
     # v1: (seq, v1-meaning finding) of frames in a load or resume window, until replaced
     deferred: collections.deque[tuple[int, str]] = dataclasses.field(
@@ -89,6 +93,7 @@ class _Request:
     last_replay: int | None = None
     resync_at: int | None = None
     known_at_resync: Meta = None  # what the agent held when its last resync frame came
+    current: CurrentInfo = dataclasses.field(default_factory=CurrentInfo)  # replay is replay
     window: collections.deque[int] = dataclasses.field(  # evidence: the window's updates
         default_factory=lambda: collections.deque(maxlen=_WINDOW_EVIDENCE)
     )
@@ -304,11 +309,16 @@ class Watcher:
                     frame, "updated-at", f"updatedAt {updated_at!r} is not RFC 3339 with an offset"
                 )
         meta = update.get("_meta", OMITTED)
+        v2 = self.protocol_version >= 2
+        known = lambda: watched.known_updated_at  # noqa: E731 (asked only when needed)
+        state = is_state(frame.seq, update, windows, known, self.protocol_version)
+        if watched.closed_by is None and state:
+            if isinstance(updated_at, str):
+                watched.known_updated_at = updated_at
+            if meta is not OMITTED:
+                watched.known = fold_meta(watched.known, meta, 2 if v2 else 1)
         if meta is OMITTED:
             return False
-        v2 = self.protocol_version >= 2
-        if watched.closed_by is None and not (windows and any(r.replay for r in windows)):
-            watched.known = fold_meta(watched.known, meta, 2 if v2 else 1)
         if v2:
             return meta is None
         self._v1_meta(frame, watched, held, meta, replay=bool(windows))
@@ -364,12 +374,15 @@ class Watcher:
             watched = self._sessions.setdefault(session, _Session())
             watched.closed_by = frame.seq
             watched.known = None  # the lifetime ended: a reopen starts a fresh one (R5)
+            watched.known_updated_at = OMITTED
             self.exercised["fence"] += 1
         if request.restore:
             self._windows[session].remove(request)
             self._report_deferred(frame, session, request)
             if ok and not self._check_snapshot(frame, session, request) and request.replay:
                 self._check_resync(frame, session, request)
+            if ok:
+                self._check_current(frame, session, request)
 
     def _negotiated(self, result: object) -> None:
         """The protocol version an ``initialize`` result names (the rules to fold with)."""
@@ -397,6 +410,9 @@ class Watcher:
         held = self.meta(session)
         if expected is None or held is not None:
             watched.known = held
+            view = self._client.view(session)
+            if view is not None and isinstance(view.updated_at, str):
+                watched.known_updated_at = view.updated_at
             return False
         watched.known = expected  # the agent still holds it; the client was told otherwise
         snapshot = f"no snapshot of {short_meta(expected)}"
@@ -415,6 +431,17 @@ class Watcher:
             *request.window,
         )
         return True
+
+    def _check_current(self, frame: Frame, session: str, request: _Request) -> None:
+        """Replay is replay: the client ends a window at least as new as its current info."""
+        view, newest = self._client.view(session), request.current.newest
+        if newest is not None:  # the window had a session_info_update: the session is watched
+            self._sessions[session].known_updated_at = newest[1]
+            self.exercised["resync"] += 1
+            why = request.current.stale(OMITTED if view is None else view.updated_at)
+            if why is not None:
+                where = f"after {request.method} (frame #{request.seq}) "
+                self.fail(frame, "resync", where + why, request.seq, newest[0])
 
     def _check_resync(self, frame: Frame, session: str, request: _Request) -> None:
         after = self.meta(session)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from typing import TYPE_CHECKING, Any
 
 import acp
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     from agent_meta import SessionLifetime
 
 __all__ = ["SdkReferenceAgentV2"]
+
+logger = logging.getLogger("agent_meta.sdk_agent")
 
 _STATE_MODELS: dict[str, Any] = {
     "running": schema.RunningSessionStateUpdate,
@@ -288,6 +291,10 @@ class SdkReferenceAgentV2(SdkAgentBase[Any]):
                 turn.replies.append(reply)
         except asyncio.CancelledError:
             stop_reason = "cancelled"  # the turn stops; what the client saw is kept
+        except ConnectionError:
+            raise  # the connection has closed: nothing more can be sent (background() says so)
+        except Exception:  # a bug, or the SDK refusing a model: the turn still ends (idle)
+            logger.exception("turn of %s failed", sid)
         # If a cancellation cut it short, the echo goes out without waiting for the answer
         # (the schema lets it come before or after; the answer may never be sent, if the
         # connection is ending).

@@ -112,11 +112,20 @@ async def _execute_on_lifetime(ctx: LineContext, command: Command) -> str:
 async def _say(
     ctx: LineContext, fields: dict[str, Any], what: str, **notification_meta: str
 ) -> str:
-    """Send a ``session_info_update`` the plain SDK way; the adapter makes it a publication
-    (an owner error, such as a frame over the limit, raises out of ``session_update``)."""
+    """Send a ``session_info_update`` the plain SDK way; the adapter makes it a publication.
+
+    The owner's limits are checked first, as the trio agent's ``publish`` applies them: what
+    they refuse is answered with their error (the adapter would count and log it, never
+    raising into the agent), and a value nested past what the SDK's serializer takes never
+    reaches it (pydantic raises out of ``session_update`` there)."""
     lifetime = ctx.lifetime
     if lifetime.closed:  # the SDK call cannot say whether it was fenced; the handle can
         return published_reply(False, what)
+    lifetime.check(
+        title=fields.get("title", OMITTED),
+        meta=fields.get("field_meta", OMITTED),
+        notification_meta=notification_meta or None,
+    )
     if _unencodable(fields):
         # The SDK's serializer writes U+FFFD for a lone surrogate in a key (legal JSON: a
         # "\ud800" escape) and fails on one in a value; the handle's encoder keeps both.

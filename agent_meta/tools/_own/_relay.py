@@ -488,7 +488,8 @@ class Relay:
         except MetaValueError as exc:
             self._malformed(session_id, exc, frame)
             return None
-        verdict = self._windows.info(session_id, patch)
+        lifetime = self._owner.lifetime(session_id)  # asked only where a lifetime is open
+        verdict = self._windows.info(session_id, patch, lambda: lifetime.snapshot().updated_at)
         if verdict is Verdict.STALE:
             self.statistics.stale += 1
             self._report(
