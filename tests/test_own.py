@@ -149,6 +149,28 @@ async def test_v1_partial_objects_reach_the_client_as_whole_objects() -> None:
         assert await agent.finish() == 0
 
 
+@pytest.mark.parametrize("version", [1, 2])
+async def test_what_the_childs_session_new_handler_publishes_is_state(version: int) -> None:
+    """The child publishes ``{"handler": 1}`` before its ``session/new`` response, then
+    ``{"stage": "new"}`` after it: the lifetime the response opens knows the first, so the
+    next v1 object and the resync of a load or resume carry both (issue 27's first rule)."""
+    child = [*UNRULY, "--publish-in-new"]
+    both = {"handler": 1, "stage": "new"}
+    async with running(child) as alone:
+        session = await start(alone, 1)
+        await turn(alone, session, "hello", 1)  # its frames after session/new precede this
+    assert fold(alone.messages, 1).meta(session) == {"stage": "new"}  # the break, on v1
+    async with running(own(child=child)) as agent:
+        session = await start(agent, version)
+        await turn(agent, session, "hello", version)
+        if version == 1:
+            assert metas(agent.messages, session)[-1] == both  # one whole object
+        mark, _ = await restore(agent, session, version)
+        assert fold(agent.messages[mark:], version).meta(session) == both
+        assert fold(agent.messages, version).meta(session) == both
+        assert await agent.finish() == 0
+
+
 async def test_replace_takes_a_v1_childs_objects_as_its_whole_meta() -> None:
     async with running(own("--child-meta", "replace", child=REFERENCE)) as agent:
         session = await start(agent, 1)

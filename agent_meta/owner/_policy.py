@@ -90,19 +90,15 @@ class LifetimePolicy:
         (see :meth:`response`: replay, or what the lifetime the request opens must know); else
         ``None``. Raises :class:`~agent_meta.StoreError` when the store cannot be read (the
         request is then answered with an error, and nothing is opened)."""
-        start = await self._start(message)
+        start = await self.start(message)
         return None if start is None else start.token
 
-    async def open_replay(self, message: Mapping[str, object]) -> ReplayStart | None:
-        """:meth:`request`, returning the whole :class:`~agent_meta.sansio._seam.ReplayStart`
-        of a load or resume (whether the request replays, whether its lifetime held its state
-        before), else ``None``: for a driver that tells replay from live state by the order of
-        frames, not by handler."""
-        start = await self._start(message)
-        return start if isinstance(start, ReplayStart) else None
-
-    async def _start(self, message: Mapping[str, object]) -> ReplayStart | OpeningStart | None:
-        """What the tracker starts for a request (opening a load's or resume's lifetime)."""
+    async def start(self, message: Mapping[str, object]) -> ReplayStart | OpeningStart | None:
+        """:meth:`request`, returning what the tracker started: a load's or resume's
+        :class:`~agent_meta.sansio._seam.ReplayStart` (whether the request replays, whether its
+        lifetime held its state before), a new's or fork's
+        :class:`~agent_meta.sansio._seam.OpeningStart`, else ``None``: for a driver that
+        attributes the agent's frames to requests by their order, not by handler."""
         owner = self._owner
         session_id = replaying_session(message)
         existed = False

@@ -18,6 +18,8 @@
 - It takes a ``session/load`` or ``session/resume`` of a session it does not know as a session
   with no history (an agent restarted without its sessions' info).
 - An extension request ``_unruly/echo`` is answered with the raw line it came in.
+- With ``--publish-in-new``, its ``session/new`` handler publishes ``{"handler": 1}`` for the
+  session it creates before it answers (as pydantic-acp does).
 """
 
 from __future__ import annotations
@@ -40,6 +42,15 @@ class Unruly(Agent):
         self.asked = 0
         self.late = False
         self.deferred: list[tuple[Session, Json]] = []
+        self.publish_in_new = "--publish-in-new" in sys.argv[1:]
+
+    def on_session_new(self, params: Json) -> Json:
+        result = super().on_session_new(params)
+        if self.publish_in_new:
+            update = {"sessionUpdate": "session_info_update", "_meta": {"handler": 1}}
+            session = self.sessions[result["sessionId"]]
+            session.history.append(self.publish(session, update))
+        return result
 
     def run(self) -> None:
         for line in sys.stdin:

@@ -40,7 +40,13 @@ from ...sansio._frames import build_response, join_response_frames, session_of
 from ...sansio._gate import InboundGate
 from ...sansio._handler_errors import failure_of
 from ...sansio._replay import ReplayWindows, Verdict
-from ...sansio._seam import LifetimeStep, info_update_of, is_request_id
+from ...sansio._seam import (
+    LifetimeStep,
+    OpeningStart,
+    ReplayStart,
+    info_update_of,
+    is_request_id,
+)
 from ...sansio._titles import advertises_titles
 
 if TYPE_CHECKING:
@@ -79,7 +85,8 @@ class RelayStatistics:
     """``session_info_update`` frames of history replayed after the response: not forwarded."""
     passed_through: int = 0
     """``session_info_update`` frames forwarded as sent: no lifetime was open for their session
-    (sent before ``session/new`` answered, say), or they carry fields the owner does not know."""
+    (sent before ``session/new`` answered, say: kept for the lifetime its response opens), or
+    they carry fields the owner does not know."""
     resyncs: int = 0
     """Load and resume responses the owner's full resync preceded."""
     patched: int = 0
@@ -116,6 +123,9 @@ class Relay:
         self._queued: set[str] = set()
         self._coalesce = coalesce
         self._batch: PublicationBatch | None = None
+        # Unanswered session/new and session/fork requests, by id: what the child sends for a
+        # session with no lifetime meanwhile is kept for the lifetime a response opens.
+        self._openings: dict[int | str, int] = {}
         self.statistics = RelayStatistics()
 
     @property
@@ -221,7 +231,7 @@ class Relay:
         if "method" not in message or "id" not in message:
             return True, None  # a notification or an answer to the child: no policy part
         try:
-            replay = await self._policy.open_replay(message)
+            start = await self._policy.start(message)
         except StoreError as exc:
             self._report("store", f"{message.get('method')}: the lifetime store failed: {exc}")
             failure = failure_of(exc)
@@ -229,10 +239,12 @@ class Relay:
             answer = {"jsonrpc": "2.0", "id": message.get("id"), "error": failure.error.to_error()}
             self._gate.forwarded(answer)
             return False, build_response(message.get("id"), error=answer["error"])
-        if replay is not None:
+        if isinstance(start, ReplayStart):
             self._windows.opened(
-                replay.session_id, message["id"], held=replay.held, replays=replay.replays
+                start.session_id, message["id"], held=start.held, replays=start.replays
             )
+        elif isinstance(start, OpeningStart):
+            self._openings[message["id"]] = start.token
         else:
             session_id = session_of(message.get("params"))
             if session_id is not None:
@@ -366,6 +378,8 @@ class Relay:
         client lacks everything)."""
         self._gate.forwarded(message)
         request_id = message.get("id")
+        if isinstance(request_id, (int, str)):
+            self._openings.pop(request_id, None)  # the tracker ends its mark with the plan
         session_id = self._windows.answering(request_id) if is_request_id(request_id) else None
         plan = self._policy.tracker.outbound(
             message, self._owner.has_lifetime, offset_timestamps=self._owner.offset_timestamps
@@ -441,6 +455,8 @@ class Relay:
         frame = line + b"\n"
         if info is None:  # no lifetime, or fields the owner would not reproduce: as sent
             self.statistics.passed_through += 1
+            if not owner.has_lifetime(session_id):
+                self._keep_for_opening(message)
             await self._forward_info(session_id, frame)
             return
         if self._windows.watching(session_id):
@@ -452,6 +468,19 @@ class Relay:
             if verdict is not Verdict.LIVE:
                 return
         await self._publish(session_id, info, frame)
+
+    def _keep_for_opening(self, message: Mapping[str, Any]) -> None:
+        """An update for a session with no lifetime, while a ``session/new`` or
+        ``session/fork`` is unanswered: the child may be sending it from that request's
+        handler, so each opening keeps it, and the one whose response opens the session seeds
+        its lifetime with it (issue 27's first rule, for a child that has no handler marks)."""
+        for token in self._openings.values():
+            self._policy.tracker.outbound(
+                message,
+                self._owner.has_lifetime,
+                handling=token,
+                offset_timestamps=self._owner.offset_timestamps,
+            )
 
     async def _forward_info(self, session_id: str, frame: bytes) -> None:
         """Forward a ``session_info_update`` of the child as it is. Publications of its session
