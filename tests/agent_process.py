@@ -14,15 +14,17 @@ import json
 import subprocess
 import sys
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
 Message = dict[str, Any]
 
+REPOSITORY = Path(__file__).resolve().parent.parent
 BOUND = 120.0
 """Seconds a whole test may take; a hung agent fails the test instead of hanging the suite."""
 
@@ -163,14 +165,23 @@ class AgentProcess:
 
 
 @asynccontextmanager
-async def spawn(*args: str, stderr: bool = False) -> AsyncIterator[AgentProcess]:
-    """The reference agent with these arguments; killed if still running at the end. With
-    ``stderr``, its stderr is a pipe (``process.stderr``) rather than the test's."""
+async def running(
+    argv: Sequence[str],
+    *,
+    stderr: bool = True,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> AsyncIterator[AgentProcess]:
+    """``argv`` with its stdin and stdout as pipes (and stderr too, unless ``stderr`` is false:
+    then the test's), bounded by :data:`BOUND`; killed if still running at the end. It runs in
+    ``cwd``, by default the repository's root (where ``python -m tests.X`` finds its module)."""
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "agent_meta", "agent", *args],
+        list(argv),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if stderr else None,
+        cwd=REPOSITORY if cwd is None else cwd,
+        env=env,
     )
     try:
         with trio.fail_after(BOUND):
@@ -183,3 +194,23 @@ async def spawn(*args: str, stderr: bool = False) -> AsyncIterator[AgentProcess]
             for stream in (process.stdin, process.stdout, process.stderr):
                 if stream is not None:
                     await stream.aclose()
+
+
+async def stderr_of(agent: AgentProcess) -> str:
+    """All of the process's stderr (a pipe: :func:`running`), until it closes."""
+    stream = agent.process.stderr
+    assert stream is not None
+    chunks = []
+    while chunk := await stream.receive_some(1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+@asynccontextmanager
+async def spawn(*args: str, stderr: bool = False) -> AsyncIterator[AgentProcess]:
+    """The reference agent with these arguments; killed if still running at the end. With
+    ``stderr``, its stderr is a pipe (``process.stderr``) rather than the test's."""
+    async with running(
+        [sys.executable, "-m", "agent_meta", "agent", *args], stderr=stderr
+    ) as agent:
+        yield agent

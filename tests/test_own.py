@@ -13,7 +13,6 @@ import json
 import signal
 import subprocess
 import sys
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +21,10 @@ import trio
 
 from agent_meta.sansio._titles import advertises_titles
 from agent_meta.testing import ClientMirror
-from tests.agent_process import BOUND, AgentProcess, prompt_params, request
+from tests.agent_process import BOUND, AgentProcess, prompt_params, request, running, stderr_of
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import Iterable
 
 ROOT = Path(__file__).resolve().parent.parent
 UNRULY = [sys.executable, "-m", "tests.broken_agents.unruly"]
@@ -34,36 +33,8 @@ REFERENCE = [sys.executable, "-m", "agent_meta", "agent"]
 Message = dict[str, Any]
 
 
-@asynccontextmanager
-async def running(argv: list[str]) -> AsyncIterator[AgentProcess]:
-    """``argv`` over pipes (stderr a pipe too); killed if still running at the end."""
-    process = await trio.lowlevel.open_process(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT
-    )
-    try:
-        with trio.fail_after(BOUND):
-            yield AgentProcess(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-        with trio.CancelScope(shield=True):
-            await process.wait()
-            for stream in (process.stdin, process.stdout, process.stderr):
-                if stream is not None:
-                    await stream.aclose()
-
-
 def own(*args: str, child: list[str] = UNRULY) -> list[str]:
     return [sys.executable, "-m", "agent_meta", "own", *args, "--", *child]
-
-
-async def stderr_of(agent: AgentProcess) -> str:
-    stream = agent.process.stderr
-    assert stream is not None
-    chunks = []
-    while chunk := await stream.receive_some(1 << 16):
-        chunks.append(chunk)
-    return b"".join(chunks).decode()
 
 
 def fold(messages: Iterable[Message], version: int) -> ClientMirror:

@@ -27,7 +27,8 @@ import trio
 import agent_meta
 from agent_meta import PostgresStore, SQLiteStore, StoreError
 from agent_meta.agents._common._storage import HistoryStore, SessionRecord
-from tests.test_run import PLAIN_AGENT, ROOT, info_updates, start, stderr_of, supervised
+from tests.agent_process import stderr_of
+from tests.test_run import PLAIN_AGENT, ROOT, info_updates, start, supervised
 
 if TYPE_CHECKING:
     from pathlib import Path

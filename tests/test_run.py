@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from tests.agent_process import BOUND, AgentProcess, prompt_params, request
+from tests.agent_process import AgentProcess, prompt_params, request, running, stderr_of
 from tests.sdk_release import needs_run_agent, needs_session_info
 
 if TYPE_CHECKING:
@@ -47,33 +47,9 @@ async def supervised(
 ) -> AsyncIterator[AgentProcess]:
     """``agent-meta run [options] -- command`` with its stdin and stdout as pipes (and stderr,
     read by :func:`stderr_of`)."""
-    process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "agent_meta", "run", *options, "--", *command],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-    )
-    try:
-        with trio.fail_after(BOUND):
-            yield AgentProcess(process)
-    finally:
-        if process.returncode is None:
-            process.kill()
-        with trio.CancelScope(shield=True):
-            await process.wait()
-            for stream in (process.stdin, process.stdout, process.stderr):
-                if stream is not None:
-                    await stream.aclose()
-
-
-async def stderr_of(agent: AgentProcess) -> str:
-    assert agent.process.stderr is not None
-    errors = b""
-    while chunk := await agent.process.stderr.receive_some():
-        errors += chunk
-    return errors.decode(errors="replace")
+    argv = [sys.executable, "-m", "agent_meta", "run", *options, "--", *command]
+    async with running(argv, cwd=cwd, env=env) as agent:
+        yield agent
 
 
 async def start(agent: AgentProcess) -> str:

@@ -25,9 +25,9 @@ from agent_meta import OwnerOptions, open_asyncio_owner
 from agent_meta.sdk import SdkAdapter, run_agent
 from agent_meta.sdk._release import installed_release
 from agent_meta.sdk._run import _listen, sdk_connection_class
-from tests.agent_process import AgentProcess
+from tests.agent_process import AgentProcess, stderr_of
 from tests.sdk_pair import GUARD, RawClient, pipe_reader, pipe_writer, run_entry
-from tests.test_run import ROOT, start, stderr_of, supervised
+from tests.test_run import ROOT, start, supervised
 from tests.test_sdk_gate import EndingSource, answers
 
 RELEASE = installed_release()
