@@ -37,13 +37,21 @@ THIRDPARTY_SELECTION = "AGENT_META_THIRDPARTY_AGENTS"
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit, property and actor tests with branch coverage; extra arguments go to pytest.
+    """Unit, property and actor tests; extra arguments go to pytest.
 
     The PostgreSQL store's tests start a throwaway server (``integration/postgres_server.py``).
     """
     session.install("-e", ".[test,timeline,sdk,postgres]", f"agent-client-protocol=={SDK_PINNED}")
     # Two workers (pytest-xdist): most tests wait on pipes and subprocesses, so two workers
-    # halve the wall time on a 2-core machine; pytest-cov combines the workers' coverage.
+    # halve the wall time on a 2-core machine.
+    session.run("pytest", "-n", "2", "tests", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def coverage(session: nox.Session) -> None:
+    """``tests`` with branch coverage, combined across the workers by pytest-cov (not in CI:
+    tracing makes the run about 60 % longer on Python 3.11)."""
+    session.install("-e", ".[test,timeline,sdk,postgres]", f"agent-client-protocol=={SDK_PINNED}")
     session.run(
         "pytest", "-n", "2", "--cov", "--cov-report=term-missing:skip-covered", "tests",
         *session.posargs,
