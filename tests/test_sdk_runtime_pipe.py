@@ -129,7 +129,7 @@ def nested(depth: int) -> str:
 
 
 @pytest.mark.parametrize("depth", [240, 245, 253])
-@pytest.mark.parametrize("runtime", ["trio", "sdk"])
+@pytest.mark.parametrize("runtime", RUNTIMES)
 async def test_a_deep_value_is_served_or_refused_by_the_limits_on_v1(
     runtime: str, depth: int
 ) -> None:
