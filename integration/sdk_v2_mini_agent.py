@@ -73,6 +73,9 @@ class V2Agent:
             self.late = asyncio.create_task(self._later(session_id))
         elif word == "go":
             self.go.set()
+        # The turn ends here, before its answer (ACP v2 lets idle come first): a turn left
+        # running would hold the end of the input until the drain timeout.
+        await self.conn.session_update(session_id, s.IdleSessionStateUpdate(stop_reason="end_turn"))
         return s.PromptResponse(message_id=f"user-{len(self.prompts[session_id])}")
 
     async def _later(self, session_id: str) -> None:

@@ -123,7 +123,8 @@ async def run(
 ) -> tuple[RawClient, SdkAdapter]:
     """Run ``scenario`` against an SDK agent (built by ``make_agent``) behind an adapter; when
     it returns, close the client's output and wait for the agent to finish."""
-    async with asyncio.timeout(GUARD), _pair(options, max_line_bytes, store) as (client, adapter):
+    guard = asyncio.timeout(GUARD)
+    async with guard, _pair(options, max_line_bytes, store) as (client, adapter):
         agent = make_agent(adapter)
         served = asyncio.create_task(
             acp.run_agent(agent, **adapter.connection_kwargs(), use_unstable_protocol=True)
@@ -131,6 +132,7 @@ async def run(
         await scenario(client, adapter)
         await client.close_input()
         await served
+    assert not guard.expired(), f"the scenario did not end within {GUARD} s"  # see run_entry
     while await client.read_one() is not None:  # what the owner wrote while draining
         pass
     for transport in client.opened:
@@ -171,7 +173,7 @@ async def run_entry(
     agent_reader = await pipe_reader(to_agent_r, opened)
     agent_writer = await pipe_writer(to_client_w)
     client = RawClient(await pipe_reader(to_client_r, opened), await pipe_writer(to_agent_w))
-    async with asyncio.timeout(GUARD):
+    async with asyncio.timeout(GUARD) as guard:
         try:
             served = asyncio.create_task(serve(agent_writer, agent_reader))
             await scenario(client)
@@ -181,6 +183,9 @@ async def run_entry(
             agent_writer.close()
         while await client.read_one() is not None:
             pass
+    # The SDK's connection swallows a cancellation (acp/connection.py), so the guard's can end
+    # the agent as if it had returned: an expired guard is a hang all the same.
+    assert not guard.expired(), f"the scenario did not end within {GUARD} s"
     for transport in opened:
         transport.close()
     return client

@@ -587,3 +587,14 @@ def test_an_exception_earns_the_error_of_its_class(
 @pytest.mark.parametrize("exc", [OwnerClosedError("stopped"), TransportBrokenError("broken")])
 def test_the_connection_failing_earns_no_error_response(exc: Exception) -> None:
     assert failure_of(exc) is None
+
+
+def test_a_v2_prompt_answered_with_its_stop_reason_has_no_turn_left() -> None:
+    """A v1-shaped answer (``stopReason``) under v2 says the turn is over: nothing runs on to
+    hold the end of the input (the SDK's v1 agent classes answer so on a v2 connection)."""
+    inbound = initialized(gate(), 2)
+    inbound.admit(request(1, "session/prompt", sessionId="s1", prompt=[]))
+    answered(inbound, result(1, {"stopReason": "end_turn"}))
+    inbound.input_ended()
+    assert len(inbound.turns) == 0
+    assert stops(inbound)

@@ -390,8 +390,11 @@ class InboundGate:
         if request is not None and request[0] == "initialize":
             self._initialized(response.get("result"))
         if request is not None:
-            ok, version = "result" in response, self.protocol_version or 1
-            self.turns.answered(request_id, *request, ok=ok, version=version)
+            result, version = response.get("result"), self.protocol_version or 1
+            ok = "result" in response
+            # A prompt answered with its stopReason (as v1 answers) has ended its turn.
+            ended = isinstance(result, dict) and "stopReason" in result
+            self.turns.answered(request_id, *request, ok=ok and not ended, version=version)
         batch = None if request is None else self._batches.pop(request_id, None)
         if batch is None:
             return Answer(response, frame, (request_id,), replaced)

@@ -39,10 +39,10 @@ class RunningTurns:
     def answered(
         self, request_id: RequestId, method: str, session_id: str | None, *, ok: bool, version: int
     ) -> None:
-        """A request of the client was answered (``ok``: with a result). A v2 prompt's success
-        starts its session's running turn, unless the session went idle first (an SDK sends
-        the answer from another task than the one that ran the turn); a ``session/close``
-        ends the session's turns."""
+        """A request of the client was answered (``ok``: with a result that leaves a turn
+        running, not one with a ``stopReason``). A v2 prompt's success starts its session's
+        running turn, unless the session went idle first (an SDK sends the answer from another
+        task than the one that ran the turn); a ``session/close`` ends the session's turns."""
         if request_id in self._ended_early:
             self._ended_early.discard(request_id)
             return
