@@ -1,4 +1,6 @@
-"""Developer sessions: ``nox -s tests lint docs integration`` is what CI runs (see ``.ci/run``).
+"""Developer sessions. CI runs ``nox -s tests lint docs integration sdk_matrix sdk_v2 thirdparty``
+(the README's test command, ``.ci/run``); ``coverage``, ``sdk_releases``, ``thirdparty_all``,
+``bench``, ``bench_sdk`` and ``bench_smoke`` are for developers.
 
 Each session builds its own virtualenv under ``.nox/`` and installs the project with the extras
 it needs, so a session proves that the declared dependencies are enough.
