@@ -192,6 +192,23 @@ def test_history_after_the_response_makes_later_info_stale_until_the_client_asks
     assert w.info("s", SessionInfoPatch(meta={"new": 1})) is Verdict.LIVE
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_childs_current_info_in_the_tail_is_a_publication(version: int) -> None:
+    """Replay is replay in the tail too: after history that overran the response, an update
+    newer than everything known or replayed is the child's current info (and ends the tail);
+    an older one is stale."""
+    w = windows(version)
+    w.opened("s", 1, held=True, replays=True)
+    w.info("s", SessionInfoPatch(updated_at="2026-05-02T00:00:00Z"), lambda: KNOWN_AT)
+    answer(w, success=True, known=NOTHING)
+    w.other("s", "agent_message_chunk")  # the replay goes on after its response
+    older = SessionInfoPatch(updated_at="2026-05-01T00:00:00Z", meta={"old": 1})
+    assert w.info("s", older, lambda: KNOWN_AT) is Verdict.STALE
+    newer = SessionInfoPatch(updated_at="2026-05-03T00:00:00Z", meta={"now": 1})
+    assert w.info("s", newer, lambda: KNOWN_AT) is Verdict.LIVE
+    assert not w.watching("s")  # the tail has ended
+
+
 def test_a_resume_without_replay_leaves_no_tail() -> None:
     w = windows()
     w.opened("s", 1, held=True, replays=False)

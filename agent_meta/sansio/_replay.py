@@ -30,7 +30,9 @@ only the order of the frames tells. :class:`ReplayWindows` reads that order, per
   v1, where a title or ``_meta`` cannot be cleared and the full object is the way).
 - **The tail.** History that keeps coming after a replaying window's response, before the
   client asks anything more of the session, is the rest of the replay; a ``session_info_update``
-  after such history is stale (:attr:`Verdict.STALE`): not state, not forwarded.
+  after such history is stale (:attr:`Verdict.STALE`): not state, not forwarded, unless it is
+  the child's current info by the same rule as in the window (an ``updatedAt`` newer than
+  everything known or replayed): then it is a publication, and the tail ends.
 
 The child's rule for ``_meta`` is the shallow patch by top-level key on both versions (a v1
 child that sends partial objects is patching), or, with ``replace_meta`` (a v1 child known to
@@ -194,7 +196,14 @@ class _Window:
 class ReplayWindows:
     """The load and resume windows of one connection to a child agent, and their tails."""
 
-    __slots__ = ("_requests", "_tails", "_windows", "protocol_version", "replace_meta")
+    __slots__ = (
+        "_requests",
+        "_tail_judges",
+        "_tails",
+        "_windows",
+        "protocol_version",
+        "replace_meta",
+    )
 
     def __init__(self, *, replace_meta: bool = False) -> None:
         self.replace_meta = replace_meta
@@ -205,8 +214,10 @@ class ReplayWindows:
         self._windows: dict[str, _Window] = {}
         # The loads and resumes sent to the child and not answered: request id -> session.
         self._requests: dict[object, str] = {}
-        # Sessions whose replaying window was answered: whether history came since.
+        # Sessions whose replaying window was answered: whether history came since, and the
+        # window's judge (an update newer than all it saw is current info even in the tail).
         self._tails: dict[str, bool] = {}
+        self._tail_judges: dict[str, ReplayWindow] = {}
 
     @property
     def replaces(self) -> bool:
@@ -229,7 +240,7 @@ class ReplayWindows:
         the child. ``held``: its lifetime held its state before (open, or kept by the store);
         ``replays``: the request replays history (every v1 load and resume; a v2 resume with
         ``replayFrom``). A second one while the first is unanswered joins its window."""
-        self._tails.pop(session_id, None)
+        self._end_tail(session_id)
         window = self._windows.get(session_id)
         if window is None:
             window = self._windows[session_id] = _Window(held=held, replays=replays)
@@ -244,7 +255,7 @@ class ReplayWindows:
 
     def asked(self, session_id: str) -> None:
         """The client sent another request about ``session_id``: a replay's tail ends."""
-        self._tails.pop(session_id, None)
+        self._end_tail(session_id)
 
     # -- the child's frames ----------------------------------------------------------------
     def info(
@@ -258,9 +269,16 @@ class ReplayWindows:
         verdict depends on it; the default knows none, so nothing in a window is current)."""
         window = self._windows.get(session_id)
         if window is None:
-            if self._tails.get(session_id):
-                return Verdict.STALE
-            return Verdict.LIVE
+            if not self._tails.get(session_id):
+                return Verdict.LIVE
+            judge = self._tail_judges.get(session_id)
+            clear = self.protocol_version >= 2 and patch.meta is None
+            if judge is not None and not clear and judge.is_current(
+                patch.updated_at, known_updated_at
+            ):
+                self._end_tail(session_id)  # the child is live again: its current info
+                return Verdict.LIVE
+            return Verdict.STALE
         window.child.apply(patch, replace_meta=self.replaces, partial_defines=True)
         clear = self.protocol_version >= 2 and patch.meta is None
         if clear:
@@ -300,6 +318,7 @@ class ReplayWindows:
             del self._windows[session_id]
             if success and window.replays:
                 self._tails[session_id] = False
+                self._tail_judges[session_id] = window.judge
         if not success:
             return None
         seed = self._seed(window, known)
@@ -315,7 +334,11 @@ class ReplayWindows:
         """The session's lifetime ended: forget its window and tail (a load or resume of it
         still unanswered finds none)."""
         self._windows.pop(session_id, None)
+        self._end_tail(session_id)
+
+    def _end_tail(self, session_id: str) -> None:
         self._tails.pop(session_id, None)
+        self._tail_judges.pop(session_id, None)
 
     def _seed(self, window: _Window, known: SessionInfo) -> SessionInfoPatch | None:
         if window.replays and not window.held:

@@ -243,10 +243,10 @@ class Relay:
             self._windows.opened(
                 start.session_id, message["id"], held=start.held, replays=start.replays
             )
-        elif isinstance(start, OpeningStart):
-            self._openings[message["id"]] = start.token
         else:
-            session_id = session_of(message.get("params"))
+            if isinstance(start, OpeningStart):
+                self._openings[message["id"]] = start.token
+            session_id = session_of(message.get("params"))  # a fork's: the session it forks
             if session_id is not None:
                 self._windows.asked(session_id)
         return True, None
@@ -474,13 +474,21 @@ class Relay:
         ``session/fork`` is unanswered: the child may be sending it from that request's
         handler, so each opening keeps it, and the one whose response opens the session seeds
         its lifetime with it (issue 27's first rule, for a child that has no handler marks)."""
+        kept: list[Mapping[str, Any]] = [message]
+        update = message["params"]["update"]
+        if self._windows.replaces and isinstance(update.get("_meta"), dict):
+            # --child-meta replace: the object is the whole _meta, so it follows a clear.
+            cleared = {"sessionUpdate": _INFO, "_meta": None}
+            params = {**message["params"], "update": cleared}
+            kept.insert(0, {**message, "params": params})
         for token in self._openings.values():
-            self._policy.tracker.outbound(
-                message,
-                self._owner.has_lifetime,
-                handling=token,
-                offset_timestamps=self._owner.offset_timestamps,
-            )
+            for each in kept:
+                self._policy.tracker.outbound(
+                    each,
+                    self._owner.has_lifetime,
+                    handling=token,
+                    offset_timestamps=self._owner.offset_timestamps,
+                )
 
     async def _forward_info(self, session_id: str, frame: bytes) -> None:
         """Forward a ``session_info_update`` of the child as it is. Publications of its session
