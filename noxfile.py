@@ -35,6 +35,8 @@ THIRDPARTY_VENVS = "AGENT_META_THIRDPARTY_BUILDS"
 """The report of the agent venvs' build (``integration/thirdparty/venvs.py``) the tests read."""
 THIRDPARTY_SELECTION = "AGENT_META_THIRDPARTY_AGENTS"
 """The agents the tests run (``integration/thirdparty/agents.py``); unset, all of them."""
+THIRDPARTY_CHECKS = "AGENT_META_THIRDPARTY_CHECKS"
+"""The agents whose ``agent-meta check`` verdicts run; unset, every selected agent's."""
 
 
 @nox.session(python=PYTHON)
@@ -181,6 +183,7 @@ def sdk_v2(session: nox.Session) -> None:
         "integration/test_typescript_v1.py",
         "integration/test_runtimes_agree.py",
         *session.posargs,
+        env={"AGENT_META_RUNTIMES": "sdk"},  # the trio cases ran in nox -s integration
     )
     # The demo's v2 story, on the SDK runtime, under the TypeScript SDK's v2 client.
     session.run("python", "-m", "agent_meta", "demo", "--runtime", "sdk", "--protocol", "2")
@@ -192,6 +195,11 @@ THIRDPARTY_CI = ("fast-agent", "kimi-cli", "pydantic-acp", "langchain-acp", "bub
 the session/new and session/load handlers (pydantic-acp); langchain-acp; SDK 1.0.0rc2 (bub).
 ``nox -s thirdparty_all`` runs all ten, in about twice the time: the others add SDK 0.6.3, 0.9
 and 0.11, duplicated stdio streams (gptme) and deepagents' own tool."""
+
+
+THIRDPARTY_CI_CHECKS = ("fast-agent", "pydantic-acp", "langchain-acp")
+"""The agents whose check verdicts CI runs: two ``agent-meta check`` runs each are the slowest
+tests of the suite (kimi-cli's and bub's run in ``thirdparty_all``)."""
 
 
 @nox.session(python=PYTHON)
@@ -255,6 +263,7 @@ def _thirdparty(session: nox.Session, agents: tuple[str, ...] | None) -> None:
     env = {THIRDPARTY_VENVS: str(report)}
     if agents is not None:
         env[THIRDPARTY_SELECTION] = ",".join(agents)
+        env[THIRDPARTY_CHECKS] = ",".join(THIRDPARTY_CI_CHECKS)
     # Two workers (pytest-xdist): each test waits on agent processes.
     session.run("pytest", "-n", "2", str(THIRDPARTY), *session.posargs, env=env)
 

@@ -41,9 +41,16 @@ RUN_TIMEOUT = 30.0
 LINE_LIMIT = 50 * 2**20
 
 
-AGENT_RUNTIMES = ("trio", "sdk")
-"""The runtimes ``agent-meta agent --runtime`` offers; the ``agent_runtime`` fixture runs a
-test once per runtime."""
+RUNTIMES = ("trio", "sdk")
+"""The runtimes ``agent-meta agent --runtime`` offers."""
+AGENT_RUNTIMES = tuple(
+    name
+    for name in RUNTIMES
+    if name in os.environ.get("AGENT_META_RUNTIMES", "trio,sdk").split(",")
+)
+"""The runtimes the ``agent_runtime`` fixture runs a test on: each of :data:`RUNTIMES` that
+``AGENT_META_RUNTIMES`` (comma-separated; default both) names. ``nox -s sdk_v2`` names only
+``sdk``: ``nox -s integration`` has run the trio cases already."""
 
 SDK_V1_ONLY = (
     "the installed official Python SDK has no ACP v2 side (acp.experimental.v2, 1.0 on): "
@@ -68,7 +75,7 @@ _runtime = "trio"
 def use_runtime(runtime: str) -> Iterator[None]:
     """Make :func:`agent_command` run the agent on ``runtime`` inside the block."""
     global _runtime  # one test at a time: the fixture sets it and restores it
-    if runtime not in AGENT_RUNTIMES:
+    if runtime not in RUNTIMES:
         raise ValueError(f"unknown runtime {runtime!r}")
     previous, _runtime = _runtime, runtime
     try:

@@ -418,3 +418,20 @@ def selected() -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"{SELECTION_ENV} names unknown agents: {', '.join(unknown)}")
     return tuple(name for name in every if name in names)
+
+
+CHECKS_ENV: Final = "AGENT_META_THIRDPARTY_CHECKS"
+"""A comma-separated list of the selected agents whose ``agent-meta check`` verdicts run (two
+checks each, the slowest tests of the suite); unset, every selected agent's."""
+
+
+def judged() -> tuple[str, ...]:
+    """The selected agents whose check verdicts run (:data:`CHECKS_ENV`)."""
+    chosen = os.environ.get(CHECKS_ENV)
+    if not chosen:
+        return tuple(name for name in selected() if name in AGENTS)
+    names = {name.strip() for name in chosen.split(",") if name.strip()}
+    unknown = sorted(names - set(AGENTS))
+    if unknown:
+        raise ValueError(f"{CHECKS_ENV} names unknown agents: {', '.join(unknown)}")
+    return tuple(name for name in selected() if name in names)

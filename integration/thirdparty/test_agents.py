@@ -33,7 +33,7 @@ import pytest
 
 from agent_meta.testing import ClientMirror
 from integration.thirdparty import venvs
-from integration.thirdparty.agents import AGENTS, REPO, selected
+from integration.thirdparty.agents import AGENTS, REPO, judged, selected
 from integration.thirdparty.control import burst_updates
 from integration.thirdparty.echo_server import serving
 from integration.thirdparty.pipes import corrupt_lines
@@ -587,7 +587,7 @@ def verdict(report: dict[str, Any]) -> dict[tuple[str, int], str]:
     }
 
 
-@pytest.mark.parametrize("name", BASELINES)
+@pytest.mark.parametrize("name", [pytest.param(name, id=name) for name in judged()])
 def test_check_verdict(
     agent_venvs: dict[str, venvs.Venv],
     echo_model: str,
