@@ -273,8 +273,10 @@ class ReplayWindows:
                 return Verdict.LIVE
             judge = self._tail_judges.get(session_id)
             clear = self.protocol_version >= 2 and patch.meta is None
-            if judge is not None and not clear and judge.is_current(
-                patch.updated_at, known_updated_at
+            if (
+                judge is not None
+                and not clear
+                and judge.is_current(patch.updated_at, known_updated_at)
             ):
                 self._end_tail(session_id)  # the child is live again: its current info
                 return Verdict.LIVE
