@@ -455,8 +455,7 @@ class Relay:
         frame = line + b"\n"
         if info is None:  # no lifetime, or fields the owner would not reproduce: as sent
             self.statistics.passed_through += 1
-            if not owner.has_lifetime(session_id):
-                self._keep_for_opening(message)
+            self._keep_for_opening(session_id, message)
             await self._forward_info(session_id, frame)
             return
         if self._windows.watching(session_id):
@@ -469,11 +468,13 @@ class Relay:
                 return
         await self._publish(session_id, info, frame)
 
-    def _keep_for_opening(self, message: Mapping[str, Any]) -> None:
+    def _keep_for_opening(self, session_id: str, message: Mapping[str, Any]) -> None:
         """An update for a session with no lifetime, while a ``session/new`` or
         ``session/fork`` is unanswered: the child may be sending it from that request's
         handler, so each opening keeps it, and the one whose response opens the session seeds
         its lifetime with it (issue 27's first rule, for a child that has no handler marks)."""
+        if not self._openings or self._owner.has_lifetime(session_id):
+            return
         kept: list[Mapping[str, Any]] = [message]
         update = message["params"]["update"]
         if self._windows.replaces and isinstance(update.get("_meta"), dict):
