@@ -543,7 +543,10 @@ class Fleet:
         )
         replica.client = Client(name, conn, wire)
         self.clients.append(replica.client)
-        await replica.client.initialize()
+        try:
+            await replica.client.initialize()
+        except ConnectionError as exc:  # the process ended: say what it said
+            raise AssertionError(f"{name} ended before initialize: {replica.stderr}") from exc
         return replica
 
     async def end(self) -> None:
