@@ -407,17 +407,23 @@ selection, ``nox -s thirdparty_all`` leaves it unset."""
 DEEPAGENTS: Final = "deepagents"
 
 
+def _named(variable: str, among: tuple[str, ...], known: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of ``among`` that the comma-separated ``variable`` lists, in ``among``'s order;
+    all of them when it is unset or empty. A name outside ``known`` is an error."""
+    chosen = os.environ.get(variable)
+    if not chosen:
+        return among
+    names = {name.strip() for name in chosen.split(",") if name.strip()}
+    unknown = sorted(names - set(known))
+    if unknown:
+        raise ValueError(f"{variable} names unknown agents: {', '.join(unknown)}")
+    return tuple(name for name in among if name in names)
+
+
 def selected() -> tuple[str, ...]:
     """The agents this run is for (:data:`SELECTION_ENV`), in :data:`AGENTS`' order."""
     every = (*AGENTS, DEEPAGENTS)
-    chosen = os.environ.get(SELECTION_ENV)
-    if not chosen:
-        return every
-    names = {name.strip() for name in chosen.split(",") if name.strip()}
-    unknown = sorted(names - set(every))
-    if unknown:
-        raise ValueError(f"{SELECTION_ENV} names unknown agents: {', '.join(unknown)}")
-    return tuple(name for name in every if name in names)
+    return _named(SELECTION_ENV, every, every)
 
 
 CHECKS_ENV: Final = "AGENT_META_THIRDPARTY_CHECKS"
@@ -427,11 +433,5 @@ checks each, the slowest tests of the suite); unset, every selected agent's."""
 
 def judged() -> tuple[str, ...]:
     """The selected agents whose check verdicts run (:data:`CHECKS_ENV`)."""
-    chosen = os.environ.get(CHECKS_ENV)
-    if not chosen:
-        return tuple(name for name in selected() if name in AGENTS)
-    names = {name.strip() for name in chosen.split(",") if name.strip()}
-    unknown = sorted(names - set(AGENTS))
-    if unknown:
-        raise ValueError(f"{CHECKS_ENV} names unknown agents: {', '.join(unknown)}")
-    return tuple(name for name in selected() if name in names)
+    agents = tuple(name for name in selected() if name in AGENTS)
+    return _named(CHECKS_ENV, agents, tuple(AGENTS))
