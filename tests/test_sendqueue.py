@@ -266,6 +266,31 @@ def test_coalesce_off_every_update_is_its_own_frame() -> None:
     assert drain(q) == [info({"_meta": {"a": 1}}), info({"_meta": {"a": 2}})]
 
 
+def test_coalesce_off_on_v1_every_update_is_its_own_whole_object() -> None:
+    """Behind a busy writer, v1 with coalescing off still writes one frame per publication,
+    each the whole object as it was after that publication (issue 30: a v1 frame rendered at
+    write time used to carry the newest object and silence every entry behind it)."""
+    q = make_queue(coalesce=False, protocol_version=1)
+    s = opened(q)
+    publish(q, s, enc(meta={"a": 1}))
+    publish(q, s, enc(meta={"a": 2}))
+    publish(q, s, enc(meta={"b": 3, "a": None}))
+    assert drain(q) == [
+        info({"_meta": {"a": 1}}),
+        info({"_meta": {"a": 2}}),
+        info({"_meta": {"b": 3}}),
+    ]
+    publish(q, s, enc(meta={"c": 4}))
+    assert q.resync(s) is Outcome.ACCEPTED
+    publish(q, s, enc(meta={"d": 5}))
+    # The resync's object is rendered when written and carries d: the frame queued for d
+    # behind it would take the client back, so it sends nothing.
+    assert drain(q) == [
+        info({"_meta": {"b": 3, "c": 4}}),
+        info({"_meta": {"b": 3, "c": 4, "d": 5}}),
+    ]
+
+
 # -- resync (R4) ------------------------------------------------------------------------------
 
 
@@ -1177,24 +1202,28 @@ def test_an_open_entry_behind_a_snapshot_takes_no_later_publication() -> None:
 
 
 def test_v1_frames_are_snapshots_of_the_whole_known_state() -> None:
-    """A v1 (merged) frame carries what the agent holds when it is written, title included,
-    so no frame can pair an old title with newer metadata."""
-    q = make_queue(protocol_version=1, coalesce=False)
+    """A v1 (merged) frame carries a whole state the agent held, title included, so no frame
+    pairs an old title with newer metadata: with coalescing on, the state when it is written."""
+    q = make_queue(protocol_version=1)
     s = opened(q)
     publish(q, s, enc(title="T1", meta={"a": 1}, offset_timestamps=False))
     publish(q, s, enc(title="T2", meta={"a": 2}, offset_timestamps=False))
     assert drain(q) == [info({"title": "T2", "_meta": {"a": 2}})]
 
 
-def test_a_v1_frame_that_carries_what_is_queued_behind_it_counts_it_coalesced() -> None:
-    """Without coalescing every publication is its own entry; a v1 merged frame still carries
-    the whole state when the writer takes it, so the entries behind it send nothing: they are
-    counted (frames carrying a publication + coalesced = publications)."""
+def test_without_coalescing_each_v1_frame_is_the_state_after_its_publication() -> None:
+    """Without coalescing every publication is its own frame on v1 too: the whole state as it
+    was after that publication (title included), however far behind the writer is; nothing
+    is counted as coalesced."""
     q = make_queue(protocol_version=1, coalesce=False)
     s = opened(q)
-    for n in range(1, 4):
+    publish(q, s, enc(title="T1", meta={"n": 1}, offset_timestamps=False))
+    for n in range(2, 4):
         publish(q, s, enc(meta={"n": n}))
-    frames = drain(q)
-    assert [frame["params"]["update"]["_meta"] for frame in frames] == [{"n": 3}]
-    assert (q.statistics().publications, q.statistics().coalesced) == (3, 2)
-    assert q.statistics().frames_written == 1
+    assert drain(q) == [
+        info({"title": "T1", "_meta": {"n": 1}}),
+        info({"title": "T1", "_meta": {"n": 2}}),
+        info({"title": "T1", "_meta": {"n": 3}}),
+    ]
+    assert (q.statistics().publications, q.statistics().coalesced) == (3, 0)
+    assert q.statistics().frames_written == 3

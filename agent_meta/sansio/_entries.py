@@ -33,6 +33,7 @@ class InfoEntry:
     __slots__ = (
         "cleared",
         "counted",
+        "frame",
         "frames",
         "lifetime",
         "notification_meta",
@@ -59,6 +60,10 @@ class InfoEntry:
         self.frames = 1
         self.snapshots = lifetime.snapshots
         """The lifetime's snapshot count when queued: a later snapshot carries this entry."""
+        self.frame: bytes | None = None
+        """Its frame, rendered when it was published, where each publication is a frame of its
+        own and that frame is the whole object (coalescing off, v1): the object as it was
+        after this publication, not at write time, so the client is told every step."""
 
     def merge(self, update: EncodedUpdate) -> None:
         """Fold a later update into this entry (same effect for every stored state, R3)."""

@@ -504,6 +504,8 @@ class SendQueue:
             return ACCEPTED
         entry = InfoEntry(state, update, counted=needs_room)
         entry.frames = self.mode.publication_frames(entry.cleared, bool(entry.patch))
+        if self.mode.full_object and not publisher.merging:
+            entry.frame = publication_frame(self.mode, state, update)  # one step, one frame
         self._append(entry)
         state.open_entry = entry if publisher.stays_open(update) else None
         return ACCEPTED

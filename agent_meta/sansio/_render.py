@@ -3,7 +3,10 @@
 Everything but a resync is rendered at once; a resync's snapshot only once its ``null`` frame
 is written, so the snapshot is as new as it can be (R4). A snapshot (a resync's, a repair's, or
 any v1 merged frame, which carries the whole object) *absorbs* the publications queued behind
-it: they send nothing more, or the client would go back through older states. Each lifetime
+it: they send nothing more, or the client would go back through older states. With coalescing
+off a v1 publication's whole object is rendered when it is published instead
+(``InfoEntry.frame``): every publication is then a frame, each showing its own step, and only a
+resync or a repair absorbs. Each lifetime
 counts the snapshots rendered of it (``LifetimeState.snapshots``), and each publication entry
 remembers the count it was queued under, so an entry queued before the latest snapshot is
 known to be carried by it.
@@ -69,6 +72,8 @@ class FrameRenderer:
                 return iter(self._absorbed_frames(entry))
             if repair:
                 return self._repaired_info_frames(entry)
+            if entry.frame is not None:  # its own object, rendered when published
+                return iter((entry.frame,))
             frames = self.info_frames(entry)
             if self.mode.full_object:
                 self.absorb(state)  # the frame is a snapshot: nothing queued may go back
