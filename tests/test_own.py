@@ -47,6 +47,8 @@ def fold(messages: Iterable[Message], version: int) -> ClientMirror:
 def updates(messages: Iterable[Message], session_id: str, kind: str | None = None) -> list[Any]:
     found = []
     for message in messages:
+        if not isinstance(message, dict):
+            continue  # the answers to a batch
         params: Any = message.get("params")
         if message.get("method") != "session/update" or params["sessionId"] != session_id:
             continue
@@ -150,6 +152,47 @@ async def test_replace_takes_a_v1_childs_objects_as_its_whole_meta() -> None:
         assert await agent.finish() == 0
 
 
+CORRECT = [sys.executable, "-m", "tests.broken_agents.correct"]
+REMOVAL = "/meta set k 1\n/meta set j 2\n/meta rm k"
+
+
+async def test_an_agent_on_agent_meta_says_its_v1_objects_are_whole_and_own_reads_them_so() -> None:
+    """Issue 33 (3): ``agent-meta agent`` sends whole objects on v1 and says so in its
+    ``initialize`` result; ``own`` without ``--child-meta`` honours it, so a key the agent
+    removes is removed for the client too (it used to stay)."""
+    async with running(REFERENCE) as alone:
+        answer = await alone.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    assert answer["result"]["_meta"]["agent-meta"] == {"v1MetaObjects": "whole"}
+    async with running(own(child=REFERENCE)) as agent:
+        session = await start(agent, 1)
+        await turn(agent, session, REMOVAL, 1)
+        assert fold(agent.messages, 1).meta(session) == {"j": 2}
+        assert await agent.finish() == 0
+        said = await stderr_of(agent)
+    assert "its v1 _meta objects are read as it says: whole" in said
+
+
+async def test_whole_objects_of_a_child_that_does_not_say_are_warned_about_once() -> None:
+    """A v1 child that sends whole objects without saying so (the base broken agent) is read
+    as patching, as ``--child-meta`` defaults; ``own`` says once that its objects look whole
+    and names the flag. Partial objects (the unruly child's, codex-acp's) never look whole."""
+    async with running(own(child=CORRECT)) as agent:
+        session = await start(agent, 1)
+        await turn(agent, session, REMOVAL + "\n/meta set i 3\n/meta rm j", 1)
+        held = fold(agent.messages, 1).meta(session)
+        assert held == {"stage": "new", "k": 1, "j": 2, "i": 3}  # read as patches
+        assert await agent.finish() == 0
+        said = await stderr_of(agent)
+    assert said.count("look whole") == 1
+    assert "leaves out 'k'" in said
+    assert "--child-meta replace" in said
+    async with running(own()) as agent:
+        session = await start(agent, 1)
+        await turn(agent, session, REMOVAL, 1)
+        assert await agent.finish() == 0
+        assert "look whole" not in await stderr_of(agent)
+
+
 @pytest.mark.parametrize("version", [1, 2])
 async def test_a_replay_is_forwarded_as_sent_then_the_client_is_resynced(version: int) -> None:
     async with running(own()) as agent:
@@ -250,6 +293,79 @@ async def test_bad_lines_of_the_child_are_reported_and_the_session_goes_on() -> 
     assert "not JSON" in said
     assert "4096-byte line limit" in said
     assert "that is not session info" in said
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("coalesce", [True, False])
+async def test_an_update_nested_past_the_depth_limit_is_refused_and_own_goes_on(
+    version: int, coalesce: bool
+) -> None:
+    """Issue 30 (1): a ``_meta`` nested 600 levels deep (inside the line limit, past the
+    owner's depth limit) is refused and reported like any bad update; it used to crash the
+    coalescing path (a ``RecursionError`` while the batch was copied), leaving the prompt
+    unanswered."""
+    flags = () if coalesce else ("--no-coalesce",)
+    async with running(own(*flags)) as agent:
+        session = await start(agent, version)
+        answer = await turn(agent, session, "/deep 600\n/meta set ok 1", version)
+        assert "result" in answer, answer
+        assert fold(agent.messages, version).meta(session) == {"stage": "new", "ok": 1}
+        assert not [
+            m for m in metas(agent.messages, session) if isinstance(m, dict) and "deep" in m
+        ]
+        assert await agent.finish() == 0
+        said = await stderr_of(agent)
+    assert "nested deeper than" in said
+    assert "1 session_info_update frames of the agent that are no session info" in said
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("coalesce", [True, False])
+async def test_an_oversized_update_costs_no_other_update_read_with_it(
+    version: int, coalesce: bool
+) -> None:
+    """Issue 30 (2): four updates in one write, of which only the third makes the session's
+    info too large for a frame (``--max-line 9000``): exactly that one is refused, however
+    the child's writes were read, as publishing them one by one refuses it (R3, R12)."""
+    flags = ("--max-line", "9000") if coalesce else ("--max-line", "9000", "--no-coalesce")
+    sent = [{"a": 1}, {"big1": "x*5000"}, {"big2": "x*5000"}, {"c": 3}]
+    async with running(own(*flags)) as agent:
+        session = await start(agent, version)
+        await turn(agent, session, "/metas " + json.dumps(sent), version)
+        held = fold(agent.messages, version).meta(session)
+        assert held == {"stage": "new", "a": 1, "big1": "x" * 5000, "c": 3}
+        assert await agent.finish() == 0
+        said = await stderr_of(agent)
+    assert "1 session_info_update frames of the agent that are no session info" in said
+    assert '"big2"' in said
+    assert '"big1"' not in said
+
+
+async def test_no_coalesce_is_one_v1_frame_per_update_behind_a_slow_client() -> None:
+    """Issue 30 (3): with ``--no-coalesce`` every update of the child is a frame of its own on
+    v1 too, each the whole object after that update, even while the client reads nothing.
+
+    A 2 KB key makes every v1 frame large, so ``own``'s output pipe is full after a few dozen
+    frames and the rest wait in the owner's queue (256 entries) and in the child's pipe; the
+    client sends 2 MiB the child reads only once its prompt is done, and reads nothing until
+    it could. The frames queued meanwhile used to be rendered at write time, as the newest
+    object, and the ones behind each silenced."""
+    count = 600
+    pad = "x" * 2000
+    async with running(own("--no-coalesce")) as agent:
+        session = await start(agent, 1)
+        await turn(agent, session, f"/meta set pad {json.dumps(pad)}", 1)
+        prompt = agent.next_id()
+        await agent.send(
+            request(prompt, "session/prompt", prompt_params(session, f"/spam {count} k"))
+        )
+        filler = json.dumps({"jsonrpc": "2.0", "method": "_pad", "params": {"p": "x" * 65000}})
+        with trio.fail_after(BOUND / 2):
+            await agent.send(*[filler.encode() + b"\n"] * 32)
+        await agent.response(prompt)
+        spam = [m for m in metas(agent.messages, session) if isinstance(m, dict) and "k" in m]
+        assert spam == [{"stage": "new", "pad": pad, "k": n} for n in range(1, count + 1)]
+        assert await agent.finish() == 0
 
 
 BAD_CLIENT_LINES = [
@@ -441,4 +557,36 @@ async def test_a_client_set_title_is_answered_kept_and_listed_for_a_child_withou
         assert held.info(session).title == "Mine"
         listing = await agent.call("session/list", {})
         assert [e["title"] for e in listing["result"]["sessions"]] == ["Mine"]
+        assert await agent.finish() == 0
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_a_client_set_title_inside_a_batch_is_answered_by_own(version: int) -> None:
+    """Issue 30 (4): R13 holds inside a client's JSON-RPC batch: a ``session/set_title`` for a
+    child that does not serve it is confirmed and answered by ``own`` (in an array, as a batch
+    is answered) and never reaches the child; the child's later titles never reach the
+    client, and ``session/list`` reports the client's."""
+    async with running(own()) as agent:
+        session = await start(agent, version)
+        await turn(agent, session, "hello", version)  # what it sends after session/new is in
+        params = {"sessionId": session, "title": "Mine"}
+        batch = [{"jsonrpc": "2.0", "id": 50, "method": "session/set_title", "params": params}]
+        mark = len(agent.messages)
+        await agent.send(json.dumps(batch).encode() + b"\n")
+        answers: Any = None
+        while answers is None:
+            message: Any = await agent.receive()
+            assert message is not None, "the output ended before the batch was answered"
+            if isinstance(message, list):
+                answers = message
+        assert [(a["id"], a["result"]) for a in answers] == [(50, {"title": "Mine"})]
+        assert titles(agent.messages[mark:], session) == ["Mine"]  # confirmed, then answered
+        mark = len(agent.messages)
+        await turn(agent, session, "/title Generated", version)
+        assert titles(agent.messages[mark:], session) == []  # the child's never beats it
+        listing = await agent.call("session/list", {})
+        assert [e["title"] for e in listing["result"]["sessions"]] == ["Mine"]
+        await turn(agent, session, "/answers", version)
+        replies = updates(agent.messages, session, "agent_message_chunk")
+        assert json.loads(replies[-1]["content"]["text"]) == []  # nothing reached the child
         assert await agent.finish() == 0

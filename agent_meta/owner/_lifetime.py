@@ -19,7 +19,7 @@ from ..core._json import JsonValue, json_copy
 from ..core._sentinel import OMITTED, Omitted
 from ..sansio._edits import ClientTitle, DomainEdit, ReportFailure, ResolveFailure, check_path
 from ..sansio._encode import EncodedUpdate, encode_update
-from ..sansio._state import FailureIncident, check_sizes
+from ..sansio._state import FailureIncident, check_sizes, headroom
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -35,7 +35,10 @@ __all__ = [
     "check_domain_key",
     "client_title_edit",
     "domain_edit",
+    "encoded_headroom",
     "publication",
+    "publish_encoded",
+    "publish_encoded_nowait",
     "report_edit",
     "resolve_edit",
 ]
@@ -379,6 +382,25 @@ def publication(
         notification_meta=notification_meta,
         offset_timestamps=offset_timestamps,
     )
+
+
+# For a publisher that validated and encoded its publications itself (``agent-meta own``
+# composes a child's updates: agent_meta.sansio._batch), the same path without encoding again.
+
+
+def encoded_headroom(lifetime: SessionLifetime) -> int:
+    """The lifetime's :func:`~agent_meta.sansio._state.headroom` now."""
+    return headroom(lifetime._state, lifetime._owner.max_frame_bytes)
+
+
+async def publish_encoded(lifetime: SessionLifetime, update: EncodedUpdate) -> bool:
+    """:meth:`SessionLifetime.publish` of an update :func:`publication` encoded."""
+    return await lifetime._owner.submit_edit(lifetime._state, update)
+
+
+def publish_encoded_nowait(lifetime: SessionLifetime, update: EncodedUpdate) -> bool:
+    """:meth:`SessionLifetime.publish_nowait` of an update :func:`publication` encoded."""
+    return lifetime._owner.submit_edit_nowait(lifetime._state, update)
 
 
 def client_title_edit(owner: LifetimeOwner, title: object, *, confirm: bool = True) -> ClientTitle:

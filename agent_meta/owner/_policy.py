@@ -57,6 +57,7 @@ from ..sansio._titles import (
     retitle_listing,
     title_result,
 )
+from ..sansio._v1_objects import advertise_v1_meta
 from ._titles import client_titles
 
 if TYPE_CHECKING:
@@ -258,7 +259,9 @@ class LifetimePolicy:
     async def rewrite(self, message: Mapping[str, object]) -> Mapping[str, object]:
         """A response as the client must get it, before :meth:`response` plans it: an
         ``initialize`` result advertises ``session/set_title`` in both shapes
-        (:func:`~agent_meta.sansio._titles.advertise_titles`), a ``session/list`` result
+        (:func:`~agent_meta.sansio._titles.advertise_titles`) and, on v1, whether its
+        ``_meta`` objects are whole (:func:`~agent_meta.sansio._v1_objects.advertise_v1_meta`),
+        a ``session/list`` result
         lists the title the client set for each session (its open lifetime's, else the
         store's: one store round trip for the sessions listed that are not open here). ``message``
         itself when nothing changes (so a proxy can forward its bytes), else a new message.
@@ -271,6 +274,9 @@ class LifetimePolicy:
             return message
         if method == "initialize":
             changed = advertise_titles(result)
+            if result.get("protocolVersion") == 1:  # what its v1 objects mean (R10)
+                merged = self._owner.options.v1_meta_mode == "merged"
+                changed = advertise_v1_meta(changed or result, "whole" if merged else "patch")
         elif method == "session/list":
             titles = await client_titles(self._owner, listed_session_ids(result))
             changed = retitle_listing(result, titles)

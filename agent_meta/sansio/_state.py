@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..core._json import JsonObject, JsonValue
     from ._encode import EncodedUpdate
 
-__all__ = ["FailureIncident", "LifetimeState", "check_sizes"]
+__all__ = ["FailureIncident", "LifetimeState", "check_sizes", "headroom", "update_size"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -162,18 +162,41 @@ class LifetimeState:
                     self.meta_size += len(frag)
 
 
+def update_size(update: EncodedUpdate) -> int:
+    """The bytes ``update``'s fields add to its own frame, and at most to the known state (a
+    new member also adds a comma, which ``patch_size`` counts)."""
+    size = update.patch_size
+    if update.title is not None:
+        size += len(update.title)
+    if update.updated_at is not None:
+        size += len(update.updated_at)
+    return size
+
+
+def headroom(state: LifetimeState, limit: int) -> int:
+    """How many bytes of updates (:func:`update_size`, added up) ``state`` takes before
+    :func:`check_sizes` could refuse one.
+
+    Every update of a run that keeps within it is accepted however the run is published: one
+    by one, or composed into fewer publications (whose sizes add up to no more). So a composer
+    that stops at it accepts exactly what publishing the same updates one by one would (R3,
+    R12). Negative or zero when even an empty update could be refused."""
+    return limit - state.snapshot_size()
+
+
 def check_sizes(state: LifetimeState, update: EncodedUpdate, limit: int) -> None:
     """Raise :class:`~agent_meta.FrameTooLargeError`, before anything changes, when the frame of
     ``update`` or the state it leaves would be over ``limit`` bytes (a resync must fit in one
     frame, R12)."""
-    own = len(state.prefix) + 64 + update.patch_size
+    own = len(state.prefix) + 64 + update.patch_size  # update_size(), written out: a hot path
     if update.title is not None:
         own += len(update.title)
     if update.updated_at is not None:
         own += len(update.updated_at)
     if update.notification_meta is not None:
         own += len(update.notification_meta)
-    # Quick and sufficient: the update's frame plus everything known bounds both sizes.
+    # Quick and sufficient: the update's frame plus everything known bounds both sizes (the
+    # bound headroom() gives: own + known <= limit is update_size <= headroom).
     known = state.meta_size + len(state.fragments)
     if state.title is not None:
         known += len(state.title)

@@ -14,7 +14,11 @@
   makes the next replay send the rest of the history after the response, and then the session
   info of the session's creation again; ``/die N`` exits with status N at once, leaving the
   prompt unanswered;
-  ``/spam N KEY`` publishes ``{KEY: 1}`` ... ``{KEY: N}`` as fast as it can write.
+  ``/spam N KEY`` publishes ``{KEY: 1}`` ... ``{KEY: N}`` as fast as it can write;
+  ``/metas JSON_ARRAY`` publishes one update per ``_meta`` object of the array, all in one
+  write (so that they arrive in one read; a value ``"x*N"`` stands for N x's); ``/deep N``
+  publishes a ``_meta`` whose value nests N arrays deep (inside the line limit, past the
+  owner's depth limit).
 - It takes a ``session/load`` or ``session/resume`` of a session it does not know as a session
   with no history (an agent restarted without its sessions' info).
 - An extension request ``_unruly/echo`` is answered with the raw line it came in.
@@ -154,6 +158,27 @@ class Unruly(Agent):
                     session, {"sessionUpdate": "session_info_update", "_meta": {key: value}}
                 )
             return "spammed"
+        if word == "/metas":  # one write, so that they arrive in one read
+            lines = []
+            for meta in json.loads(rest):
+                for key, value in meta.items():  # "x*N": N x's (a line of the client is short)
+                    if isinstance(value, str) and value.startswith("x*"):
+                        meta[key] = "x" * int(value[2:])
+                update = {"sessionUpdate": "session_info_update", "_meta": meta}
+                params = {"sessionId": session.session_id, "update": update}
+                message = {"jsonrpc": "2.0", "method": "session/update", "params": params}
+                lines.append(json.dumps(message, separators=(",", ":")) + "\n")
+            sys.stdout.write("".join(lines))
+            sys.stdout.flush()
+            return "sent"
+        if word == "/deep":
+            deep = "[" * int(rest) + "]" * int(rest)
+            sid = json.dumps(session.session_id)
+            line = '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":' + sid
+            line += ',"update":{"sessionUpdate":"session_info_update","_meta":{"deep":'
+            sys.stdout.write(line + deep + "}}}}\n")
+            sys.stdout.flush()
+            return "deep"
         if word == "/die":
             sys.stdout.flush()
             os._exit(int(rest))

@@ -26,7 +26,7 @@ NAME = "agent-meta own"
 
 EXIT_GRACE = 10.0
 """Seconds the child may take to exit once the client's input has ended (or a signal was passed
-on) before it is stopped: SIGTERM, then SIGKILL as long again after."""
+on) before it is stopped: SIGTERM, then SIGKILL 10 seconds after (``DRAIN_TIMEOUT``)."""
 
 _DESCRIPTION = (
     "Run AGENT_CMD (any stdio ACP agent, in any language) as the child of an ACP agent on this "
@@ -45,7 +45,8 @@ class OwnSettings:
     command: list[str]
     store: str | None = None
     log: str | None = None
-    child_meta: Literal["patch", "replace"] = "patch"
+    child_meta: Literal["patch", "replace"] | None = None
+    """``None``: as the child's ``initialize`` result says, else ``patch``."""
     max_line: int = DEFAULT_MAX_LINE_BYTES
     coalesce: bool = True
     exit_grace: float = EXIT_GRACE
@@ -69,12 +70,13 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--child-meta",
         choices=("patch", "replace"),
-        default="patch",
+        default=None,
         help=(
-            "how a v1 child's _meta objects are read: patch (default) applies each as a shallow "
-            "patch by top-level key, as v2 says (partial objects, like codex-acp's, add up); "
-            "replace takes each as the whole _meta (a child known to send complete objects). "
-            "v2 always patches"
+            "how a v1 child's _meta objects are read: patch applies each as a shallow patch by "
+            "top-level key, as v2 says (partial objects, like codex-acp's, add up); replace "
+            "takes each as the whole _meta (a child that sends complete objects). Default: as "
+            "the child's initialize result says (agents on agent_meta say they send whole "
+            "objects), else patch, with a warning if its objects look whole. v2 always patches"
         ),
     )
     parser.add_argument(

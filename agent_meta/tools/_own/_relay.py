@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import trio
 
@@ -34,8 +34,14 @@ from ...core._errors import FrameTooLargeError, MetaValueError, StoreError
 from ...core._jsonrpc import ErrorCode
 from ...core._patch import replacement_patch
 from ...core._session_info import SessionInfo, SessionInfoPatch
+from ...owner._lifetime import (
+    encoded_headroom,
+    publish_encoded,
+    publish_encoded_nowait,
+)
 from ...owner._policy import LifetimePolicy
 from ...sansio._batch import PublicationBatch
+from ...sansio._encode import encode_update
 from ...sansio._frames import build_response, join_response_frames, session_of
 from ...sansio._gate import InboundGate
 from ...sansio._handler_errors import failure_of
@@ -48,12 +54,15 @@ from ...sansio._seam import (
     is_request_id,
 )
 from ...sansio._titles import advertises_titles
+from ...sansio._v1_objects import WholeObjectHint, v1_meta_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from ...owner._lifetime import SessionLifetime
     from ...owner._trio import MetaOwner
-    from ...sansio._gate import Undecodable
+    from ...sansio._encode import EncodedUpdate
+    from ...sansio._gate import Answer, Undecodable
     from ...sansio._seam import InfoUpdate, OutboundPlan
 
 __all__ = ["Relay", "RelayStatistics"]
@@ -107,7 +116,7 @@ class Relay:
         child_stdin: trio.abc.SendStream,
         report: Callable[[str, str], None],
         *,
-        replace_meta: bool = False,
+        child_meta: Literal["patch", "replace"] | None = None,
         coalesce: bool = True,
     ) -> None:
         self._owner = owner
@@ -117,7 +126,11 @@ class Relay:
         self._report = report
         self._policy = LifetimePolicy(owner)
         self._gate = InboundGate(max_frame_bytes=owner.max_frame_bytes)
-        self._windows = ReplayWindows(replace_meta=replace_meta)
+        self._windows = ReplayWindows(replace_meta=child_meta == "replace")
+        # --child-meta not given: the child's initialize result may say what its v1 objects
+        # mean; if it does not, objects that look whole are said once (_v1_objects.py).
+        self._child_meta = child_meta
+        self._whole = WholeObjectHint()
         # Sessions with publications that may still be queued: a frame of theirs forwarded as
         # sent waits until those are written (_forward_info).
         self._queued: set[str] = set()
@@ -191,27 +204,42 @@ class Relay:
 
     async def _client_batch(self, line: bytes, entries: list[Any]) -> None:
         """A JSON-RPC batch: forwarded as it is when the child may see every entry; otherwise
-        the refused entries are answered in one array and the rest forwarded as a batch."""
+        the entries answered here (refused, or a ``session/set_title`` the child does not
+        serve, R13) are answered in one array and the rest forwarded as a batch."""
         if not entries:
             await self.refuse_client(EnvelopeFault("an empty batch is not a request"))
             return
         answers: list[bytes] = []
+        titles: list[Answer] = []
         passed: list[dict[str, Any]] = []
+        refused = False
         for entry in entries:
             fault = envelope_fault(entry)
             if fault is not None:
+                refused = True
                 frame = self._gate.refuse(fault)
                 if frame is not None:
                     answers.append(frame)
                 continue
             passes, answer = await self._admit(entry)
-            if passes:
+            if not passes:
+                refused = True
+            elif self._answers_here(entry):
+                title = self._gate.respond(await self._policy.answer_set_title(entry))
+                titles.append(title)
+                if title.frame is not None:
+                    answers.append(title.frame)
+            else:
                 passed.append(entry)
             if answer is not None:
                 answers.append(answer)
-        if answers:
+        if refused:
             self.statistics.refused_client_lines += 1
+        if answers:
+            await self.flush()  # the child's updates taken so far go first
             await self._owner.send_encoded(join_response_frames(answers), None)
+        for title in titles:
+            self._gate.sent(title)
         if len(passed) == len(entries):
             await self._send_child(line)
         elif passed:
@@ -298,23 +326,8 @@ class Relay:
             return
         self._batch = None
         lifetime = self._owner.lifetime(batch.session_id)
-        try:
-            for publication in batch.take():
-                fields = dataclasses.asdict(publication)
-                try:
-                    lifetime.publish_nowait(**fields)
-                except trio.WouldBlock:
-                    await lifetime.publish(**fields)
-        except (MetaValueError, FrameTooLargeError) as exc:
-            self.statistics.malformed_updates += batch.count
-            self._report(
-                "agent",
-                f"not forwarded: {batch.count} session_info_update frames of session "
-                f"{batch.session_id!r} the owner refused ({exc})",
-            )
-            return
-        self.statistics.published += batch.count
-        self._queued.add(batch.session_id)
+        for each in batch.take(encoded_headroom(lifetime)):
+            await self._submit(lifetime, each.update, each.count, each.line)
 
     def child_bad_line(self, why: str) -> None:
         """A line of the child that cannot be forwarded (not JSON, too long): said and counted."""
@@ -356,6 +369,10 @@ class Relay:
         if self._policy.tracker.answering(message) == "initialize":
             result = message.get("result")
             self._policy.forwards_titles = isinstance(result, dict) and advertises_titles(result)
+            meaning = v1_meta_of(result) if isinstance(result, dict) else None
+            if self._child_meta is None and meaning is not None:
+                self._windows.replace_meta = meaning == "whole"
+                self._report("agent", f"its v1 _meta objects are read as it says: {meaning}")
         try:
             return await self._policy.rewrite(message)
         except StoreError as exc:
@@ -447,18 +464,15 @@ class Relay:
         info = None
         if owner.has_lifetime(session_id):
             info = info_update_of(params, update, offset_timestamps=owner.offset_timestamps)
-        if info is not None and self._composes(session_id, info):
-            assert self._batch is not None
-            self._batch.add(info)
-            return
-        await self.flush()
         frame = line + b"\n"
         if info is None:  # no lifetime, or fields the owner would not reproduce: as sent
+            await self.flush()
             self.statistics.passed_through += 1
             self._keep_for_opening(session_id, message)
             await self._forward_info(session_id, frame)
             return
         if self._windows.watching(session_id):
+            await self.flush()
             verdict = self._verdict(session_id, info, frame)
             if verdict is Verdict.REPLAY:
                 self.statistics.replayed += 1
@@ -501,19 +515,11 @@ class Relay:
             self._queued.clear()
         await self._owner.send_encoded(frame, session_id)
 
-    def _composes(self, session_id: str, info: InfoUpdate) -> bool:
-        """Whether a live update joins the batch of the updates composed so far (which is
-        published first when it belongs to another session)."""
+    def _composes(self, session_id: str, update: EncodedUpdate) -> bool:
+        """Whether a live update joins the batch of the updates composed so far."""
         if not self._coalesce or self._windows.replaces or self._windows.watching(session_id):
             return False
-        if not PublicationBatch.composable(info):
-            return False
-        batch = self._batch
-        if batch is not None and batch.session_id != session_id:
-            return False
-        if batch is None:
-            self._batch = PublicationBatch(session_id)
-        return True
+        return PublicationBatch.composable(update)
 
     def _verdict(self, session_id: str, info: InfoUpdate, frame: bytes) -> Verdict | None:
         """The windows' verdict on an update (``None``: malformed, reported)."""
@@ -538,38 +544,78 @@ class Relay:
         return verdict
 
     async def _publish(self, session_id: str, info: InfoUpdate, frame: bytes) -> None:
-        """Publish an update of the child into its session's lifetime."""
+        """Publish an update of the child into its session's lifetime: checked and encoded
+        first (R12), so a value the owner refuses is refused on its own, then composed into the
+        batch or published at once."""
         lifetime = self._owner.lifetime(session_id)
         meta = info.meta
-        if self._windows.replaces and isinstance(meta, dict):
-            try:
-                meta = replacement_patch(lifetime.snapshot().meta, meta)
-            except MetaValueError as exc:
-                self._malformed(session_id, exc, frame)
-                return
-        fields: dict[str, Any] = {
-            "title": info.title,
-            "updated_at": info.updated_at,
-            "meta": meta,
-            "notification_meta": info.notification_meta,
-        }
         try:
-            try:
-                lifetime.publish_nowait(**fields)
-            except trio.WouldBlock:
-                await lifetime.publish(**fields)
-        except (MetaValueError, FrameTooLargeError) as exc:
+            if self._windows.replaces and isinstance(meta, dict):
+                meta = replacement_patch(lifetime.snapshot().meta, meta)
+            update = encode_update(
+                title=info.title,
+                updated_at=info.updated_at,
+                meta=meta,
+                notification_meta=info.notification_meta,
+                offset_timestamps=self._owner.offset_timestamps,
+            )
+        except MetaValueError as exc:
             self._malformed(session_id, exc, frame)
             return
-        self.statistics.published += 1
-        self._queued.add(session_id)
+        if self._child_meta is None and isinstance(info.meta, dict):  # a valid object now
+            self._notice_whole_objects(session_id, info.meta)
+        batch = self._batch
+        if batch is not None and batch.session_id != session_id:
+            await self.flush()
+            batch = None
+        if self._composes(session_id, update):
+            if batch is None:
+                batch = self._batch = PublicationBatch(session_id)
+            batch.add(update, frame)
+            return
+        await self.flush()
+        await self._submit(lifetime, update, 1, frame)
 
-    def _malformed(self, session_id: str, exc: Exception, frame: bytes) -> None:
-        self.statistics.malformed_updates += 1
+    def _notice_whole_objects(self, session_id: str, meta: Mapping[str, object]) -> None:
+        """Say once when a v1 child that did not say what its objects mean sends objects that
+        look whole while they are read as patches (a key it removes would stay)."""
+        windows = self._windows
+        if windows.protocol_version >= 2 or windows.replace_meta:
+            return
+        missing = self._whole.seen(session_id, meta)
+        if missing is not None:
+            self._report(
+                "agent",
+                f"its v1 _meta objects look whole (one repeats what it sent before and leaves "
+                f"out {missing!r}), but they are read as patches, so a key it removes stays: "
+                "if it sends whole objects, run own with --child-meta replace",
+            )
+
+    async def _submit(
+        self, lifetime: SessionLifetime, update: EncodedUpdate, count: int, frame: bytes = b""
+    ) -> None:
+        """Publish an encoded update standing for ``count`` updates of the child (a refusal:
+        only a size the frame limit cannot carry is left to refuse)."""
+        try:
+            try:
+                publish_encoded_nowait(lifetime, update)
+            except trio.WouldBlock:
+                await publish_encoded(lifetime, update)
+        except FrameTooLargeError as exc:
+            self._malformed(lifetime.session_id, exc, frame, count)
+            return
+        self.statistics.published += count
+        self._queued.add(lifetime.session_id)
+
+    def _malformed(
+        self, session_id: str, exc: Exception, frame: bytes = b"", count: int = 1
+    ) -> None:
+        self.statistics.malformed_updates += count
+        shown = f": {_shown(frame)}" if frame else ""
         self._report(
             "agent",
             f"not forwarded: a session_info_update of session {session_id!r} that is not "
-            f"session info ({exc}): {_shown(frame)}",
+            f"session info ({exc}){shown}",
         )
 
 

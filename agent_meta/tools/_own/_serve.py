@@ -105,7 +105,7 @@ async def _relay(
             owner,
             child_in,
             reports,
-            replace_meta=settings.child_meta == "replace",
+            child_meta=settings.child_meta,
             coalesce=settings.coalesce,
         )
         status: int | None = None
@@ -119,9 +119,10 @@ async def _relay(
             await relay.child_ended(status)
             nursery.cancel_scope.cancel()
         flushed = False
-        with trio.move_on_after(DRAIN_TIMEOUT):
-            await owner.wait_flushed()
-            flushed = True
+        if not stopping.gave_up:  # else the client has stalled for DRAIN_TIMEOUT already
+            with trio.move_on_after(DRAIN_TIMEOUT):
+                await owner.wait_flushed()
+                flushed = True
         reports.summary(relay.statistics, owner.statistics().fenced)
     if status is None or not flushed:
         reports.say(
@@ -141,6 +142,9 @@ class _Stopping:
         self._grace = grace
         self._nursery = nursery
         self._started = False
+        self.gave_up = False
+        """The child is gone and its output was not all taken within ``DRAIN_TIMEOUT``: the
+        client stopped reading, and the run was given up."""
 
     def start(self) -> None:
         if not self._started:
@@ -158,6 +162,7 @@ class _Stopping:
         child.kill()
         await child.wait()
         await trio.sleep(DRAIN_TIMEOUT)  # its output is still being taken: the client stalls
+        self.gave_up = True
         self._nursery.cancel_scope.cancel()
 
 
