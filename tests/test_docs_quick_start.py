@@ -50,7 +50,7 @@ async def test_the_quick_start_runs_as_written_and_keeps_its_promise() -> None:
     assert source.index("lt.resync()") < source.index("send_response(7")
     assert source.index("send_response(7") < source.index("close_lifetime(")
     namespace: dict[str, Any] = {}
-    exec(compile(source, "docs/index.md", "exec"), namespace)  # noqa: S102: our own page
+    exec(compile(source, "docs/index.md", "exec"), namespace)  # our own page, run as written
     stream = trio.testing.MemorySendStream()
     with trio.fail_after(10):
         await namespace["serve"](stream)
