@@ -964,6 +964,34 @@ def test_a_frame_whose_lifetime_closed_while_stored_is_written_before_the_close(
     assert q.statistics().frames_written == 2
 
 
+def test_a_closed_lifetime_taken_over_drops_what_it_had_queued() -> None:
+    """A takeover, unlike a close, drops what the lifetime had queued: its state was not
+    stored (the other holder's epoch came first). Found on a lifetime already closed, it still
+    drops its queued frame; the response queued after the close goes out."""
+    q = make_queue(durable=True)
+    s = opened(q)
+    created = q.next_action()
+    assert isinstance(created, StoreBatch)
+    q.stored(created)
+    publish(q, s, enc(meta={"a": 1}))
+    batch = q.next_action()  # the frame is rendered, and waits for this batch
+    assert isinstance(batch, StoreBatch)
+    q.close_lifetime(s)
+    q.submit_raw(raw_frame(6))
+    assert q.stored(batch, frozenset({SID})) == [s]
+    assert s.taken_over
+    frames = []
+    while (action := q.next_action()) is not None:
+        if isinstance(action, StoreBatch):
+            q.stored(action)
+        else:
+            frames.append(parse(action))
+            q.written()
+    assert frames == [{"jsonrpc": "2.0", "id": 6, "result": {}}]
+    c = q.statistics()
+    assert (c.taken_over, c.fenced, c.frames_written) == (1, 1, 1)
+
+
 def test_a_change_without_a_frame_is_stored_and_flushing_waits_for_it() -> None:
     q = make_queue(durable=True)
     s = opened(q)
