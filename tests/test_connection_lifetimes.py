@@ -133,6 +133,37 @@ async def test_close_ends_the_lifetime_before_its_response() -> None:
     assert peer.mirror.meta("s") is None
 
 
+class ClosingAgent(PlainAgent):
+    """Its ``session/close`` handler publishes a last update and resyncs, as it returns: both
+    are still queued when the connection ends the lifetime before the response."""
+
+    async def close_session(self, ctx: RequestContext, params: JsonObject) -> JsonObject:
+        lifetime = ctx.owner.lifetime(str(params["sessionId"]))
+        assert lifetime.publish_nowait(meta={"closing": True})
+        assert lifetime.resync()
+        return {}
+
+
+async def test_what_was_queued_before_the_close_leaves_before_its_response() -> None:
+    """Fencing begins at the close (R6, issue 33): what the session queued before its lifetime
+    ended goes out before the ``session/close`` response, in order (R2, R4); nothing of the
+    session follows the response."""
+    agent = ClosingAgent()
+    async with serve(agent) as peer:
+        await peer.request("initialize", INIT)
+        await peer.request("session/new", {"name": "s"})
+        await peer.request("session/prompt", {"sessionId": "s", "text": "set a 1"})
+        before, closed = await peer.call("session/close", {"sessionId": "s"})
+        assert closed["result"] == {}
+        late = await peer.request("session/prompt", {"sessionId": "s", "text": "set b 2"})
+        assert late["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND
+    assert kinds(before) == ["info", "null", "info"]
+    assert before[-1]["params"]["update"]["_meta"] == {"a": "1", "closing": True}
+    after = peer.frames[peer.frames.index(closed) + 1 :]
+    assert [f for f in after if (f.get("params") or {}).get("sessionId") == "s"] == []
+    assert agent.owners[0].statistics().fenced == 0
+
+
 async def test_a_failed_load_of_an_unknown_session_leaves_no_lifetime() -> None:
     agent = PlainAgent()
     async with serve(agent) as peer:

@@ -274,6 +274,26 @@ async def test_nothing_of_a_closed_session_reaches_the_client_until_it_reopens()
         assert "frames of closed sessions" in await stderr_of(agent)
 
 
+async def test_what_the_child_sent_before_its_close_response_leaves_before_it() -> None:
+    """Fencing begins at the close (R6, issue 33): the child's last updates, sent before its
+    ``session/close`` response, reach the client before that response and in order; what it
+    sends after the response does not."""
+    child = [*UNRULY, "--publish-before-close"]
+    async with running(own(child=child)) as agent:
+        session = await start(agent, 2)
+        closed = await agent.call("session/close", {"sessionId": session})
+        await agent.call("session/list", {})
+        before = agent.messages[: after(agent, closed) - 1]
+        late = agent.messages[after(agent, closed) :]
+        assert [m for m in late if (m.get("params") or {}).get("sessionId") == session] == []
+        held = fold(before, 2)
+        assert held.meta(session) == {"stage": "new", "step": 50, "closing": True}
+        steps = [m["step"] for m in metas(before, session) if isinstance(m, dict) and "step" in m]
+        assert steps == sorted(steps)  # merged or not, in order (R2, R3)
+        await agent.stdin.aclose()
+        assert await agent.finish() == 0
+
+
 # --------------------------------------------------------------------------- bad input
 
 

@@ -211,15 +211,16 @@ async def test_ending_a_lifetime_never_cuts_its_half_written_frame() -> None:
         first = read_now(read_fd)
         owner.close_lifetime("s")
         await owner.send_response(1, result=None)
-        data = await read_lines(read_fd, 2, first)
+        data = await read_lines(read_fd, 3, first)
         await owner.wait_flushed()
         assert read_now(read_fd) == b""
 
     lines = data.splitlines()
     assert json.loads(lines[0])["params"]["update"]["_meta"]["step"] == 0
-    assert json.loads(lines[1]) == {"jsonrpc": "2.0", "id": 1, "result": None}
-    assert len(lines) == 2
-    assert owner.statistics().fenced == 1
+    assert json.loads(lines[1])["params"]["update"]["_meta"] == {"step": 1}  # queued before
+    assert json.loads(lines[2]) == {"jsonrpc": "2.0", "id": 1, "result": None}
+    assert len(lines) == 3
+    assert owner.statistics().fenced == 0
 
 
 async def test_ending_a_lifetime_while_its_resync_is_half_written_still_waits_for_it() -> None:

@@ -9,6 +9,8 @@ failure stays covered even when the random search does not draw it again.
 
 from __future__ import annotations
 
+import json
+
 import trio
 import trio.testing
 
@@ -16,11 +18,12 @@ import agent_meta
 from agent_meta.testing import ClientMirror, FailingTransport, GatedTransport
 
 
-async def test_a_frame_retried_after_not_sent_is_dropped_once_its_session_closed(
+async def test_a_frame_retried_after_not_sent_is_still_written_once_its_session_closed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     # publish; the write fails with FrameNotSentError; the session closes during the backoff.
-    # The retry must not send the frame of the ended lifetime (R6).
+    # The frame was queued before the close, so the retry still sends it (R6: fencing begins
+    # at the close), before the response queued after the close (R2).
     # The direct write and the policy's immediate first retry fail; then it backs off.
     transport = FailingTransport(fail_on=[1, 2], mode="not_sent")
     async with agent_meta.open_owner(transport) as owner:
@@ -29,10 +32,21 @@ async def test_a_frame_retried_after_not_sent_is_dropped_once_its_session_closed
         await trio.testing.wait_all_tasks_blocked()  # the writer sleeps in its backoff now
         assert transport.calls == 2
         owner.close_lifetime("s0")
-        await trio.sleep(60)  # virtual time: far past every backoff of the retry policy
-        assert owner.statistics().fenced >= 1
-    assert transport.calls == 2
-    assert transport.frames == []
+        await owner.send_response(1, result={})
+        await owner.wait_flushed()  # virtual time: through the backoff of the retry policy
+        assert owner.statistics().fenced == 0
+    assert transport.calls == 4
+    assert [json.loads(frame) for frame in transport.frames] == [
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "sessionId": "s0",
+                "update": {"sessionUpdate": "session_info_update", "_meta": {"a": 1}},
+            },
+        },
+        {"jsonrpc": "2.0", "id": 1, "result": {}},
+    ]
 
 
 async def test_a_drain_waits_for_the_repair_of_a_lost_frame(

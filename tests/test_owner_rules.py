@@ -534,7 +534,10 @@ async def test_r5_close_then_reopen_starts_a_fresh_lifetime(
 # -- R6 fencing ------------------------------------------------------------------------------------
 
 
-async def test_r6_close_drops_queued_frames_and_rejects_later_calls(driver: Driver) -> None:
+async def test_r6_close_writes_what_was_queued_and_rejects_later_calls(driver: Driver) -> None:
+    """Fencing begins at the close (issue 33): the frames queued before it go out in order,
+    the resync with the state at the close, then the response queued after it; every later
+    call is refused and counted."""
     t, _ = gated()
     async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
@@ -544,20 +547,32 @@ async def test_r6_close_drops_queued_frames_and_rejects_later_calls(driver: Driv
         await other.publish(meta={"o": 1})
         lt.resync()
         owner.close_lifetime(SID)
-        fenced_at_close = owner.statistics().fenced
-        assert fenced_at_close >= 3
+        assert owner.statistics().fenced == 0  # nothing queued is dropped
+        await owner.send_response(9, result={})
         assert lt.closed
         assert not await lt.publish(meta={"late": 1})
         assert not lt.resync()
         assert not await lt.domain("d").set(["k"], 1)
         assert not await lt.report_failure("f", 1, {})
-        assert owner.statistics().fenced == fenced_at_close + 4
+        chunk = {"sessionId": SID, "update": {"sessionUpdate": "agent_message_chunk"}}
+        assert not await owner.send_notification("session/update", chunk)
+        assert owner.statistics().fenced == 5
         t.open()
         await owner.wait_flushed()
-    assert wire(t) == [{"s": SID, "_meta": {"hold": True}}, {"s": "other", "_meta": {"o": 1}}]
+        assert owner.statistics().fenced == 5
+    assert wire(t) == [
+        {"s": SID, "_meta": {"hold": True}},
+        {"s": SID, "_meta": {"queued": 1}},
+        {"s": "other", "_meta": {"o": 1}},
+        {"s": SID, "_meta": None},
+        {"s": SID, "_meta": {"hold": True, "queued": 1}},
+        {"id": 9},
+    ]
 
 
-async def test_r6_close_stops_a_resync_in_flight(driver: Driver) -> None:
+async def test_r6_close_lets_a_resync_in_flight_finish(driver: Driver) -> None:
+    """A resync in flight at the close (its clear being written) sends its snapshot: the
+    state at the close; a publication after the close is not in it, nor on the wire."""
     t, _ = gated()
     async with driver.open_owner(t) as owner:
         lt = owner.open_lifetime(SID)
@@ -567,10 +582,14 @@ async def test_r6_close_stops_a_resync_in_flight(driver: Driver) -> None:
         lt.resync()
         await t.wait_for_waiting(1)  # the clear is being written
         owner.close_lifetime(SID)
-        await lt.publish(meta={"late": 1})
+        assert not await lt.publish(meta={"late": 1})
         t.open()
         await owner.wait_flushed()
-    assert wire(t) == [{"s": SID, "_meta": {"a": 1}}, {"s": SID, "_meta": None}]
+    assert wire(t) == [
+        {"s": SID, "_meta": {"a": 1}},
+        {"s": SID, "_meta": None},
+        {"s": SID, "_meta": {"a": 1}},
+    ]
 
 
 async def test_r6_old_handles_stay_fenced_after_reopen(driver: Driver, recording: Make) -> None:
@@ -771,8 +790,7 @@ async def _two_domain_writers_waiting_for_room(
             nursery.start_soon(lt.domain("d").set, ["a"], 1)
             nursery.start_soon(lt.domain("d").set, ["b"], 2)
             await driver.wait_all_tasks_blocked()
-            owner.close_lifetime("filler")  # frees the room (and wakes the producers)
-        t.open()
+            t.open()  # the writer frees the room (and wakes the producers)
         await owner.wait_flushed()
     return lt
 
@@ -1122,18 +1140,19 @@ async def test_statistics_count_what_happened(driver: Driver) -> None:
         lt.resync()
         doomed = owner.open_lifetime("doomed")
         await doomed.publish(meta={"d": 1})
-        owner.close_lifetime("doomed")
-        await doomed.publish(meta={"d": 2})
+        owner.close_lifetime("doomed")  # its queued frame is still written
+        await doomed.publish(meta={"d": 2})  # refused: the one fenced call
         stats = owner.statistics()
         assert stats.open_lifetimes == 1
         assert stats.publications == 4
         assert stats.coalesced == 2
-        assert stats.fenced == 2
+        assert stats.fenced == 1
         assert stats.waiting_producers == 0
         t.open()
         await owner.wait_flushed()
     stats = owner.statistics()
-    assert stats.frames_written == len(t.frames) == 4
+    assert stats.fenced == 1
+    assert stats.frames_written == len(t.frames) == 5
     assert stats.bytes_written == len(t.data)
     assert stats.resyncs == 1
     assert stats.repairs == 0

@@ -12,7 +12,12 @@ Invariants:
 
 - after every drain, for every open lifetime, the mirror's metadata equals the owner's known
   metadata, and so do ``title`` / ``updatedAt`` wherever the owner knows them (R1, R3, R4, R11);
-- no frame of a session is *started* while that session is closed (R6);
+- fencing begins at the close (R6): each close is followed by a response, as a connection
+  answers ``session/close``, and each reopen is preceded by one. No frame of a session is
+  *started* after its close response and before its reopen's: nothing queued after the close
+  is written. What was queued before the close is: when the close response is written, the
+  client holds the lifetime's state at the close, unless a frame of it was lost after the
+  close (a loss after the close is not repaired);
 - fenced handles of ended lifetimes write nothing and return ``False``.
 """
 
@@ -74,30 +79,77 @@ operation = st.one_of(
 
 
 @dataclass
+class Marker:
+    """A response queued right after a close (the ``session/close`` response) or right before
+    a reopen: it tells the transport, in wire order, where a lifetime of ``session_id`` ends
+    or begins."""
+
+    kind: Literal["close", "open"]
+    session_id: str
+    generation: int
+    known: agent_meta.SessionInfo | None = None
+    """For a close: the lifetime's state at the close."""
+
+
+@dataclass
 class ScriptedTransport:
     """Delivers frames to a mirror after a short (virtual) delay; fails on request."""
 
     mirror: ClientMirror
-    closed: set[str]
     driver: drivers.Driver
     delay: float = 0.001
     failures: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     delivered: int = 0
+    markers: dict[str, Marker] = field(default_factory=dict)
+    """The marker responses queued, by request id."""
+    closed: set[str] = field(default_factory=lambda: set(SESSIONS))
+    """Sessions whose close response (in wire order) came after their last open marker."""
+    generation: dict[str, int] = field(default_factory=dict)
+    """The lifetime of each session the frames being written belong to (in wire order)."""
+    close_called: set[tuple[str, int]] = field(default_factory=set)
+    """Lifetimes ``close_lifetime`` was called for (in program order)."""
+    lost_after_close: set[tuple[str, int]] = field(default_factory=set)
 
     async def send_frame(self, frame: bytes) -> None:
         message = json.loads(frame)
         session_id = message.get("params", {}).get("sessionId")
         if session_id in self.closed:
             self.violations.append(f"frame for closed session {session_id}: {frame!r}")
+        marker = self.markers.get(str(message.get("id")))
+        if marker is not None:
+            self._passed(marker)
         await self.driver.sleep(self.delay)
         if self.failures:
             mode = self.failures.pop(0)
             if mode == "not_sent":
                 raise FrameNotSentError("scripted: nothing written")
+            lifetime = (session_id, self.generation.get(session_id, 0))
+            if session_id is not None and lifetime in self.close_called:
+                self.lost_after_close.add(lifetime)  # not repaired: the lifetime is closed
             raise FrameLostError("scripted: frame lost")
         self.mirror.feed(frame)
         self.delivered += 1
+
+    def _passed(self, marker: Marker) -> None:
+        """The writer reached ``marker``: every frame queued before it has been attempted."""
+        sid = marker.session_id
+        if marker.kind == "open":
+            self.closed.discard(sid)
+            self.generation[sid] = marker.generation
+            return
+        self.closed.add(sid)
+        known = marker.known
+        assert known is not None
+        if (sid, marker.generation) in self.lost_after_close:
+            return
+        seen = self.mirror.info(sid)
+        if seen.meta != known.meta:
+            self.violations.append(f"{sid} closed at {known.meta!r}, the client has {seen!r}")
+        for name in ("title", "updated_at"):
+            value = getattr(known, name)
+            if value is not agent_meta.OMITTED and getattr(seen, name) != value:
+                self.violations.append(f"{sid} closed with {name} {value!r}, client: {seen!r}")
 
 
 def assert_in_sync(owner: drivers.Owner, mirror: ClientMirror) -> None:
@@ -115,9 +167,9 @@ async def run_program(
     driver: drivers.Driver, version: Literal[1, 2], coalesce: bool, program: list[tuple[Any, ...]]
 ) -> None:
     mirror = ClientMirror(protocol_version=version)
-    closed: set[str] = set(SESSIONS)
-    transport = ScriptedTransport(mirror, closed, driver)
+    transport = ScriptedTransport(mirror, driver)
     fenced_handles: list[agent_meta.SessionLifetime] = []
+    generations = dict.fromkeys(SESSIONS, 0)
     async with driver.open_owner(
         transport, OwnerOptions(protocol_version=version, coalesce=coalesce, capacity=4)
     ) as owner:
@@ -125,10 +177,16 @@ async def run_program(
         def handle(session_id: str) -> agent_meta.SessionLifetime | None:
             return owner.lifetime(session_id) if owner.has_lifetime(session_id) else None
 
+        async def marker(kind: Literal["close", "open"], sid: str, **known: Any) -> None:
+            request_id = f"{kind}-{sid}-{generations[sid]}"
+            transport.markers[request_id] = Marker(kind, sid, generations[sid], **known)
+            await owner.send_response(request_id, result={})
+
         async def reopen(session_id: str) -> None:
             # What a resume handler does for a session with no open lifetime.
             if not owner.has_lifetime(session_id):
-                closed.discard(session_id)
+                generations[session_id] += 1
+                await marker("open", session_id)
                 lifetime = owner.open_lifetime(session_id)
                 lifetime.resync()
 
@@ -176,8 +234,11 @@ async def run_program(
             elif kind == "close":
                 lifetime = handle(op[1])
                 if lifetime is not None:
+                    known = lifetime.snapshot()
+                    transport.close_called.add((op[1], generations[op[1]]))
                     owner.close_lifetime(op[1])
-                    closed.add(op[1])
+                    await marker("close", op[1], known=known)  # the session/close response
+                    assert lifetime.snapshot() == known  # nothing changes it after the close
                     fenced_handles.append(lifetime)
             elif kind == "reopen":
                 await reopen(op[1])

@@ -564,6 +564,49 @@ def test_close_ends_the_lifetime_before_its_response_and_fences_what_follows() -
 
 
 @needs_session_info
+@pytest.mark.skipif(not ROUTES_CLOSE, reason="this SDK release does not route session/close")
+def test_what_was_queued_before_the_close_leaves_before_its_response() -> None:
+    """Fencing begins at the close (R6, issue 33): the close handler's last publication and
+    resync, queued while the pipe is still taking the frames before them, go out before the
+    ``session/close`` response, in order; nothing of the session after it."""
+
+    class ClosingAgent(MiniAgent):
+        async def close_session(self, session_id: str, **_: Any) -> None:
+            assert self._adapter is not None
+            lifetime = self._adapter.lifetime(session_id)
+            assert lifetime.publish_nowait(meta={"big": "x" * 50_000})  # most of a pipe's room
+            assert lifetime.publish_nowait(meta={"closing": True})  # queued behind it
+            assert lifetime.resync()
+
+    answers: list[Message] = []
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        sid = await start(client)
+        await prompt(client, sid, "meta a 1")
+        answers.append(await client.call("session/close", {"sessionId": sid}))
+        assert answers[0]["result"] == {}
+        await prompt(client, sid, "meta late 1")  # fenced
+
+    client, adapter = asyncio.run(run(ClosingAgent, scenario))
+    big = "x" * 50_000
+    closed = client.messages.index(answers[0])
+    of_session = [
+        i
+        for i, m in enumerate(client.messages)
+        if (m.get("params") or {}).get("sessionId") == "s1"
+        and m["params"]["update"]["sessionUpdate"] == "session_info_update"
+    ]
+    assert all(i < closed for i in of_session)  # nothing of the session after the response
+    whole = {"a": 1, "big": big, "closing": True}
+    assert [m["_meta"] for m in client.info_updates("s1")] == [
+        {"a": 1},
+        {"a": 1, "big": big},
+        whole,  # v1: the whole object (R10)
+        whole,  # the resync, the state at the close
+    ]
+    assert adapter.owner.statistics().fenced == 1
+
+
 @pytest.mark.skipif(ROUTES_CLOSE, reason="this SDK release routes session/close")
 def test_where_the_sdk_does_not_route_close_the_lifetime_stays_open() -> None:
     async def scenario(client: RawClient, adapter: SdkAdapter) -> None:

@@ -394,33 +394,91 @@ def test_reopening_a_live_lifetime_raises() -> None:
         opened(q)
 
 
-def test_close_drops_queued_frames_and_fences_later_calls() -> None:
+def session_frame(sid: str = SID) -> bytes:
+    """A notification of session ``sid`` that is no ``session_info_update`` (a message chunk)."""
+    return b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s"}}\n' % (
+        sid.encode()
+    )
+
+
+def test_close_writes_what_was_queued_before_it_and_fences_what_comes_after() -> None:
+    """Issue 33, item 4: fencing begins at the close. The publication, the resync and the
+    response queued before it go out in order (R2, R4); every call after it is refused and
+    counted, and nothing of the session is written after the response queued after it."""
     q = make_queue()
     s = opened(q)
     other = opened(q, "other")
     publish(q, s, enc(meta={"a": 1}))
     publish(q, other, enc(meta={"o": 1}))
     q.resync(s)
+    q.submit_raw(session_frame())
     q.submit_raw(raw_frame(1))
-    assert q.close_lifetime(s) == 3
+    q.close_lifetime(s)
+    q.submit_raw(raw_frame(2))  # the session/close response, queued after the close
     assert s.closed
     assert not publish(q, s, enc(meta={"late": 1}))
     assert q.resync(s) is Outcome.FENCED
-    assert q.statistics().fenced == 5
+    assert q.seed(s, enc(title="late")) is Outcome.FENCED
+    assert q.submit_raw(session_frame(), SID) is Outcome.FENCED
+    assert q.statistics().fenced == 4  # the four calls after the close; no frame dropped
     assert drain(q) == [
+        info({"_meta": {"a": 1}}),
         info({"_meta": {"o": 1}}, sid="other"),
+        info({"_meta": None}),
+        info({"_meta": {"a": 1}}),  # the snapshot at write time: the state at the close
+        parse(session_frame()),
         {"jsonrpc": "2.0", "id": 1, "result": {}},
+        {"jsonrpc": "2.0", "id": 2, "result": {}},
     ]
+    assert q.statistics().fenced == 4
+    assert q.is_flushed(q.flush_target())
 
 
-def test_close_stops_the_second_frame_of_clear_then_object() -> None:
+def test_close_writes_a_merged_publication_still_open_to_merges() -> None:
+    """A pending merged frame queued before the close (R3) is written whole, and takes no
+    publication after the close."""
+    q = make_queue()
+    s = opened(q)
+    publish(q, s, enc(meta={"a": 1}))
+    publish(q, s, enc(meta={"b": 2}, title="t"))  # merged into the entry above
+    assert q.queued_entries == 1
+    q.close_lifetime(s)
+    assert not publish(q, s, enc(meta={"c": 3}))
+    assert drain(q) == [info({"title": "t", "_meta": {"a": 1, "b": 2}})]
+    assert q.statistics().coalesced == 1
+
+
+@pytest.mark.parametrize("mode", [(1, "merged"), (1, "passthrough")])
+def test_close_under_v1_writes_what_was_queued_as_v1_renders_it(
+    mode: tuple[Literal[1, 2], V1MetaMode],
+) -> None:
+    """v1 (R10): the queued frames of a closed lifetime are rendered as v1 renders them: the
+    whole merged object (the state at the close), or the patch as published."""
+    version, v1_meta_mode = mode
+    q = make_queue(protocol_version=version, v1_meta_mode=v1_meta_mode)
+    s = opened(q)
+    publish(q, s, enc(meta={"a": 1}))
+    drain(q)
+    publish(q, s, enc(meta={"b": 2}))
+    q.resync(s)
+    q.close_lifetime(s)
+    assert not publish(q, s, enc(meta={"c": 3}))
+    if v1_meta_mode == "merged":
+        whole = info({"_meta": {"a": 1, "b": 2}})
+        assert drain(q) == [whole, whole]  # the publication, then the resync: whole objects
+    else:
+        assert drain(q) == [info({"_meta": {"b": 2}})]  # pass-through sends no resync
+
+
+def test_close_finishes_the_second_frame_of_clear_then_object() -> None:
     q = make_queue()
     s = opened(q)
     publish(q, s, enc(meta=None))
     publish(q, s, enc(meta={"b": 1}))
-    take(q)
+    assert parse(take(q)) == info({"_meta": None})
     q.close_lifetime(s)
     q.written()
+    assert drain(q) == [info({"_meta": {"b": 1}})]
     assert next_frame(q) is None
 
 
@@ -433,7 +491,7 @@ def test_reopened_lifetime_starts_fresh() -> None:
     assert fresh is not s
     assert fresh.is_empty()
     q.resync(fresh)
-    assert drain(q) == [info({"_meta": None})]
+    assert drain(q) == [info({"title": "old", "_meta": {"old": 1}}), info({"_meta": None})]
     assert not publish(q, s, enc(meta={"x": 1}))
     assert fresh.snapshot().meta is None
 
@@ -480,6 +538,63 @@ def test_lost_first_frame_of_a_resync_drops_the_rest_and_repairs() -> None:
     take(q)
     q.lost()
     assert drain(q) == [info({"_meta": None}), info({"_meta": {"a": 1}})]
+
+
+def test_a_repair_owed_at_the_close_is_written_before_what_follows_the_close() -> None:
+    """A frame lost before the close owes its lifetime a repair (R11): queued before the close,
+    it is written in its place, ahead of the close response (R2, R6)."""
+    q = make_queue()
+    s = opened(q)
+    publish(q, s, enc(meta={"a": 1}))
+    take(q)
+    q.lost()
+    q.close_lifetime(s)
+    q.submit_raw(raw_frame(4))
+    assert drain(q) == [
+        info({"_meta": None}),
+        info({"_meta": {"a": 1}}),
+        {"jsonrpc": "2.0", "id": 4, "result": {}},
+    ]
+    assert q.statistics().repairs == 1
+    assert q.is_flushed(q.flush_target())
+
+
+def test_a_frame_lost_after_the_close_is_not_repaired() -> None:
+    """After the close nothing new of the lifetime is queued, a repair included (R6): the rest
+    of the lost frame's entry is dropped, the frames queued before the close still go out,
+    and the queue flushes (no repair is left pending)."""
+    q = make_queue()
+    s = opened(q)
+    publish(q, s, enc(meta=None))
+    publish(q, s, enc(meta={"a": 1}))  # merged: one entry of two frames, clear then object
+    publish(q, s, enc(meta={"b": 2}, notification_meta={"t": 1}))  # an entry of its own (R9)
+    q.close_lifetime(s)
+    q.submit_raw(raw_frame(5))
+    assert parse(take(q)) == info({"_meta": None})
+    assert q.lost() == SID
+    assert drain(q) == [
+        info({"_meta": {"b": 2}}, nmeta={"t": 1}),
+        {"jsonrpc": "2.0", "id": 5, "result": {}},
+    ]
+    c = q.statistics()
+    assert (c.write_failures, c.repairs, c.resyncs, c.fenced) == (1, 0, 0, 0)
+    assert q.is_flushed(q.flush_target())
+
+
+def test_a_repair_lost_after_the_close_is_given_up() -> None:
+    """The owed repair's own clear lost after the close: no second repair, and nothing is left
+    pending that would keep the queue from flushing."""
+    q = make_queue()
+    s = opened(q)
+    publish(q, s, enc(meta={"a": 1}))
+    take(q)
+    q.lost()
+    q.close_lifetime(s)
+    assert parse(take(q)) == info({"_meta": None})  # the repair's clear
+    q.lost()
+    assert drain(q) == []
+    assert q.statistics().repairs == 1
+    assert q.is_flushed(q.flush_target())
 
 
 def test_lost_raw_frame_is_only_counted() -> None:
@@ -769,11 +884,10 @@ def test_a_frame_handed_out_must_be_reported_before_the_next() -> None:
     assert take(q)  # the repair resync, rendered only now
 
 
-def test_close_stops_a_resync_between_its_two_frames() -> None:
-    """Closing a lifetime while one of its frames is being written drops what follows it (the
-    resync's snapshot), but that frame may be half on the wire: it is not counted as dropped,
-    and nothing is flushed until the writer reports it (an owner leaving then would cut the
-    line)."""
+def test_close_lets_a_resync_in_flight_finish_with_the_state_at_the_close() -> None:
+    """A resync requested before the close and in flight when it comes (its clear being
+    written) still sends its snapshot, rendered at write time: the state at the close, which
+    no call after the close changes (R4, R6)."""
     q = make_queue()
     s = opened(q)
     publish(q, s, enc(meta={"a": 1}))
@@ -781,13 +895,14 @@ def test_close_stops_a_resync_between_its_two_frames() -> None:
     q.resync(s)
     clear = take(q)
     assert parse(clear) == info({"_meta": None})
-    assert q.close_lifetime(s) == 0
+    publish(q, s, enc(meta={"b": 2}))  # before the close: carried by the snapshot
+    q.close_lifetime(s)
+    assert not publish(q, s, enc(meta={"late": 1}))  # after it: refused
     assert not q.is_flushed(q.flush_target())
-    assert q.queued_entries == 1
     q.written()
-    assert next_frame(q) is None  # the snapshot frame is not sent
+    assert drain(q) == [info({"_meta": {"a": 1, "b": 2}})]
     assert q.is_flushed(q.flush_target())
-    assert q.statistics().fenced == 0
+    assert q.statistics().fenced == 1
 
 
 def test_a_held_frame_is_handed_out_again_first_and_never_cut() -> None:
@@ -849,21 +964,57 @@ def test_a_frame_waits_only_for_the_changes_it_was_rendered_from() -> None:
     assert parse(take(q)) == info({"_meta": {"n": 2}})
 
 
-def test_a_frame_whose_lifetime_closed_while_stored_is_dropped() -> None:
+def test_a_frame_whose_lifetime_closed_while_stored_is_written_before_the_close() -> None:
+    """A frame queued before the close, its state being stored when the close comes, is
+    written once that batch is stored; the record is deleted before the frame queued after
+    the close (the ``session/close`` response) is written."""
     q = make_queue(durable=True)
     s = opened(q)
     publish(q, s, enc(meta={"a": 1}))
     batch = q.next_action()
     assert isinstance(batch, StoreBatch)
     q.close_lifetime(s)
+    q.submit_raw(raw_frame(3))  # the close response
     q.stored(batch)
-    deletes = q.next_action()  # the close is stored before anything else is written
+    assert parse(take(q)) == info({"_meta": {"a": 1}})
+    q.written()
+    deletes = q.next_action()  # the close is stored before the response is written
     assert isinstance(deletes, StoreBatch)
     assert deletes.deletes == [(SID, 1)]  # its first record, stored under epoch 1
     q.stored(deletes)
+    assert parse(take(q)) == {"jsonrpc": "2.0", "id": 3, "result": {}}
+    q.written()
     assert q.next_action() is None
-    assert q.statistics().fenced == 1
-    assert q.statistics().frames_written == 0
+    assert q.statistics().fenced == 0
+    assert q.statistics().frames_written == 2
+
+
+def test_a_closed_lifetime_taken_over_drops_what_it_had_queued() -> None:
+    """A takeover, unlike a close, drops what the lifetime had queued: its state was not
+    stored (the other holder's epoch came first). Found on a lifetime already closed, it still
+    drops its queued frame; the response queued after the close goes out."""
+    q = make_queue(durable=True)
+    s = opened(q)
+    created = q.next_action()
+    assert isinstance(created, StoreBatch)
+    q.stored(created)
+    publish(q, s, enc(meta={"a": 1}))
+    batch = q.next_action()  # the frame is rendered, and waits for this batch
+    assert isinstance(batch, StoreBatch)
+    q.close_lifetime(s)
+    q.submit_raw(raw_frame(6))
+    assert q.stored(batch, frozenset({SID})) == [s]
+    assert s.taken_over
+    frames = []
+    while (action := q.next_action()) is not None:
+        if isinstance(action, StoreBatch):
+            q.stored(action)
+        else:
+            frames.append(parse(action))
+            q.written()
+    assert frames == [{"jsonrpc": "2.0", "id": 6, "result": {}}]
+    c = q.statistics()
+    assert (c.taken_over, c.fenced, c.frames_written) == (1, 1, 1)
 
 
 def test_a_change_without_a_frame_is_stored_and_flushing_waits_for_it() -> None:
@@ -1156,13 +1307,15 @@ def test_an_express_frame_is_in_flight_until_reported() -> None:
     assert drain(q) == [info({"_meta": {"b": 2}})]
 
 
-def test_an_express_frame_of_a_closed_lifetime_is_dropped_unless_begun() -> None:
+def test_an_express_frame_of_a_closed_lifetime_is_still_written() -> None:
     q = make_queue()
     s = opened(q)
     q.submit(s, enc(meta={"a": 1}), express=True)
     q.close_lifetime(s)
-    assert next_frame(q) is None  # not begun: dropped, counted as fenced
-    assert q.statistics().fenced == 1
+    assert parse(take(q)) == info({"_meta": {"a": 1}})  # queued before the close
+    q.written()
+    assert next_frame(q) is None
+    assert q.statistics().fenced == 0
     assert q.is_flushed(q.flush_target())
 
 

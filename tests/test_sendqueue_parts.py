@@ -161,7 +161,7 @@ def test_writing_hands_out_the_rest_of_a_frame_written_in_part() -> None:
     assert writing.idle
 
 
-def test_writing_stops_the_entry_of_a_lifetime_that_ends() -> None:
+def test_writing_stops_the_entry_of_a_lifetime_taken_over() -> None:
     writing = Writing()
     state = lifetime()
     entry = ResyncEntry(state, repair_only=False, frames=2)
@@ -172,9 +172,13 @@ def test_writing_stops_the_entry_of_a_lifetime_that_ends() -> None:
     writing.release()
     assert not writing.next_frame(stored_by=0)
     assert writing.finish() is entry
-    writing.begin(entry, iter([b"clear\n"]))
+    writing.begin(entry, iter([b"clear\n", b"snapshot\n"]))
     state.closed = True
-    assert not writing.next_frame(stored_by=0)  # nothing more of an ended lifetime
+    assert writing.next_frame(stored_by=0)  # closed: what it queued before goes out (R6)
+    writing.hand_out()
+    writing.release()
+    state.taken_over = True
+    assert not writing.next_frame(stored_by=0)  # nothing more of a lifetime taken over
     other = lifetime("other")
     assert writing.end_lifetime(other) is None  # not its entry
     assert writing.end_lifetime(state) is entry  # not begun: dropped, the writer is free

@@ -292,11 +292,14 @@ class OwnerBase(abc.ABC):
             raise taken_over_error(state.session_id)
 
     def close_lifetime(self, session_id: str) -> None:
-        """End the lifetime of ``session_id`` (R6): nothing more of it is ever written.
+        """End the lifetime of ``session_id`` (R6): the fence begins here.
 
-        Its queued frames are dropped, a resync in flight stops after the frame being written,
-        and every later call on its handles is refused quietly and counted as fenced. With a
-        store, its record is deleted before any frame queued after this call is written.
+        What it queued before this call is still written, in order (R2): its publications, a
+        resync pending or in flight (its snapshot is the state at the close), a repair it
+        owed. Nothing of it is queued after this call: every later call on its handles is
+        refused quietly and counted as fenced, and a frame of it lost from now on is not
+        repaired. With a store, its record is deleted before any frame queued after this call
+        is written.
         """
         lifetime = self.lifetime(session_id)
         del self._lifetimes[session_id]

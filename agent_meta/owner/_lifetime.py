@@ -82,7 +82,7 @@ class SessionLifetime:
 
     Obtained from ``owner.open_lifetime()`` or ``owner.lifetime()``. Once the lifetime ends
     (``owner.close_lifetime()``), every call on this handle writes nothing, returns ``False``
-    and is counted as fenced (R6).
+    and is counted as fenced (R6); what it queued before the close is still written.
     """
 
     __slots__ = ("_owner", "_state")

@@ -79,7 +79,8 @@ class Owner(Protocol):
         ...
 
     def close_lifetime(self, session_id: str) -> None:
-        """End the lifetime of ``session_id``: nothing more of it is written (R6)."""
+        """End the lifetime of ``session_id`` (R6): what it queued before is still written,
+        in order; nothing of it is queued after."""
         ...
 
     def statistics(self) -> OwnerStatistics:

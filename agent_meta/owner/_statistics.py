@@ -29,7 +29,10 @@ class OwnerStatistics:
     frames_written: int
     bytes_written: int
     fenced: int
-    """Calls refused and queued frames dropped because their lifetime had ended (R6)."""
+    """Calls refused because their lifetime had ended (R6): publications, domain edits,
+    failure changes, resyncs, seeds, and notifications or requests of the ended session; and
+    queued frames dropped because another holder took their lifetime over. A close drops
+    nothing: what a lifetime queued before its close is written."""
     write_failures: int
     """Frames the transport did not (or may not have) delivered (R11)."""
     retried_writes: int

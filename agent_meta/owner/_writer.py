@@ -93,7 +93,7 @@ class Writer:
                 if not self._retries:
                     raise  # no retries: reported as a loss below
                 if not await self._retry_unsent(data):
-                    return  # its lifetime ended during the backoff
+                    return  # its lifetime was taken over during the backoff
         except (FrameNotSentError, FrameLostError) as exc:
             self._report_loss(exc)
             return
@@ -115,8 +115,9 @@ class Writer:
         return self._queue.stored(batch, frozenset(stale))
 
     async def _retry_unsent(self, data: bytes) -> bool:
-        """Retry a frame the transport proved unsent. ``False`` if its lifetime ended meanwhile
-        (the frame is dropped, R6); when the policy gives up the last error propagates."""
+        """Retry a frame the transport proved unsent. ``False`` if another holder took its
+        lifetime over meanwhile (the frame is dropped; a close does not drop it, R6); when
+        the policy gives up the last error propagates."""
         async for attempt in self._retry:
             with attempt:
                 if not self._queue.still_wanted():

@@ -21,7 +21,9 @@ Where each rule is decided:
 - R4 :meth:`SendQueue.resync`, rendered by :class:`~agent_meta.sansio._render.FrameRenderer`
   only when the writer takes it.
 - R5/R6 :meth:`SendQueue.open_lifetime` / :meth:`SendQueue.close_lifetime`, with the
-  :class:`~agent_meta.sansio._registry.LifetimeRegistry` of open and fenced lifetimes.
+  :class:`~agent_meta.sansio._registry.LifetimeRegistry` of open and fenced lifetimes: the
+  fence begins at the close (what was queued before it is written, in order; every call
+  after it is refused); a takeover drops what was queued.
 - R7/R8 the edits of :mod:`~agent_meta.sansio._edits`, applied inside :meth:`SendQueue.submit`.
 - R9 an entry with notification ``_meta`` is never merged and closes the open entry.
 - R10 :class:`~agent_meta.sansio._modes.WireMode`, chosen by :meth:`set_protocol_version`.
@@ -88,7 +90,9 @@ class QueueStatistics:
     """Publications and resyncs merged into an entry already queued, or carried by a
     snapshot written before their own entry came up."""
     fenced: int
-    """Calls refused and queued frames dropped because their lifetime had ended (R6)."""
+    """Calls refused because their lifetime had ended (R6), and queued frames dropped because
+    another holder took their lifetime over. A close drops nothing: what a lifetime queued
+    before its close is written."""
     frames_written: int
     bytes_written: int
     write_failures: int
@@ -178,23 +182,27 @@ class SendQueue:
             self._store.changed(state)
         return state
 
-    def close_lifetime(self, state: LifetimeState) -> int:
-        """End a lifetime (R6): drop its queued frames, and the rest of an entry of it being
-        written. A frame already taken by the writer is still finished and reported (a line is
-        never cut). Returns the number of frames dropped."""
-        if not self.lifetimes.end(state):
-            return 0
-        self._store.closed(state)
-        return self._drop_lifetime(state)
+    def close_lifetime(self, state: LifetimeState) -> None:
+        """End a lifetime (R6): the fence begins here. Every call about it from now on is
+        refused (:attr:`Outcome.FENCED`, counted), and no frame of it is queued any more;
+        what it had queued before still goes out, in order (R2), as it was queued: a merged
+        publication still open to merges, a resync pending or in flight (its snapshot is the
+        state at the close, which nothing changes after it), a repair it owed. With a store,
+        its record is deleted before any frame queued after the close is written."""
+        if self.lifetimes.end(state):
+            self._store.closed(state)
 
     def take_over(self, state: LifetimeState) -> None:
         """Another holder has ``state``'s lifetime now: end it here without touching its
-        record (see :meth:`stored`)."""
+        record (see :meth:`stored`), and drop what it still had queued, closed or not: the
+        state those frames show may not be stored, and the lifetime is the other holder's."""
+        if state.taken_over:
+            return
         state.taken_over = True
         self._store.forget(state)
-        if self.lifetimes.end(state):
-            self._taken_over += 1
-            self._drop_lifetime(state)
+        self.lifetimes.end(state)
+        self._taken_over += 1
+        self._drop_lifetime(state)
 
     # -- producers -----------------------------------------------------------------------
     def has_room(self) -> bool:
@@ -327,8 +335,8 @@ class SendQueue:
                 # for all of them would hold every frame back.
                 return store.take()
             lifetime = writing.lifetime
-            if lifetime is not None and lifetime.closed and not writing.sent:
-                self._dropped()  # it ended while its state was being stored (R6)
+            if lifetime is not None and lifetime.taken_over and not writing.sent:
+                self._dropped()  # taken over while its state was being stored
                 continue
             return writing.hand_out()
 
@@ -348,10 +356,11 @@ class SendQueue:
 
     def still_wanted(self) -> bool:
         """Whether the frame handed out (and not begun: a retry after the transport proved it
-        unsent) should still be written; if its lifetime ended (say, during the retry's
-        backoff) it is reported dropped here (R6)."""
+        unsent) should still be written; if another holder took its lifetime over (say,
+        during the retry's backoff) it is reported dropped here. A close does not drop it:
+        it was queued before the close (R6)."""
         lifetime = self._writing.lifetime
-        if lifetime is not None and lifetime.closed:
+        if lifetime is not None and lifetime.taken_over:
             self._dropped()
             return False
         return True
@@ -362,13 +371,17 @@ class SendQueue:
 
         Its lifetime is marked for repair: a resync goes out before that lifetime's next frame,
         and one is queued in case no other frame follows. The rest of the entry is dropped.
+        A lifetime that is closed is not repaired (R6): a repair would be a frame queued
+        after the close; the frames it queued before the close still go out.
         """
         lifetime = self._writing.lifetime
         self._write_failures += 1
         self._writing.release()
         if lifetime is None:
             return None
-        if not lifetime.closed:
+        if lifetime.closed:
+            self._unrepaired(lifetime)
+        else:
             self._repair(lifetime)
         return lifetime.session_id
 
@@ -590,8 +603,18 @@ class SendQueue:
         self._renderer.repair_pending(lifetime)
         self.resync(lifetime, repair_only=True)
 
+    def _unrepaired(self, lifetime: LifetimeState) -> None:
+        """A frame of ``lifetime``, closed, was lost: the rest of its entry is dropped, and no
+        repair is queued (R6). A repair it owed from before the close is still written with
+        its next entry; one that was being written when the frame was lost is given up."""
+        writing = self._writing
+        if writing.entry is not None and writing.entry.lifetime is lifetime:
+            self._finish(writing.finish())
+        if not lifetime.needs_repair:
+            self._renderer.forget(lifetime)  # no entry of it will finish a repair now
+
     def _drop_lifetime(self, state: LifetimeState) -> int:
-        """``state`` ended (closed or taken over): drop what is queued of it (R6)."""
+        """Another holder took ``state`` over: drop what is queued of it."""
         self._renderer.forget(state)
         state.open_entry = None
         state.resync_entry = None

@@ -56,7 +56,7 @@ class Writing:
     def next_frame(self, stored_by: int) -> bool:
         """Hold the next frame of the entry being written, to be written once store batch
         ``stored_by`` is stored; ``False`` when there is none (no entry, its frames are all
-        out, or its lifetime has ended)."""
+        out, or another holder took its lifetime over)."""
         if self.frame is not None:
             raise RuntimeError("report the frame handed out before taking the next one")
         frames = self.frames
@@ -65,7 +65,7 @@ class Writing:
         entry = self.entry
         assert entry is not None
         lifetime = entry.lifetime
-        if lifetime is not None and lifetime.closed:
+        if lifetime is not None and lifetime.taken_over:
             return False
         frame = next(frames, None)
         if frame is None:
@@ -115,8 +115,9 @@ class Writing:
         self.stored_by = 0
 
     def end_lifetime(self, state: LifetimeState) -> Entry | None:
-        """``state`` ended: drop the rest of its entry being written (a frame already taken is
-        still finished, or dropped unbegun by the queue). The entry dropped that way, if any."""
+        """``state`` was taken over: drop the rest of its entry being written (a frame already
+        taken is still finished, or dropped unbegun by the queue). The entry dropped that way,
+        if any."""
         entry = self.entry
         if entry is None or entry.lifetime is not state:
             return None

@@ -24,6 +24,9 @@
 - An extension request ``_unruly/echo`` is answered with the raw line it came in.
 - With ``--publish-in-new``, its ``session/new`` handler publishes ``{"handler": 1}`` for the
   session it creates before it answers (as pydantic-acp does).
+- With ``--publish-before-close``, its ``session/close`` handler publishes ``{"step": 1}`` ...
+  ``{"step": 50}`` and ``{"closing": true}`` for the session before it answers (the last
+  updates of work that ends with the session).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class Unruly(Agent):
         self.late = False
         self.deferred: list[tuple[Session, Json]] = []
         self.publish_in_new = "--publish-in-new" in sys.argv[1:]
+        self.publish_before_close = "--publish-before-close" in sys.argv[1:]
 
     def on_session_new(self, params: Json) -> Json:
         result = super().on_session_new(params)
@@ -55,6 +59,18 @@ class Unruly(Agent):
             session = self.sessions[result["sessionId"]]
             session.history.append(self.publish(session, update))
         return result
+
+    def on_session_close(self, params: Json) -> Json:
+        session = self.sessions.get(params["sessionId"])
+        if self.publish_before_close and session is not None:
+            for step in range(1, 51):
+                self.publish(
+                    session, {"sessionUpdate": "session_info_update", "_meta": {"step": step}}
+                )
+            self.publish(
+                session, {"sessionUpdate": "session_info_update", "_meta": {"closing": True}}
+            )
+        return super().on_session_close(params)
 
     def run(self) -> None:
         for line in sys.stdin:
