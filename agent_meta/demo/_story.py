@@ -99,11 +99,11 @@ class Stage:
     session_id: str = ""
 
     async def prompt(self, *lines: str) -> None:
-        import acp
+        # The schema model, not acp.text_block: that helper is gone from the SDK 1.0.
+        from acp.schema import TextContentBlock
 
-        await self.conn.prompt(
-            session_id=self.session_id, prompt=[acp.text_block("\n".join(lines))]
-        )
+        block = TextContentBlock(type="text", text="\n".join(lines))
+        await self.conn.prompt(session_id=self.session_id, prompt=[block])
 
     def meta(self) -> dict[str, Any] | None:
         return self.wire.mirror.meta(self.session_id)

@@ -32,6 +32,11 @@ __all__ = ["V2_STORY", "V2Step", "node_client", "run_python_client", "run_typesc
 
 Message = dict[str, Any]
 TIMEOUT = 30.0
+_INITIALIZE: dict[str, Any] = {
+    "protocolVersion": 2,
+    "info": {"name": "agent-meta-demo", "version": "0"},  # required by v2 (the SDK 1.0 checks)
+    "capabilities": {},
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,7 +219,7 @@ async def _python_story(agent: list[str], env: dict[str, str]) -> tuple[list[lis
     client = _RawClient(process)
     try:
         with trio.fail_after(TIMEOUT):
-            await client.call("initialize", {"protocolVersion": 2, "capabilities": {}})
+            await client.call("initialize", _INITIALIZE)
             per_step = [await client.step(step.op) for step in V2_STORY]
     finally:
         assert process.stdin is not None
@@ -260,7 +265,10 @@ class _RawClient:
         self._ids += 1
         request = {"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params}
         await self._stdin.send_all(json.dumps(request).encode() + b"\n")
-        return await self._until(lambda m: "method" not in m and m.get("id") == self._ids)
+        received = await self._until(lambda m: "method" not in m and m.get("id") == self._ids)
+        if "error" in received[-1]:
+            raise RuntimeError(f"the agent refused {method}: {json.dumps(received[-1]['error'])}")
+        return received
 
     async def _until_turn_ends(self) -> list[Message]:
         def ended(message: Message) -> bool:
