@@ -1,9 +1,11 @@
 """The ``agent-meta`` command line (also ``python -m agent_meta``).
 
-``agent-meta agent`` runs the reference agent on stdio, for any ACP client to launch (on trio,
-or with ``--runtime sdk`` on the official ACP Python SDK); ``agent-meta demo`` runs the demo
-(which needs the ``demo`` extra). stdout carries only ACP messages in ``agent`` mode;
-diagnostics go to stderr.
+The ways in come first, as in the README's table: ``own`` and ``run`` (in front of, or under,
+an agent you did not write), then ``proxy``, ``check`` and ``timeline`` (watch and check any
+agent's metadata). ``agent-meta agent`` runs the reference agent on stdio, for any ACP client to
+launch (on trio, or with ``--runtime sdk`` on the official ACP Python SDK); ``agent-meta demo``
+runs the demo (which needs the ``demo`` extra). stdout carries only ACP messages in ``agent``
+mode; diagnostics go to stderr.
 """
 
 from __future__ import annotations
@@ -42,13 +44,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent-meta",
         description=(
-            "Session-info _meta ownership for ACP agents: run the reference agent on stdio, "
-            "or the demo that drives it with a real ACP client."
+            "Session-info _meta ownership for ACP agents. Put it in front of any stdio ACP "
+            "agent (own -- AGENT_CMD) or under an unchanged Python agent on the official SDK "
+            "(run -- AGENT_CMD); watch an agent's metadata (proxy -- AGENT_CMD, then "
+            "timeline) or check it against the rules (check -- AGENT_CMD); or run the "
+            "reference agent on stdio (agent) and the demo that drives it with real ACP "
+            "clients (demo). 'agent-meta COMMAND --help' tells more."
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from ..instrument import _supervise
+    from ..tools import _check, _own, _proxy, _timeline
 
+    for app in (_own, _supervise, _proxy, _check, _timeline):  # the README's order
+        app.add_parser(commands)
+    _add_agent_parser(commands)
+    commands.add_parser(
+        "demo",
+        help="run the demo (needs the 'demo' extra)",
+        description="Drive the reference agent with the official ACP Python SDK and show the "
+        "session-info frames. Every argument after 'demo' is passed to the demo.",
+    ).add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
+    return parser
+
+
+def _add_agent_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``agent-meta agent``; its own usage errors name it (``args.agent_parser``)."""
     agent = commands.add_parser(
         "agent",
         help="run the reference ACP agent on stdin/stdout",
@@ -111,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
             "keep session lifetimes and conversation history in this store, so a restarted "
             "agent (or another one on the same store) restores them on session/resume: a "
             "SQLite file (a path or sqlite:///PATH) or a PostgreSQL database "
-            "(postgresql://USER:PASSWORD@HOST/DB, needs the 'postgres' extra)"
+            "(postgresql://USER@HOST/DB, the password in $PGPASSWORD or ~/.pgpass rather than "
+            "the URL; needs the 'postgres' extra)"
         ),
     )
     agent.add_argument(
@@ -130,20 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"with --listen: the file holding the bearer token (else ${TOKEN_VARIABLE})",
     )
     agent.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
-
-    demo = commands.add_parser(
-        "demo",
-        help="run the demo (needs: pip install 'agent-meta[demo]')",
-        description="Drive the reference agent with the official ACP Python SDK and show the "
-        "session-info frames. Every argument after 'demo' is passed to the demo.",
-    )
-    demo.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
-    from ..instrument import _supervise
-    from ..tools import _check, _own, _proxy, _timeline
-
-    for app in (_supervise, _own, _proxy, _check, _timeline):
-        app.add_parser(commands)
-    return parser
+    agent.set_defaults(agent_parser=agent)
 
 
 def _positive_int(text: str) -> int:
@@ -169,10 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..tools._own import main as own_main
 
         return own_main(arguments[1:])
-    parser = build_parser()
-    args = parser.parse_args(arguments)
+    args = build_parser().parse_args(arguments)
     if hasattr(args, "run"):  # the apps: proxy, check, timeline
         return int(args.run(args))
+    parser: argparse.ArgumentParser = args.agent_parser  # usage errors say agent-meta agent
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.INFO if args.verbose else logging.WARNING,
