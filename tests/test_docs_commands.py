@@ -100,3 +100,17 @@ def test_a_quoted_usage_line_is_the_real_one(
     [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     real = commands.choices[name].format_usage().strip()
     assert shown == real, f"{where} quotes {shown!r}; the real usage is {real!r}"
+
+
+def test_every_install_hint_names_the_extra_of_a_checkout() -> None:
+    """agent_meta is not on a package index: ``pip install 'agent-meta[X]'`` would find
+    nothing, so docs and messages name a checkout (the README's Install), except where they
+    say what to type once it is released on PyPI."""
+    sources = [*PAGES, *sorted((ROOT / "agent_meta").rglob("*.py"))]
+    wrong = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sources
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "agent-meta[" in line and "PyPI" not in line
+    ]
+    assert not wrong, "\n".join(wrong)

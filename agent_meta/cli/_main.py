@@ -281,7 +281,7 @@ def _run_sdk_agent(
     sdk_agent = _import_extra(
         "agent_meta.agents.sdk_agent._serve",
         "agent-meta agent --runtime sdk needs the official ACP Python SDK",
-        "Install it with: pip install 'agent-meta[sdk]'",
+        "sdk",
     )
     if sdk_agent is None:
         return 2
@@ -323,8 +323,9 @@ def _run_listening(
     token = _bearer_token(parser, args.token_file)
     listen = _import_extra(
         "agent_meta.agents.sdk_agent._listen",
-        "agent-meta agent --listen needs the SDK's HTTP server and an ASGI server",
-        "Install them with: pip install 'agent-meta[sdk-http]' (agent-client-protocol 0.12)",
+        "agent-meta agent --listen needs the SDK's HTTP server and an ASGI server "
+        "(agent-client-protocol 0.12)",
+        "sdk-http",
     )
     if listen is None:
         return 2
@@ -495,13 +496,17 @@ class _CrashAfterWrites:
         return stale
 
 
-def _import_extra(module: str, needs: str, install: str) -> ModuleType | None:
+def _import_extra(module: str, needs: str, extra: str) -> ModuleType | None:
     """``module``, or ``None`` after saying on stderr what its missing extra is and how to
     install it."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        print(f"{needs} ({exc}).\n{install}", file=sys.stderr)
+        from .._install_hint import install_hint
+
+        print(
+            f"{needs} ({exc}).\nInstall the '{extra}' extra: {install_hint(extra)}", file=sys.stderr
+        )
         return None
 
 
@@ -509,7 +514,7 @@ def _run_demo(args: list[str]) -> int:
     demo = _import_extra(
         "agent_meta.demo._main",
         "agent-meta demo needs the optional 'demo' dependencies",
-        "Install them with: pip install 'agent-meta[demo]'",
+        "demo",
     )
     if demo is None:
         return 2

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from .._install_hint import install_hint
 from ._print import is_info, print_frames, print_legend
 from ._story import STORY, STORY_TIMEOUT, DemoError, Quiet, Stage, Step, Wire, expect
 
@@ -232,9 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from rich.console import Console
     except ImportError:
-        print(
-            "agent-meta demo needs the demo extra: pip install 'agent-meta[demo]'", file=sys.stderr
-        )
+        print(f"agent-meta demo needs the 'demo' extra: {install_hint('demo')}", file=sys.stderr)
         return 2
     # Piped (not a terminal), lines are not wrapped: a JSON frame stays on one line, whole.
     console = Console(highlight=False)
@@ -284,7 +283,7 @@ def _run_v1(console: Console, runtime: str) -> int:
     try:
         import acp  # noqa: F401
     except ImportError:
-        console.print("[red]agent-meta demo needs the demo extra: pip install 'agent-meta[demo]'")
+        console.print(f"[red]agent-meta demo needs the 'demo' extra: {install_hint('demo')}")
         return 2
     console.print(
         "[bold]ACP v1[/] under the official Python SDK client (agent-client-protocol), "

@@ -1,21 +1,20 @@
 """Finding the demo's TypeScript SDK client (``integration/node/ts_client.mjs`` of a checkout,
 with its ``node_modules``), wherever the demo runs from.
 
-The script is not in the wheel: it lives in the checkout agent_meta was installed from. That is
-the directory holding the package for an editable install, and the directory that
-``direct_url.json`` (PEP 610) names for ``pip install /path/to/checkout``; never the current
-directory, which may be any project's.
+The script is not in the wheel: it lives in the checkout agent_meta was installed from
+(:func:`agent_meta._install_hint.checkouts`: the directory holding the package for an editable
+install, the one ``direct_url.json`` names for ``pip install /path/to/checkout``); never the
+current directory, which may be any project's.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
-from importlib import metadata
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
-__all__ = ["NodeClient", "checkouts", "find_node_client"]
+from .._install_hint import checkouts
+
+__all__ = ["NodeClient", "find_node_client"]
 
 _SCRIPT = Path("integration") / "node" / "ts_client.mjs"
 _SDK = Path("node_modules") / "@agentclientprotocol" / "sdk"
@@ -29,25 +28,10 @@ class NodeClient:
         self.missing = missing
 
 
-def checkouts() -> list[Path]:
-    """The checkouts this agent_meta may come from, nearest first (existing directories)."""
-    found = [Path(__file__).resolve().parents[2]]  # an editable install: the checkout itself
-    try:
-        text = metadata.distribution("agent-meta").read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        text = None
-    if text:
-        record = json.loads(text)
-        url = urlparse(str(record.get("url", "")))
-        if url.scheme == "file" and "dir_info" in record:
-            found.append(Path(unquote(url.path)))
-    return [root for root in dict.fromkeys(found) if (root / _SCRIPT).is_file()]
-
-
 def find_node_client() -> NodeClient:
     """``ts_client.mjs`` when Node.js and the client's installed SDK are there; otherwise what
     is missing and the command that gets it."""
-    roots = checkouts()
+    roots = [root for root in checkouts() if (root / _SCRIPT).is_file()]
     if not roots:
         return NodeClient(
             None,

@@ -340,6 +340,13 @@ class Supervisor:
                 watch.held.clear()
         elif event == "refused" and watch.refused is None:
             watch.refused = str(message.get("reason"))
+            if isinstance(extra := message.get("needs_extra"), str):
+                from .._install_hint import install_hint
+
+                watch.refused += (
+                    f"; install agent_meta with its '{extra}' extra into the agent's "
+                    f"environment ({install_hint(extra)}, with that environment's pip)"
+                )
         elif event == "unwritten":
             watch.unwritten = str(message.get("reason"))
 

@@ -372,7 +372,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description=(
             "Show an 'agent-meta proxy --log' file per session: each frame, what the client "
             "held after it (title and the folded _meta), findings highlighted. Prints a "
-            "terminal table (needs: pip install 'agent-meta[timeline]'), or with --html writes "
+            "terminal table (needs the 'timeline' extra), or with --html writes "
             "one self-contained HTML page."
         ),
     )
@@ -401,9 +401,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         from rich.console import Console
     except ImportError:
+        from .._install_hint import install_hint
+
         print(
             "agent-meta timeline needs rich for the terminal table: "
-            "pip install 'agent-meta[timeline]' (or use --html OUT)",
+            f"{install_hint('timeline')} (or use --html OUT)",
             file=sys.stderr,
         )
         return 2
