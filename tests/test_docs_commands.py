@@ -4,8 +4,11 @@ the usage lines they quote are the real ones."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,3 +117,35 @@ def test_every_install_hint_names_the_extra_of_a_checkout() -> None:
         if "agent-meta[" in line and "PyPI" not in line
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def _shown_check() -> tuple[list[str], list[str]]:
+    """docs/proxy.md's ``agent-meta check`` of the broken agent: the command and the report."""
+    text = (ROOT / "docs" / "proxy.md").read_text(encoding="utf-8")
+    found = re.search(
+        r"```sh\n(agent-meta check --prompt [^\n]+)\n```\n.*?```text\n(.*?)\n```", text, re.S
+    )
+    assert found, "docs/proxy.md shows no agent-meta check of a broken agent"
+    report = found.group(2).replace("/path/to/agent_meta", str(ROOT))
+    return shlex.split(found.group(1)), report.splitlines()
+
+
+def test_the_check_of_a_broken_agent_shows_what_a_run_prints() -> None:
+    """Run as the docs say, from the checkout's root: the report shown is the one printed."""
+    argv, shown = _shown_check()
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_meta", *argv[1:]],
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    real = done.stdout.splitlines()
+    assert real[0] == shown[0]
+    assert real[-1] == shown[-1]
+    body = shown[2:-1]  # one protocol's block, cut from the report
+    start = real.index(body[0])
+    assert real[start : start + len(body)] == body

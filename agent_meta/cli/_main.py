@@ -144,7 +144,8 @@ def _add_agent_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
             "with --runtime sdk: serve remote clients over WebSocket (ws://HOST:PORT/acp) and "
             "streamable HTTP instead of stdio; HOST defaults to 127.0.0.1, PORT 0 takes a free "
             "one (printed on stdout). Every connection must send the bearer token "
-            f"(--token-file, or ${TOKEN_VARIABLE}). Needs the 'sdk-http' extra"
+            f"(--token-file, or ${TOKEN_VARIABLE}; at least 16 printable ASCII characters). "
+            "Needs the 'sdk-http' extra"
         ),
     )
     agent.add_argument(
