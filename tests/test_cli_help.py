@@ -76,3 +76,10 @@ def test_agent_store_help_keeps_the_password_out_of_the_url() -> None:
     help_text = " ".join(_commands()["agent"].format_help().split())
     assert "PASSWORD@" not in help_text
     assert "PGPASSWORD" in help_text
+
+
+def test_listen_help_gives_the_shortest_token_accepted() -> None:
+    from agent_meta.sdk._auth import MIN_TOKEN_BYTES
+
+    help_text = " ".join(_commands()["agent"].format_help().split())
+    assert f"at least {MIN_TOKEN_BYTES} printable ASCII characters" in help_text
