@@ -3,8 +3,9 @@
 The demo spawns ``python -m agent_meta agent`` as a real stdio subprocess under the official
 ACP Python SDK client (``agent-client-protocol``, protocol v1) and plays a short story. After
 each step it prints every frame the client received, raw and in wire order (from the SDK's
-synchronous ``observers=`` hook, never from its handlers, which run as separate tasks), and the
-metadata the client holds after folding those frames with
+synchronous ``observers=`` hook, never from its handlers, which run as separate tasks), with the
+requests the client sent between them, and the metadata the client holds after folding those
+frames with
 :class:`~agent_meta.testing.ClientMirror` (v1 rules). Every step checks what it shows; the demo
 ends by comparing the client's folded state with the snapshot the agent itself sends on a
 resume, and exits non-zero when anything differs.
