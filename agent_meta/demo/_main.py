@@ -5,10 +5,9 @@ ACP Python SDK client (``agent-client-protocol``, protocol v1) and plays a short
 each step it prints every frame the client received, raw and in wire order (from the SDK's
 synchronous ``observers=`` hook, never from its handlers, which run as separate tasks), with the
 requests the client sent between them, and the metadata the client holds after folding those
-frames with
-:class:`~agent_meta.testing.ClientMirror` (v1 rules). Every step checks what it shows; the demo
-ends by comparing the client's folded state with the snapshot the agent itself sends on a
-resume, and exits non-zero when anything differs.
+frames with :class:`~agent_meta.testing.ClientMirror` (v1 rules). Every step checks what it
+shows; the demo ends by comparing the client's folded state with the snapshot the agent itself
+sends on a resume, and exits non-zero when anything differs.
 """
 
 from __future__ import annotations
@@ -30,6 +29,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from rich.console import Console
+
+    from ._v2 import Exchange
 
 
 __all__ = ["main"]
@@ -124,30 +125,11 @@ def _child_env() -> dict[str, str]:
 def _play_v2(console: Console, client: str, runtime: str) -> None:
     """The v2 half: the same agent over the same kind of pipe, under a v2 client."""
     from ..testing import ClientMirror
-    from ._node import find_node_client
-    from ._v2 import V2_STORY, run_python_client, run_typescript_client
+    from ._v2 import V2_STORY
 
     if runtime == "sdk":
         _check_sdk_v2()
-    agent = _agent(runtime, "2")
-    found = find_node_client()
-    script = None if client == "python" else found.script
-    if script is None and client == "typescript":
-        raise DemoError(f"--v2-client typescript: {found.missing}")
-    if script is not None:
-        console.print(
-            "[bold]ACP v2[/] under the official TypeScript SDK client "
-            f"(@agentclientprotocol/sdk/experimental/v2, {script}), over a real stdio pipe"
-        )
-        per_step, session_id = run_typescript_client(script, agent, _child_env())
-    else:
-        why = "--v2-client python" if client == "python" else found.missing
-        console.print(
-            "[bold]ACP v2[/] under agent_meta's own raw NDJSON client, folded by "
-            f"agent_meta.testing.ClientMirror, over a real stdio pipe (not the TypeScript SDK "
-            f"client: {why})"
-        )
-        per_step, session_id = run_python_client(agent, _child_env())
+    per_step, session_id = _run_v2_client(console, client, _agent(runtime, "2"))
     mirror = ClientMirror(protocol_version=2)
     requests: dict[Any, str] = {}
     for number, (step, exchange) in enumerate(zip(V2_STORY, per_step, strict=True), 1):
@@ -168,6 +150,30 @@ def _play_v2(console: Console, client: str, runtime: str) -> None:
         if problem is not None:
             raise DemoError(f"v2 step {number} ({step.title}): {problem}")
         console.print("  [green]ok")
+
+
+def _run_v2_client(console: Console, client: str, agent: list[str]) -> tuple[list[Exchange], str]:
+    """Play the v2 story under the client ``--v2-client`` picks, saying which and why."""
+    from ._node import find_node_client
+    from ._v2 import run_python_client, run_typescript_client
+
+    found = find_node_client()
+    script = None if client == "python" else found.script
+    if script is None and client == "typescript":
+        raise DemoError(f"--v2-client typescript: {found.missing}")
+    if script is not None:
+        console.print(
+            "[bold]ACP v2[/] under the official TypeScript SDK client "
+            f"(@agentclientprotocol/sdk/experimental/v2, {script}), over a real stdio pipe"
+        )
+        return run_typescript_client(script, agent, _child_env())
+    why = "--v2-client python" if client == "python" else found.missing
+    console.print(
+        "[bold]ACP v2[/] under agent_meta's own raw NDJSON client, folded by "
+        "agent_meta.testing.ClientMirror, over a real stdio pipe (not the TypeScript SDK "
+        f"client: {why})"
+    )
+    return run_python_client(agent, _child_env())
 
 
 def _sdk_has_v2() -> bool:
