@@ -171,8 +171,9 @@ def sdk_releases(session: nox.Session, release: str) -> None:
 def sdk_v2(session: nox.Session) -> None:
     """ACP v2 through the official SDK 1.0 (``agent-meta agent --runtime sdk``) against the
     TypeScript SDK's v2 and v1 clients, each a real agent process, next to the trio runtime:
-    the integration half of what ``sdk_matrix`` checks in-process on 1.0."""
-    session.install("-e", ".[test,timeline]", f"agent-client-protocol=={SDK_MATRIX[-1]}")
+    the integration half of what ``sdk_matrix`` checks in-process on 1.0; and the demo on the
+    SDK 1.0, with either v2 client (``integration/test_demo.py``)."""
+    session.install("-e", ".[test,timeline,demo]", f"agent-client-protocol=={SDK_MATRIX[-1]}")
     with session.chdir(NODE_CLIENT):
         session.run("npm", "ci", "--no-audit", "--no-fund", external=True)
     session.run(
@@ -182,6 +183,7 @@ def sdk_v2(session: nox.Session) -> None:
         "integration/test_typescript_v2.py",
         "integration/test_typescript_v1.py",
         "integration/test_runtimes_agree.py",
+        "integration/test_demo.py",
         *session.posargs,
         env={"AGENT_META_RUNTIMES": "sdk"},  # the trio cases ran in nox -s integration
     )

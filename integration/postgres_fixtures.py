@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from agent_meta._install_hint import install_hint
 from integration.postgres_server import (
     REQUIRED_VARIABLE,
     PostgresServer,
@@ -39,7 +40,7 @@ def skip_module_without_psycopg() -> None:
     missing = [name for name in POSTGRES_MODULES if importlib.util.find_spec(name) is None]
     if missing and not required():
         pytest.skip(
-            f"{', '.join(missing)} not installed: pip install 'agent-meta[postgres]'",
+            f"{', '.join(missing)} not installed: {install_hint('postgres')}",
             allow_module_level=True,
         )
 

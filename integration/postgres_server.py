@@ -97,8 +97,10 @@ def start(*, fsync: bool = False) -> PostgresServer:
     try:
         import psycopg  # noqa: F401
     except ImportError as exc:
+        from agent_meta._install_hint import install_hint
+
         raise ServerUnavailableError(
-            f"psycopg is not installed ({exc}): pip install 'agent-meta[postgres]'"
+            f"psycopg is not installed ({exc}): {install_hint('postgres')}"
         ) from None
     given = os.environ.get(URL_VARIABLE)
     if given:

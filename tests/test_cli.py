@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from agent_meta import __version__
+from agent_meta._install_hint import install_hint
 from agent_meta.agents._common._commands import COMMANDS
 from agent_meta.cli import _main as _cli
 from agent_meta.cli._main import build_parser, main
@@ -89,7 +90,7 @@ def test_sdk_runtime_without_the_sdk_says_what_to_install(
 ) -> None:
     monkeypatch.setitem(sys.modules, "agent_meta.agents.sdk_agent._serve", None)  # import fails
     assert main(["agent", "--runtime", "sdk"]) == 2
-    assert "pip install 'agent-meta[sdk]'" in capsys.readouterr().err
+    assert install_hint("sdk") in capsys.readouterr().err
 
 
 def test_demo_without_its_dependencies_says_what_to_install(
@@ -97,7 +98,7 @@ def test_demo_without_its_dependencies_says_what_to_install(
 ) -> None:
     monkeypatch.setitem(sys.modules, "agent_meta.demo._main", None)  # makes the import fail
     assert main(["demo"]) == 2
-    assert "pip install 'agent-meta[demo]'" in capsys.readouterr().err
+    assert install_hint("demo") in capsys.readouterr().err
 
 
 def test_demo_gets_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -315,5 +316,5 @@ def test_listen_without_its_server_says_which_extra_to_install() -> None:
     )
     errors = done.stderr.decode()
     assert done.returncode == 2, errors
-    assert "pip install 'agent-meta[sdk-http]'" in errors
+    assert install_hint("sdk-http") in errors
     assert "Traceback" not in errors

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
+from agent_meta._install_hint import install_hint
 from tests.agent_process import AgentProcess, prompt_params, request, running, stderr_of
 from tests.sdk_release import needs_run_agent, needs_session_info
 
@@ -280,6 +281,8 @@ async def test_an_interpreter_without_agent_meta_is_refused(tmp_path: Path) -> N
         errors = await stderr_of(agent)
     assert status == 2
     assert "agent_meta cannot be imported by the agent's Python" in errors
+    wanted = f"its 'sdk' extra into the agent's environment ({install_hint('sdk')}, with"
+    assert wanted in " ".join(errors.split())
 
 
 STRAY = textwrap.dedent(

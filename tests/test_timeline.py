@@ -182,3 +182,16 @@ async def test_a_real_proxy_log_renders(tmp_path: Path) -> None:
     last = timeline.groups[session][-1]
     assert last.summary == "result of session/load (id 4)"
     assert last.state == {"title": "Real", "_meta": {"a": {"x": 1}}}
+
+
+def test_the_page_of_one_session(log: Path, tmp_path: Path) -> None:
+    """``--session`` with ``--html`` used to be ignored: the page showed every session."""
+    page = tmp_path / "page.html"
+    assert main(["timeline", str(log), "--html", str(page), "--session", "s2"]) == 0
+    text = page.read_text()
+    assert "session s2" in text
+    assert "session s1" not in text
+    assert "connection (no session)" not in text
+    assert text.count("<table>") == 1
+    assert "8 frames, 2 session(s)" in text  # the log's summary, as under the terminal table
+    assert main(["timeline", str(log), "--html", str(page), "--session", "nope"]) == 2

@@ -1,9 +1,11 @@
 """The ``agent-meta`` command line (also ``python -m agent_meta``).
 
-``agent-meta agent`` runs the reference agent on stdio, for any ACP client to launch (on trio,
-or with ``--runtime sdk`` on the official ACP Python SDK); ``agent-meta demo`` runs the demo
-(which needs the ``demo`` extra). stdout carries only ACP messages in ``agent`` mode;
-diagnostics go to stderr.
+The ways in come first, as in the README's table: ``own`` and ``run`` (in front of, or under,
+an agent you did not write), then ``proxy``, ``check`` and ``timeline`` (watch and check any
+agent's metadata). ``agent-meta agent`` runs the reference agent on stdio, for any ACP client to
+launch (on trio, or with ``--runtime sdk`` on the official ACP Python SDK); ``agent-meta demo``
+runs the demo (which needs the ``demo`` extra). stdout carries only ACP messages in ``agent``
+mode; diagnostics go to stderr.
 """
 
 from __future__ import annotations
@@ -42,13 +44,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent-meta",
         description=(
-            "Session-info _meta ownership for ACP agents: run the reference agent on stdio, "
-            "or the demo that drives it with a real ACP client."
+            "Session-info _meta ownership for ACP agents. Put it in front of any stdio ACP "
+            "agent (own -- AGENT_CMD) or under an unchanged Python agent on the official SDK "
+            "(run -- AGENT_CMD); watch an agent's metadata (proxy -- AGENT_CMD, then "
+            "timeline) or check it against the rules (check -- AGENT_CMD); or run the "
+            "reference agent on stdio (agent) and the demo that drives it with real ACP "
+            "clients (demo). 'agent-meta COMMAND --help' tells more."
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from ..instrument import _supervise
+    from ..tools import _check, _own, _proxy, _timeline
 
+    for app in (_own, _supervise, _proxy, _check, _timeline):  # the README's order
+        app.add_parser(commands)
+    _add_agent_parser(commands)
+    commands.add_parser(
+        "demo",
+        help="run the demo (needs the 'demo' extra)",
+        description="Drive the reference agent with the official ACP Python SDK and show the "
+        "session-info frames. Every argument after 'demo' is passed to the demo.",
+    ).add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
+    return parser
+
+
+def _add_agent_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``agent-meta agent``; its own usage errors name it (``args.agent_parser``)."""
     agent = commands.add_parser(
         "agent",
         help="run the reference ACP agent on stdin/stdout",
@@ -111,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
             "keep session lifetimes and conversation history in this store, so a restarted "
             "agent (or another one on the same store) restores them on session/resume: a "
             "SQLite file (a path or sqlite:///PATH) or a PostgreSQL database "
-            "(postgresql://USER:PASSWORD@HOST/DB, needs the 'postgres' extra)"
+            "(postgresql://USER@HOST/DB, the password in $PGPASSWORD or ~/.pgpass rather than "
+            "the URL; needs the 'postgres' extra)"
         ),
     )
     agent.add_argument(
@@ -121,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
             "with --runtime sdk: serve remote clients over WebSocket (ws://HOST:PORT/acp) and "
             "streamable HTTP instead of stdio; HOST defaults to 127.0.0.1, PORT 0 takes a free "
             "one (printed on stdout). Every connection must send the bearer token "
-            f"(--token-file, or ${TOKEN_VARIABLE}). Needs the 'sdk-http' extra"
+            f"(--token-file, or ${TOKEN_VARIABLE}; at least 16 printable ASCII characters). "
+            "Needs the 'sdk-http' extra"
         ),
     )
     agent.add_argument(
@@ -130,20 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"with --listen: the file holding the bearer token (else ${TOKEN_VARIABLE})",
     )
     agent.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
-
-    demo = commands.add_parser(
-        "demo",
-        help="run the demo (needs: pip install 'agent-meta[demo]')",
-        description="Drive the reference agent with the official ACP Python SDK and show the "
-        "session-info frames. Every argument after 'demo' is passed to the demo.",
-    )
-    demo.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
-    from ..instrument import _supervise
-    from ..tools import _check, _own, _proxy, _timeline
-
-    for app in (_supervise, _own, _proxy, _check, _timeline):
-        app.add_parser(commands)
-    return parser
+    agent.set_defaults(agent_parser=agent)
 
 
 def _positive_int(text: str) -> int:
@@ -169,10 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..tools._own import main as own_main
 
         return own_main(arguments[1:])
-    parser = build_parser()
-    args = parser.parse_args(arguments)
+    args = build_parser().parse_args(arguments)
     if hasattr(args, "run"):  # the apps: proxy, check, timeline
         return int(args.run(args))
+    parser: argparse.ArgumentParser = args.agent_parser  # usage errors say agent-meta agent
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -271,7 +282,7 @@ def _run_sdk_agent(
     sdk_agent = _import_extra(
         "agent_meta.agents.sdk_agent._serve",
         "agent-meta agent --runtime sdk needs the official ACP Python SDK",
-        "Install it with: pip install 'agent-meta[sdk]'",
+        "sdk",
     )
     if sdk_agent is None:
         return 2
@@ -313,8 +324,9 @@ def _run_listening(
     token = _bearer_token(parser, args.token_file)
     listen = _import_extra(
         "agent_meta.agents.sdk_agent._listen",
-        "agent-meta agent --listen needs the SDK's HTTP server and an ASGI server",
-        "Install them with: pip install 'agent-meta[sdk-http]' (agent-client-protocol 0.12)",
+        "agent-meta agent --listen needs the SDK's HTTP server and an ASGI server "
+        "(agent-client-protocol 0.12)",
+        "sdk-http",
     )
     if listen is None:
         return 2
@@ -485,13 +497,17 @@ class _CrashAfterWrites:
         return stale
 
 
-def _import_extra(module: str, needs: str, install: str) -> ModuleType | None:
+def _import_extra(module: str, needs: str, extra: str) -> ModuleType | None:
     """``module``, or ``None`` after saying on stderr what its missing extra is and how to
     install it."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        print(f"{needs} ({exc}).\n{install}", file=sys.stderr)
+        from .._install_hint import install_hint
+
+        print(
+            f"{needs} ({exc}).\nInstall the '{extra}' extra: {install_hint(extra)}", file=sys.stderr
+        )
         return None
 
 
@@ -499,7 +515,7 @@ def _run_demo(args: list[str]) -> int:
     demo = _import_extra(
         "agent_meta.demo._main",
         "agent-meta demo needs the optional 'demo' dependencies",
-        "Install them with: pip install 'agent-meta[demo]'",
+        "demo",
     )
     if demo is None:
         return 2

@@ -3,11 +3,11 @@
 The demo spawns ``python -m agent_meta agent`` as a real stdio subprocess under the official
 ACP Python SDK client (``agent-client-protocol``, protocol v1) and plays a short story. After
 each step it prints every frame the client received, raw and in wire order (from the SDK's
-synchronous ``observers=`` hook, never from its handlers, which run as separate tasks), and the
-metadata the client holds after folding those frames with
-:class:`~agent_meta.testing.ClientMirror` (v1 rules). Every step checks what it shows; the demo
-ends by comparing the client's folded state with the snapshot the agent itself sends on a
-resume, and exits non-zero when anything differs.
+synchronous ``observers=`` hook, never from its handlers, which run as separate tasks), with the
+requests the client sent between them, and the metadata the client holds after folding those
+frames with :class:`~agent_meta.testing.ClientMirror` (v1 rules). Every step checks what it
+shows; the demo ends by comparing the client's folded state with the snapshot the agent itself
+sends on a resume, and exits non-zero when anything differs.
 """
 
 from __future__ import annotations
@@ -21,13 +21,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ._print import is_info, print_frames
+from .._install_hint import install_hint
+from ._print import is_info, print_frames, print_legend
 from ._story import STORY, STORY_TIMEOUT, DemoError, Quiet, Stage, Step, Wire, expect
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from rich.console import Console
+
+    from ._v2 import Exchange
 
 
 __all__ = ["main"]
@@ -40,7 +43,7 @@ def _print_step(console: Console, number: int, step: Step, stage: Stage, since: 
         console,
         f"{number}. {step.title}",
         step.why,
-        stage.wire.incoming[since:],
+        stage.wire.traffic[since:],
         stage.wire.requests,
         stage.wire.mirror,
         stage.session_id,
@@ -100,9 +103,9 @@ async def _play(console: Console, runtime: str) -> None:
     ):
         stage = Stage(conn, wire, cwd)
         for number, step in enumerate(STORY, 1):
-            since = len(wire.incoming)
+            since, shown = len(wire.incoming), len(wire.traffic)
             await step.run(stage)
-            _print_step(console, number, step, stage, since)
+            _print_step(console, number, step, stage, shown)
             problem = step.check(stage, since)
             if problem is not None:
                 raise DemoError(f"step {number} ({step.title}): {problem}")
@@ -122,41 +125,55 @@ def _child_env() -> dict[str, str]:
 def _play_v2(console: Console, client: str, runtime: str) -> None:
     """The v2 half: the same agent over the same kind of pipe, under a v2 client."""
     from ..testing import ClientMirror
-    from ._v2 import V2_STORY, node_client, run_python_client, run_typescript_client
+    from ._v2 import V2_STORY
 
     if runtime == "sdk":
         _check_sdk_v2()
-    agent = _agent(runtime, "2")
-    script = None if client == "python" else node_client()
-    if script is None and client == "typescript":
-        raise DemoError("--v2-client typescript: Node.js or integration/node/node_modules missing")
-    if script is not None:
-        console.print(
-            "[bold]ACP v2[/] under the official TypeScript SDK client "
-            "(@agentclientprotocol/sdk/experimental/v2), over a real stdio pipe"
-        )
-        per_step, session_id = run_typescript_client(script, agent, _child_env())
-    else:
-        console.print(
-            "[bold]ACP v2[/] under agent_meta's own raw NDJSON client, folded by "
-            "agent_meta.testing.ClientMirror (not the TypeScript SDK: --v2-client python, or "
-            "Node.js and integration/node/node_modules are not here), over a real stdio pipe"
-        )
-        per_step, session_id = run_python_client(agent, _child_env())
+    per_step, session_id = _run_v2_client(console, client, _agent(runtime, "2"))
     mirror = ClientMirror(protocol_version=2)
     requests: dict[Any, str] = {}
-    for number, (step, received) in enumerate(zip(V2_STORY, per_step, strict=True), 1):
-        for message in received:
+    for number, (step, exchange) in enumerate(zip(V2_STORY, per_step, strict=True), 1):
+        asked = [m for sent, m in exchange.traffic if sent and "method" in m and "id" in m]
+        requests.update({m["id"]: m["method"] for m in asked})
+        for message in exchange.received:
             mirror.feed(message)
-            if "method" not in message:
-                requests.setdefault(message.get("id"), _METHODS[step.op["op"]])
         print_frames(
-            console, f"v2 {number}. {step.title}", step.why, received, requests, mirror, session_id
+            console,
+            f"v2 {number}. {step.title}",
+            step.why,
+            exchange.traffic,
+            requests,
+            mirror,
+            session_id,
         )
-        problem = step.check(received, mirror, session_id)
+        problem = step.check(exchange.received, mirror, session_id)
         if problem is not None:
             raise DemoError(f"v2 step {number} ({step.title}): {problem}")
         console.print("  [green]ok")
+
+
+def _run_v2_client(console: Console, client: str, agent: list[str]) -> tuple[list[Exchange], str]:
+    """Play the v2 story under the client ``--v2-client`` picks, saying which and why."""
+    from ._node import find_node_client
+    from ._v2 import run_python_client, run_typescript_client
+
+    found = find_node_client()
+    script = None if client == "python" else found.script
+    if script is None and client == "typescript":
+        raise DemoError(f"--v2-client typescript: {found.missing}")
+    if script is not None:
+        console.print(
+            "[bold]ACP v2[/] under the official TypeScript SDK client "
+            f"(@agentclientprotocol/sdk/experimental/v2, {script}), over a real stdio pipe"
+        )
+        return run_typescript_client(script, agent, _child_env())
+    why = "--v2-client python" if client == "python" else found.missing
+    console.print(
+        "[bold]ACP v2[/] under agent_meta's own raw NDJSON client, folded by "
+        "agent_meta.testing.ClientMirror, over a real stdio pipe (not the TypeScript SDK "
+        f"client: {why})"
+    )
+    return run_python_client(agent, _child_env())
 
 
 def _sdk_has_v2() -> bool:
@@ -182,14 +199,6 @@ def _check_sdk_v2() -> None:
             "installed (pip install 'agent-client-protocol==1.0.0rc3', then "
             "agent-meta demo --runtime sdk --protocol 2)"
         )
-
-
-_METHODS = {
-    "new": "session/new",
-    "prompt": "session/prompt",
-    "resume": "session/resume",
-    "close": "session/close",
-}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -231,11 +240,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from rich.console import Console
     except ImportError:
-        print(
-            "agent-meta demo needs the demo extra: pip install 'agent-meta[demo]'", file=sys.stderr
-        )
+        print(f"agent-meta demo needs the 'demo' extra: {install_hint('demo')}", file=sys.stderr)
         return 2
+    # Piped (not a terminal), lines are not wrapped: a JSON frame stays on one line, whole.
     console = Console(highlight=False)
+    console.soft_wrap = not console.is_terminal
+    print_legend(console)
     if args.protocol in ("1", "both"):
         status = _run_v1(console, args.runtime)
         if status:
@@ -249,15 +259,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.protocol in ("2", "both"):
         try:
             _play_v2(console, args.v2_client, args.runtime)
-        except (DemoError, RuntimeError, TimeoutError, subprocess.TimeoutExpired) as exc:
-            console.print(f"[bold red]demo failed (v2):[/] {exc}")
-            return 1
-        except AssertionError as exc:  # ClientMirror rejects a malformed frame
-            console.print(f"[bold red]demo failed (v2):[/] the agent sent a malformed frame: {exc}")
+        except Exception as exc:  # one line, never a traceback
+            _say_failed(console, exc, "v2: ")
             return 1
         console.print("[bold green]v2 passed:[/] the client's metadata matches the agent's")
     console.print("[bold green]demo passed")
     return 0
+
+
+def _say_failed(console: Console, exc: Exception, half: str = "") -> None:
+    """The one ``demo failed:`` line."""
+    from rich.markup import escape
+
+    console.print(f"[bold red]demo failed:[/] {escape(half + _failure(exc))}")
+
+
+def _failure(exc: Exception) -> str:
+    """What went wrong, in words."""
+    if isinstance(exc, DemoError | RuntimeError):
+        return str(exc)
+    if isinstance(exc, TimeoutError | subprocess.TimeoutExpired):
+        return f"the story did not finish in time ({exc or STORY_TIMEOUT})"
+    if isinstance(exc, AssertionError):  # ClientMirror rejects a malformed frame (MirrorError)
+        return f"the agent sent a malformed frame: {exc}"
+    return f"{type(exc).__name__}: {exc}"  # an error response, a dead agent, an SDK mismatch
 
 
 def _run_v1(console: Console, runtime: str) -> int:
@@ -265,7 +290,7 @@ def _run_v1(console: Console, runtime: str) -> int:
     try:
         import acp  # noqa: F401
     except ImportError:
-        console.print("[red]agent-meta demo needs the demo extra: pip install 'agent-meta[demo]'")
+        console.print(f"[red]agent-meta demo needs the 'demo' extra: {install_hint('demo')}")
         return 2
     console.print(
         "[bold]ACP v1[/] under the official Python SDK client (agent-client-protocol), "
@@ -277,17 +302,8 @@ def _run_v1(console: Console, runtime: str) -> int:
 
     try:
         asyncio.run(bounded())
-    except DemoError as exc:
-        console.print(f"[bold red]demo failed:[/] {exc}")
-        return 1
-    except TimeoutError:
-        console.print(f"[bold red]demo failed:[/] the story did not finish in {STORY_TIMEOUT} s")
-        return 1
-    except AssertionError as exc:  # ClientMirror rejects a malformed frame with a MirrorError
-        console.print(f"[bold red]demo failed:[/] the agent sent a malformed frame: {exc}")
-        return 1
-    except Exception as exc:  # an error response, a dead agent: say what, without a traceback
-        console.print(f"[bold red]demo failed:[/] {type(exc).__name__}: {exc}")
+    except Exception as exc:  # one line, never a traceback
+        _say_failed(console, exc)
         return 1
     console.print("[bold green]v1 passed:[/] the client's metadata matches the agent's")
     return 0

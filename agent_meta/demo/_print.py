@@ -1,5 +1,6 @@
-"""Printing the demo's steps: each received frame on one line, bursts elided, and what the
-client holds after them (``agent-meta demo``, both protocol versions)."""
+"""Printing the demo's steps: each request the client sent, each frame it received (every one,
+in wire order, on one line), and what the client holds after them (``agent-meta demo``, both
+protocol versions)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ if TYPE_CHECKING:
 
     from ..testing import ClientMirror
 
-__all__ = ["SHOWN_AT_EACH_END", "is_info", "kind_of", "print_frames"]
+__all__ = ["NEVER_TOLD", "is_info", "kind_of", "print_frames", "print_legend"]
 
 Message = dict[str, Any]
 
-SHOWN_AT_EACH_END = 3
-"""A burst prints this many frames at each end and elides the middle."""
+NEVER_TOLD = "<never told>"
+"""What the client holds as a title that no frame has mentioned yet (unlike ``null``, which a
+frame said)."""
 
 
 def is_info(message: Message) -> bool:
@@ -35,20 +37,39 @@ def kind_of(message: Message) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def _short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def print_legend(console: Console) -> None:
+    """How to read a step, and the words the steps use, once before the first story."""
+    from rich.markup import escape
+
+    for line in (
+        "How to read a step: [magenta]sent[/] lines are the requests the client wrote; then every "
+        "frame the agent wrote back, numbered in wire order ([cyan]session_info_update[/] frames "
+        "whole, [green]responses[/] whole, other updates by kind); then what the client holds "
+        "after folding those frames.",
+        "Session info is a session's title and its _meta, an object that many writers share. "
+        f'title="{escape(NEVER_TOLD)}" means no frame has mentioned a title yet (title=null: a '
+        "frame said there is none).",
+    ):
+        console.print(f"[dim]{line}")
+
+
+def _sent_line(message: Message) -> str:
+    """One request the client sent: its method and its params, whole."""
+    if "method" not in message:
+        return f"sent  response  {json.dumps(message)}"
+    return f"sent  {message['method']}  {json.dumps(message.get('params'))}"
 
 
 def _frame_line(message: Message, requests: dict[Any, str]) -> str:
-    """One received frame: session-info updates verbatim, everything else summarized."""
+    """One received frame: session-info updates and responses whole, other updates by kind."""
     if "method" not in message:
         method = requests.get(message.get("id"), "?")
         body = message["error"] if "error" in message else message.get("result")
-        return f"response to {method}  {_short(json.dumps(body), 80)}"
+        return f"response to {method}  {json.dumps(body)}"
     params = message.get("params")
     update = params.get("update") if isinstance(params, dict) else None
     if not isinstance(params, dict) or not isinstance(update, dict):
-        return f"{message['method']}  {_short(json.dumps(params), 80)}"
+        return f"{message['method']}  {json.dumps(params)}"
     extra = f"  params._meta={json.dumps(params['_meta'])}" if "_meta" in params else ""
     if is_info(message):
         return f"update  {json.dumps(update)}{extra}"
@@ -57,63 +78,33 @@ def _frame_line(message: Message, requests: dict[Any, str]) -> str:
         return f"update  state_update {update.get('state')}{reason}"
     content = update.get("content")
     said = content.get("text") if isinstance(content, dict) else None
-    detail = f"  {json.dumps(_short(said))}" if isinstance(said, str) else ""
+    detail = f"  {json.dumps(said)}" if isinstance(said, str) else ""
     return f"update  {update.get('sessionUpdate')}{detail}{extra}"
-
-
-def _shown(received: list[Message]) -> list[tuple[int, Message] | int]:
-    """Frames to print, with runs elided (an int is "this many frames left out").
-
-    Session-info frames and responses are what the demo is about, so they are kept, except in
-    the middle of a long run of them (a burst); other frames keep only the first of a run.
-    """
-    shown: list[tuple[int, Message] | int] = []
-    run: list[tuple[int, Message]] = []
-    run_is_status = False
-
-    def flush() -> None:
-        if run_is_status and len(run) > 2 * SHOWN_AT_EACH_END + 1:
-            shown.extend(run[:SHOWN_AT_EACH_END])
-            shown.append(len(run) - 2 * SHOWN_AT_EACH_END)
-            shown.extend(run[-SHOWN_AT_EACH_END:])
-        elif not run_is_status and len(run) > 2:
-            shown.append(run[0])
-            shown.append(len(run) - 1)
-        else:
-            shown.extend(run)
-        run.clear()
-
-    for index, message in enumerate(received):
-        status = is_info(message) or "method" not in message or kind_of(message) == "state_update"
-        if run and status != run_is_status:
-            flush()
-        run_is_status = status
-        run.append((index, message))
-    flush()
-    return shown
 
 
 def print_frames(
     console: Console,
     title: str,
     why: str,
-    received: list[Message],
+    traffic: list[tuple[bool, Message]],
     requests: dict[Any, str],
     mirror: ClientMirror,
     session_id: str,
 ) -> None:
-    """One step of a story: its frames as received, then what the client holds."""
+    """One step of a story: every message the client sent and received, in wire order (the
+    received ones numbered), then what the client holds."""
     from rich.markup import escape
 
     console.rule(f"[bold]{escape(title)}")
     console.print(f"[dim]{escape(why)}")
-    for item in _shown(received):
-        if isinstance(item, int):
-            console.print(f"  [dim]     ... {item} more ...")
+    index = 0
+    for sent, message in traffic:
+        if sent:
+            console.print(f"  [magenta]     {escape(_sent_line(message))}")
             continue
-        index, message = item
+        index += 1
         style = "cyan" if is_info(message) else ("green" if "method" not in message else "dim")
-        console.print(f"  [{style}]{index + 1:>3}  {escape(_frame_line(message, requests))}")
+        console.print(f"  [{style}]{index:>3}  {escape(_frame_line(message, requests))}")
     info = mirror.info(session_id)
     console.print(
         f"  [bold]client holds[/] title={escape(json.dumps(_plain(info.title)))} "
@@ -122,4 +113,4 @@ def print_frames(
 
 
 def _plain(value: object) -> object:
-    return value if value is None or isinstance(value, str) else "<never told>"
+    return value if value is None or isinstance(value, str) else NEVER_TOLD

@@ -47,6 +47,8 @@ class Wire:
 
     mirror: ClientMirror
     incoming: list[Message] = dataclasses.field(default_factory=list)
+    traffic: list[tuple[bool, Message]] = dataclasses.field(default_factory=list)
+    """Both directions in wire order: (sent by the client, message)."""
     requests: dict[Any, str] = dataclasses.field(default_factory=dict)
     waiters: list[tuple[Callable[[], bool], asyncio.Event]] = dataclasses.field(
         default_factory=list
@@ -55,7 +57,9 @@ class Wire:
     def observe(self, event: Any) -> None:
         """The SDK's raw ``observers=`` hook; it runs synchronously in the receive loop."""
         message: Message = event.message
-        if event.direction.value != "incoming":
+        sent = event.direction.value != "incoming"
+        self.traffic.append((sent, message))
+        if sent:
             if "method" in message and "id" in message:
                 self.requests[message["id"]] = message["method"]
             return
@@ -99,11 +103,11 @@ class Stage:
     session_id: str = ""
 
     async def prompt(self, *lines: str) -> None:
-        import acp
+        # The schema model, not acp.text_block: that helper is gone from the SDK 1.0.
+        from acp.schema import TextContentBlock
 
-        await self.conn.prompt(
-            session_id=self.session_id, prompt=[acp.text_block("\n".join(lines))]
-        )
+        block = TextContentBlock(type="text", text="\n".join(lines))
+        await self.conn.prompt(session_id=self.session_id, prompt=[block])
 
     def meta(self) -> dict[str, Any] | None:
         return self.wire.mirror.meta(self.session_id)
@@ -273,43 +277,65 @@ def _check_reopen(stage: Stage, since: int) -> str | None:
 
 
 STORY: tuple[Step, ...] = (
-    Step("connect", "initialize (v1) and session/new", _connect, _check_connect),
-    Step("set metadata", "a title and two top-level keys", _set, _check_set),
-    Step("remove a key", "/meta rm publishes {scratch: null}", _remove, _check_remove),
+    Step(
+        "connect",
+        "initialize (v1) and session/new. The new session's first lifetime begins: the span, "
+        "until session/close, that the session's info belongs to (R5)",
+        _connect,
+        _check_connect,
+    ),
+    Step(
+        "set metadata",
+        "a title and two top-level keys. A v1 client replaces its whole _meta with each "
+        "update's, so every v1 session_info_update carries the whole merged object and the "
+        "title (R10; a v2 agent sends only what changed)",
+        _set,
+        _check_set,
+    ),
+    Step(
+        "remove a key",
+        "/meta rm scratch: on v1 the removal is the whole object without scratch (a v2 agent "
+        "sends the patch {scratch: null})",
+        _remove,
+        _check_remove,
+    ),
     Step(
         "failure next to a domain edit",
-        "the failure record and an extension's notes share the agent-meta key",
+        "the failure record and an extension's notes share the agent-meta key (R7, R8)",
         _failure_and_domain,
         _check_failure_and_domain,
     ),
     Step(
         "stale resolution",
-        "revision 2 replaces revision 1; resolving revision 1 must change nothing",
+        "revision 2 replaces revision 1; resolving revision 1 must change nothing (R7)",
         _stale_resolve,
         _check_stale,
     ),
     Step(
         "matching resolution",
-        "resolving revision 2 clears the record and keeps its sibling",
+        "resolving revision 2 clears the record and keeps its sibling (R7)",
         _matching_resolve,
         _check_matching,
     ),
     Step(
         "burst racing a resume",
-        f"{BURST} background publications race session/resume",
+        f"{BURST} background publications race session/resume. Before the resume response the "
+        "agent sends a resync: the session info the client must hold, whole, so that a client "
+        "that missed or kept stale frames is right again (R4)",
         _burst_resume,
         _check_burst,
     ),
     Step(
         "load with replay",
-        "session/load: history replay, then the resync, then the response",
+        "session/load: the history replayed, then the resync, then the response (R4)",
         _load,
         _check_load,
     ),
     Step(
         "close and reopen",
-        "session/close ends the lifetime; loading the session again starts a fresh, empty one "
-        "(the agent knows the old title went with it, and every v1 frame carries the title)",
+        "session/close ends the lifetime, which is then fenced: nothing more is written for it "
+        "(R6). Loading the session again starts a fresh, empty lifetime (the agent knows the "
+        "old title went with it, and every v1 frame carries the title)",
         _close_reopen,
         _check_reopen,
     ),

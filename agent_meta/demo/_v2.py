@@ -6,9 +6,9 @@ neither send nor receive as such. A resume replays the conversation, reports the
 state, then sends ``_meta: null`` and the current state, before its response.
 
 The client is the official TypeScript SDK (``@agentclientprotocol/sdk/experimental/v2``, driven by
-``integration/node/ts_client.mjs``) when Node.js and that script's ``node_modules`` are there;
-otherwise a raw NDJSON client folded by :class:`~agent_meta.testing.ClientMirror`, and the
-output says so.
+``integration/node/ts_client.mjs``, found by :mod:`._node`) when Node.js and that script's
+``node_modules`` are there; otherwise a raw NDJSON client folded by
+:class:`~agent_meta.testing.ClientMirror`, and the output says so and why.
 """
 
 from __future__ import annotations
@@ -16,22 +16,38 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from pathlib import Path
 
     from ..testing import ClientMirror
 
-__all__ = ["V2_STORY", "V2Step", "node_client", "run_python_client", "run_typescript_client"]
+__all__ = ["V2_STORY", "Exchange", "V2Step", "run_python_client", "run_typescript_client"]
 
 Message = dict[str, Any]
 TIMEOUT = 30.0
+_INITIALIZE: dict[str, Any] = {
+    "protocolVersion": 2,
+    "info": {"name": "agent-meta-demo", "version": "0"},  # required by v2 (the SDK 1.0 checks)
+    "capabilities": {},
+}
+
+
+@dataclasses.dataclass
+class Exchange:
+    """What the client sent and received during one step: (sent by the client, message), in
+    wire order."""
+
+    traffic: list[tuple[bool, Message]] = dataclasses.field(default_factory=list)
+
+    @property
+    def received(self) -> list[Message]:
+        return [message for sent, message in self.traffic if not sent]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,11 +129,14 @@ def _check_reopen(received: list[Message], mirror: ClientMirror, sid: str) -> st
 
 V2_STORY: tuple[V2Step, ...] = (
     V2Step(
-        "connect (v2)", "initialize (protocolVersion 2) and session/new", {"op": "new"}, _check_new
+        "connect (v2)",
+        "initialize (protocolVersion 2) and session/new: the session's first lifetime",
+        {"op": "new"},
+        _check_new,
     ),
     V2Step(
         "set metadata",
-        "a title and two top-level keys, each a v2 patch",
+        "a title and two top-level keys, each sent as a v2 patch: only the keys it changes",
         {
             "op": "prompt",
             "text": '/title Ship v2\n/meta set status "working"\n/meta set progress 0.5',
@@ -138,11 +157,17 @@ V2_STORY: tuple[V2Step, ...] = (
     ),
     V2Step(
         "resume with replay",
-        "replay, the foreground state, then _meta: null and the snapshot, then the response",
+        "replay, the foreground state, then the resync (_meta: null, then everything the client "
+        "must hold), then the response",
         {"op": "resume", "replay": True},
         _check_resume,
     ),
-    V2Step("close", "session/close ends the lifetime", {"op": "close"}, _check_close),
+    V2Step(
+        "close",
+        "session/close ends the lifetime; it is fenced: nothing more is written for it",
+        {"op": "close"},
+        _check_close,
+    ),
     V2Step(
         "reopen",
         "resuming the closed session starts a fresh lifetime: _meta: null, then title: null",
@@ -152,23 +177,11 @@ V2_STORY: tuple[V2Step, ...] = (
 )
 
 
-def node_client() -> Path | None:
-    """``ts_client.mjs`` when Node.js and its installed SDK are there, else ``None``."""
-    if shutil.which("node") is None:
-        return None
-    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
-        script = root / "integration" / "node" / "ts_client.mjs"
-        sdk = script.parent / "node_modules" / "@agentclientprotocol" / "sdk"
-        if script.is_file() and sdk.is_dir():
-            return script
-    return None
-
-
 def run_typescript_client(
     script: Path, agent: Sequence[str], env: dict[str, str]
-) -> tuple[list[list[Message]], str]:
-    """Play the story with the TypeScript SDK client; each step's received messages (its
-    response included) and the session id."""
+) -> tuple[list[Exchange], str]:
+    """Play the story with the TypeScript SDK client; each step's exchange (its response
+    included) and the session id."""
     steps = [step.op for step in V2_STORY]
     client_env = {**os.environ, **env, "AGENT_META_AGENT": json.dumps(list(agent))}
     client_env["AGENT_META_ACP"] = "2"
@@ -187,35 +200,41 @@ def run_typescript_client(
     return _by_step(lines)
 
 
-def _by_step(lines: list[dict[str, Any]]) -> tuple[list[list[Message]], str]:
-    """The messages ``ts_client.mjs`` received during each step, and the session id."""
-    per_step: list[list[Message]] = [[] for _ in V2_STORY]
-    current = -1
+def _by_step(lines: list[dict[str, Any]]) -> tuple[list[Exchange], str]:
+    """What ``ts_client.mjs`` sent and received during each step (``initialize`` goes with the
+    first), and the session id."""
+    per_step = [Exchange() for _ in V2_STORY]
+    current = 0
     session_id = ""
     for line in lines:
         if line["type"] == "step":
             current = line["index"]
-        elif line["type"] == "recv" and current >= 0:
-            per_step[current].append(line["message"])
+        elif line["type"] in ("sent", "recv"):
+            per_step[current].traffic.append((line["type"] == "sent", line["message"]))
         elif line["type"] == "response" and line["op"] == "new":
             session_id = line["result"]["sessionId"]
     return per_step, session_id
 
 
-def run_python_client(agent: Sequence[str], env: dict[str, str]) -> tuple[list[list[Message]], str]:
+def run_python_client(agent: Sequence[str], env: dict[str, str]) -> tuple[list[Exchange], str]:
     """Play the story with a raw NDJSON v2 client (no Node.js here)."""
     return trio.run(_python_story, list(agent), env)
 
 
-async def _python_story(agent: list[str], env: dict[str, str]) -> tuple[list[list[Message]], str]:
+async def _python_story(agent: list[str], env: dict[str, str]) -> tuple[list[Exchange], str]:
     process = await trio.lowlevel.open_process(
         agent, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **env}
     )
     client = _RawClient(process)
     try:
         with trio.fail_after(TIMEOUT):
-            await client.call("initialize", {"protocolVersion": 2, "capabilities": {}})
-            per_step = [await client.step(step.op) for step in V2_STORY]
+            per_step: list[Exchange] = []
+            for step in V2_STORY:
+                client.exchange = Exchange()
+                if not per_step:  # initialize goes with the first step
+                    await client.call("initialize", _INITIALIZE)
+                await client.step(step.op)
+                per_step.append(client.exchange)
     finally:
         assert process.stdin is not None
         await process.stdin.aclose()
@@ -237,40 +256,44 @@ class _RawClient:
         self._buffer = b""
         self._ids = 0
         self.session_id = ""
+        self.exchange = Exchange()
 
-    async def step(self, op: dict[str, Any]) -> list[Message]:
+    async def step(self, op: dict[str, Any]) -> None:
         params: dict[str, Any] = {"sessionId": self.session_id, "cwd": os.getcwd()}
         if op["op"] == "new":
-            received = await self.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
-            self.session_id = received[-1]["result"]["sessionId"]
-            return received
-        if op["op"] == "prompt":
+            response = await self.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
+            self.session_id = response["result"]["sessionId"]
+        elif op["op"] == "prompt":
             prompt = [{"type": "text", "text": op["text"]}]
-            received = await self.call(
-                "session/prompt", {"sessionId": self.session_id, "prompt": prompt}
-            )
-            return received + await self._until_turn_ends()
-        if op["op"] == "resume":
+            await self.call("session/prompt", {"sessionId": self.session_id, "prompt": prompt})
+            await self._until_turn_ends()
+        elif op["op"] == "resume":
             if op.get("replay"):
                 params["replayFrom"] = {"type": "start"}
-            return await self.call("session/resume", params)
-        return await self.call("session/close", {"sessionId": self.session_id})
+            await self.call("session/resume", params)
+        else:
+            await self.call("session/close", {"sessionId": self.session_id})
 
-    async def call(self, method: str, params: dict[str, Any]) -> list[Message]:
+    async def call(self, method: str, params: dict[str, Any]) -> Message:
+        """Send one request; its response, after every frame received before it."""
         self._ids += 1
         request = {"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params}
+        self.exchange.traffic.append((True, request))
         await self._stdin.send_all(json.dumps(request).encode() + b"\n")
-        return await self._until(lambda m: "method" not in m and m.get("id") == self._ids)
+        response = await self._until(lambda m: "method" not in m and m.get("id") == self._ids)
+        if "error" in response:
+            raise RuntimeError(f"the agent refused {method}: {json.dumps(response['error'])}")
+        return response
 
-    async def _until_turn_ends(self) -> list[Message]:
+    async def _until_turn_ends(self) -> None:
         def ended(message: Message) -> bool:
             update = message.get("params", {}).get("update", {}) if "method" in message else {}
             return update.get("sessionUpdate") == "state_update" and "stopReason" in update
 
-        return await self._until(ended)
+        await self._until(ended)
 
-    async def _until(self, done: Callable[[Message], bool]) -> list[Message]:
-        received: list[Message] = []
+    async def _until(self, done: Callable[[Message], bool]) -> Message:
+        """Read frames into the exchange until ``done`` holds for one; that one."""
         while True:
             while b"\n" not in self._buffer:
                 chunk = await self._stdout.receive_some(1 << 16)
@@ -279,6 +302,6 @@ class _RawClient:
                 self._buffer += chunk
             line, self._buffer = self._buffer.split(b"\n", 1)
             message: Message = json.loads(line)
-            received.append(message)
+            self.exchange.traffic.append((False, message))
             if done(message):
-                return received
+                return message

@@ -64,10 +64,14 @@ def add_parser(commands: Any) -> None:
     """Register ``agent-meta run`` (for ``--help``; :func:`main` parses its own arguments)."""
     parser = commands.add_parser(
         "run",
+        usage=_USAGE,
         help="run an unchanged official-SDK agent with agent_meta under its connection",
         description=_description(),
     )
     _add_arguments(parser)
+
+
+_USAGE = "%(prog)s [options] -- AGENT_CMD [ARGS...]"
 
 
 def _description() -> str:
@@ -131,7 +135,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str]) -> int:
     """``agent-meta run ARGS``; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="agent-meta run", description=_description())
+    parser = argparse.ArgumentParser(
+        prog="agent-meta run", usage=_USAGE, description=_description()
+    )
     _add_arguments(parser)
     args = parser.parse_args(list(argv))
     options: dict[str, Any] = {
@@ -334,6 +340,13 @@ class Supervisor:
                 watch.held.clear()
         elif event == "refused" and watch.refused is None:
             watch.refused = str(message.get("reason"))
+            if isinstance(extra := message.get("needs_extra"), str):
+                from .._install_hint import install_hint
+
+                watch.refused += (
+                    f"; install agent_meta with its '{extra}' extra into the agent's "
+                    f"environment ({install_hint(extra)}, with that environment's pip)"
+                )
         elif event == "unwritten":
             watch.unwritten = str(message.get("reason"))
 

@@ -1,6 +1,7 @@
 """agent_meta for agents built on the official ACP Python SDK (``agent-client-protocol``).
 
-Needs the ``sdk`` extra (``pip install 'agent-meta[sdk]'``; every SDK release from 0.6 to
+Needs the ``sdk`` extra (``pip install '/path/to/agent_meta[sdk]'``, README "Install"; every
+SDK release from 0.6 to
 1.0, see :data:`SUPPORTED_SDK_RANGE`). Import it explicitly (``import agent_meta.sdk``);
 ``import agent_meta`` does not load it. See ``docs/sdk.md`` for adopting it.
 
@@ -56,10 +57,12 @@ def __getattr__(name: str) -> Any:
         try:
             from ._remote import create_asgi_app
         except ImportError as exc:
+            from .._install_hint import install_hint
+
             raise UnsupportedSdkError(
                 "agent_meta.sdk.create_asgi_app needs the SDK's HTTP server: "
                 "agent-client-protocol 0.12 with its http extra "
-                f"(pip install 'agent-meta[sdk-http]'): {exc}"
+                f"({install_hint('sdk-http')}): {exc}"
             ) from exc
         return create_asgi_app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

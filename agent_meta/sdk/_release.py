@@ -118,8 +118,10 @@ def installed_release() -> SdkRelease:
     try:
         version = importlib.metadata.version("agent-client-protocol")
     except importlib.metadata.PackageNotFoundError as exc:
+        from .._install_hint import install_hint
+
         raise UnsupportedSdkError(
-            "the official ACP SDK is not installed: pip install 'agent-meta[sdk]'"
+            f"the official ACP SDK is not installed: {install_hint('sdk')}"
         ) from exc
     check_version(version)
     try:

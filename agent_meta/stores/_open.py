@@ -52,9 +52,6 @@ async def open_store(url: str | os.PathLike[str]) -> AsyncIterator[SQLiteStore |
 def _postgres_store() -> type[PostgresStore]:
     try:
         from ._postgres import PostgresStore
-    except ImportError as exc:
-        raise StoreError(
-            "postgresql",
-            f"{exc} (install the 'postgres' extra: pip install 'agent-meta[postgres]')",
-        ) from None
+    except ImportError as exc:  # its message names the 'postgres' extra and how to install it
+        raise StoreError("postgresql", str(exc)) from None
     return PostgresStore

@@ -36,9 +36,11 @@ try:
     import psycopg_pool
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 except ImportError as exc:  # pragma: no cover - exercised without the extra
+    from .._install_hint import install_hint
+
     raise ImportError(
         f"agent_meta.PostgresStore needs psycopg 3 and psycopg-pool ({exc}): "
-        "pip install 'agent-meta[postgres]'"
+        f"{install_hint('postgres')}"
     ) from exc
 
 from ..core._errors import StoreCorruptError, StoreError, StoreLockedError, StoreSchemaError

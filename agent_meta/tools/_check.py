@@ -494,8 +494,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     """Add ``agent-meta check`` to the command line."""
     parser = subparsers.add_parser(
         "check",
-        usage="%(prog)s [-h] [--protocol {auto,1,2}] [--prompt TEXT] [--timeout SECONDS] "
-        "[--quiet-ms MS] [--client-capabilities JSON] [--json] -- AGENT_CMD [ARGS...]",
+        usage="%(prog)s [options] -- AGENT_CMD [ARGS...]",
         help="drive an ACP agent through a fixed scenario and report its _meta rules",
         description=(
             "Run AGENT_CMD as an ACP agent and drive it as a client: initialize (v1 and v2 "

@@ -278,9 +278,13 @@ details summary { cursor: pointer; color: #777; font-size: 12px; }
 """
 
 
-def render_html(timeline: Timeline) -> str:
-    """One self-contained page: a summary, then a table per session; findings highlighted."""
+def render_html(timeline: Timeline, *, session: str | None = None) -> str:
+    """One self-contained page: a summary, then a table per session (``session``: that one
+    only, under the log's summary, as the terminal table); findings highlighted."""
     title = f"agent-meta timeline: {timeline.name}"
+    summary = _summary(timeline)
+    if session is not None:
+        timeline = _only(timeline, session)
     findings = timeline.findings()
     out = [
         "<!doctype html>",
@@ -288,7 +292,7 @@ def render_html(timeline: Timeline) -> str:
         f"<title>{html.escape(title)}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="summary{" bad" if findings else ""}">{html.escape(_summary(timeline))}</p>',
+        f'<p class="summary{" bad" if findings else ""}">{html.escape(summary)}</p>',
         "<nav>",
     ]
     anchors = {name: f"group-{index}" for index, name in enumerate(timeline.groups)}
@@ -309,6 +313,11 @@ def render_html(timeline: Timeline) -> str:
         out.append("</tbody></table>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _only(timeline: Timeline, session: str) -> Timeline:
+    """``timeline`` with the frames of ``session`` alone."""
+    return dataclasses.replace(timeline, groups={session: timeline.groups.get(session, [])})
 
 
 def _findings_html(timeline: Timeline) -> str:
@@ -372,13 +381,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description=(
             "Show an 'agent-meta proxy --log' file per session: each frame, what the client "
             "held after it (title and the folded _meta), findings highlighted. Prints a "
-            "terminal table (needs: pip install 'agent-meta[timeline]'), or with --html writes "
+            "terminal table (needs the 'timeline' extra), or with --html writes "
             "one self-contained HTML page."
         ),
     )
     parser.add_argument("file", metavar="FILE", help="the log written by agent-meta proxy --log")
     parser.add_argument("--html", metavar="OUT", help="write the HTML page to OUT instead")
-    parser.add_argument("--session", metavar="ID", help="only this session (terminal table)")
+    parser.add_argument(
+        "--session", metavar="ID", help="only this session's frames (the table or the page)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -389,10 +400,13 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, LogError, UnicodeDecodeError) as exc:
         print(f"agent-meta timeline: {exc}", file=sys.stderr)
         return 2
+    if args.session is not None and args.session not in timeline.groups:
+        print(f"agent-meta timeline: no session {args.session!r} in {args.file}", file=sys.stderr)
+        return 2
     if args.html is not None:
         try:
             with open(args.html, "w", encoding="utf-8") as file:
-                file.write(render_html(timeline))
+                file.write(render_html(timeline, session=args.session))
         except OSError as exc:
             print(f"agent-meta timeline: cannot write the page: {exc}", file=sys.stderr)
             return 2
@@ -401,14 +415,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         from rich.console import Console
     except ImportError:
+        from .._install_hint import install_hint
+
         print(
             "agent-meta timeline needs rich for the terminal table: "
-            "pip install 'agent-meta[timeline]' (or use --html OUT)",
+            f"{install_hint('timeline')} (or use --html OUT)",
             file=sys.stderr,
         )
-        return 2
-    if args.session is not None and args.session not in timeline.groups:
-        print(f"agent-meta timeline: no session {args.session!r} in {args.file}", file=sys.stderr)
         return 2
     render_terminal(timeline, Console(), session=args.session)
     return 0

@@ -13,6 +13,7 @@
 // Output: one JSON object per line, in the order things happened:
 //   {"type":"recv","message":{...}}    every message the agent sent, raw (before SDK validation),
 //                                      recorded synchronously in a TransformStream tap
+//   {"type":"sent","message":{...}}    every message this client sent the agent, as written
 //   {"type":"update","params":{...}}   a session/update as the SDK's handler received it (parsed)
 //   {"type":"step","index":i,"op":...} a request is about to be sent
 //   {"type":"response","index":i,"op":...,"result":...}   that request resolved
@@ -175,7 +176,14 @@ async function main() {
   });
   const permissions = new Waiters(); // pending session/request_permission, answered by "answer"
   let pending = null;
-  const stream = { writable: base.writable, readable: base.readable.pipeThrough(tap) };
+  const sentTap = new TransformStream({
+    transform(message, controller) {
+      out({ type: "sent", message });
+      controller.enqueue(message);
+    },
+  });
+  sentTap.readable.pipeTo(base.writable).catch(() => {}); // a closed pipe ends the run elsewhere
+  const stream = { writable: sentTap.writable, readable: base.readable.pipeThrough(tap) };
 
   const app = acp
     .client({ name: "agent-meta-integration", version: "0" })

@@ -20,11 +20,9 @@ def _boot() -> None:
         from agent_meta.instrument._install import RunConfig, install
     except Exception as exc:  # agent_meta is not installed where the agent runs, or broken
         status_fd = json.loads(text)["status_fd"]
-        reason = (
-            f"agent_meta cannot be imported by the agent's Python ({sys.executable}): {exc}; "
-            "install agent-meta[sdk] into the agent's environment"
-        )
-        os.write(status_fd, (json.dumps({"event": "refused", "reason": reason}) + "\n").encode())
+        reason = f"agent_meta cannot be imported by the agent's Python ({sys.executable}): {exc}"
+        refused = {"event": "refused", "reason": reason, "needs_extra": "sdk"}  # the hint: there
+        os.write(status_fd, (json.dumps(refused) + "\n").encode())
         return
     install(RunConfig.from_json(text))
 
