@@ -58,7 +58,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help=(
             "keep session lifetimes in this store (a SQLite file, a path or sqlite:///PATH, or a "
-            "PostgreSQL database, postgresql://...), so a restarted proxy and child restore "
+            "PostgreSQL database, postgresql://...), so a restarted own and its child restore "
             "them on session/resume even when the child's replay holds none"
         ),
     )
