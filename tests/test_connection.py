@@ -103,6 +103,8 @@ async def test_initialize_negotiates_the_version(
     if negotiated == 1:  # session/set_title, answered by the connection (R13), is advertised
         titles: dict[str, Any] = {"setTitle": {}, "title": {}}
         expected["agentCapabilities"] = {"sessionCapabilities": titles}
+        # what its v1 _meta objects mean: whole (docs/own.md, "What a v1 object means")
+        expected["_meta"] = {"agent-meta": {"v1MetaObjects": "whole"}}
     assert response["result"] == expected
 
 

@@ -44,11 +44,11 @@ def fold(messages: Iterable[Message], version: int) -> ClientMirror:
     return mirror
 
 
-def updates(messages: Iterable[Message], session_id: str, kind: str | None = None) -> list[Any]:
+def updates(messages: Iterable[object], session_id: str, kind: str | None = None) -> list[Any]:
     found = []
     for message in messages:
         if not isinstance(message, dict):
-            continue  # the answers to a batch
+            continue  # the answers to a batch (AgentProcess.messages holds them as they came)
         params: Any = message.get("params")
         if message.get("method") != "session/update" or params["sessionId"] != session_id:
             continue

@@ -5,7 +5,7 @@ same state (issue 30: what is accepted must not depend on how the child's writes
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -33,11 +33,11 @@ _updates = st.builds(
     _texts,
     _metas,
 )
-_versions = st.sampled_from([1, 2])
+_versions: st.SearchStrategy[Literal[1, 2]] = st.sampled_from([1, 2])
 _seeds = st.lists(_updates, max_size=3)
 
 
-def _queue(version: int, seeds: list[EncodedUpdate]) -> tuple[SendQueue, LifetimeState]:
+def _queue(version: Literal[1, 2], seeds: list[EncodedUpdate]) -> tuple[SendQueue, LifetimeState]:
     queue = SendQueue(OwnerOptions(protocol_version=version, max_frame_bytes=LIMIT))
     state = queue.open_lifetime("s")
     for seed in seeds:
@@ -59,7 +59,7 @@ def _known(state: LifetimeState) -> Any:
 
 @given(_versions, _seeds, st.lists(_updates, min_size=1, max_size=8))
 def test_a_batch_accepts_exactly_what_one_by_one_accepts(
-    version: int, seeds: list[EncodedUpdate], updates: list[EncodedUpdate]
+    version: Literal[1, 2], seeds: list[EncodedUpdate], updates: list[EncodedUpdate]
 ) -> None:
     alone, alone_state = _queue(version, seeds)
     refused_alone = [
