@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from agent_meta import OMITTED, SessionInfo, SessionInfoPatch, apply_session_info_patch
 from agent_meta.sansio._batch import Publication, PublicationBatch
-from agent_meta.sansio._seam import InfoUpdate
+from agent_meta.sansio._tracker import InfoUpdate
 
 _values = st.sampled_from([1, "x", None, {"n": None}, [None]])
 _metas = st.one_of(

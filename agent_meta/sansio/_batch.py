@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, final
 from ..core._sentinel import OMITTED
 
 if TYPE_CHECKING:
-    from ._seam import InfoUpdate
+    from ._tracker import InfoUpdate
 
 __all__ = ["Publication", "PublicationBatch"]
 

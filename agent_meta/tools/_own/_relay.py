@@ -31,30 +31,29 @@ import trio
 
 from ...core._envelope import EnvelopeFault, LineParseError, envelope_fault, parse_line
 from ...core._errors import FrameTooLargeError, MetaValueError, StoreError
-from ...core._jsonrpc import ErrorCode
+from ...core._jsonrpc import ErrorCode, is_request_id, session_of
 from ...core._patch import replacement_patch
 from ...core._session_info import SessionInfo, SessionInfoPatch
 from ...owner._policy import LifetimePolicy
 from ...sansio._batch import PublicationBatch
-from ...sansio._frames import build_response, join_response_frames, session_of
+from ...sansio._frames import build_response, join_response_frames
 from ...sansio._gate import InboundGate
 from ...sansio._handler_errors import failure_of
 from ...sansio._replay import ReplayWindows, Verdict
-from ...sansio._seam import (
+from ...sansio._titles import advertises_titles
+from ...sansio._tracker import (
     LifetimeStep,
     OpeningStart,
     ReplayStart,
     info_update_of,
-    is_request_id,
 )
-from ...sansio._titles import advertises_titles
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from ...owner._trio import MetaOwner
     from ...sansio._gate import Undecodable
-    from ...sansio._seam import InfoUpdate, OutboundPlan
+    from ...sansio._tracker import InfoUpdate, OutboundPlan
 
 __all__ = ["Relay", "RelayStatistics"]
 
