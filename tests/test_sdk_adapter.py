@@ -24,9 +24,9 @@ from agent_meta.sansio._gate import GateStatistics
 from agent_meta.sansio._tracker import TrackerStatistics
 from agent_meta.sdk import AdapterStatistics, SdkAdapter, open_stream_adapter
 from agent_meta.sdk._release import installed_release
-from integration.sdk_mini_agent import MiniAgent, info
 from tests.sdk_pair import RawClient, run
 from tests.sdk_release import needs_run_agent, needs_session_info
+from tests.support.sdk_mini_agent import MiniAgent, info
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::UserWarning"),  # the SDK warns on unstable routes
