@@ -27,8 +27,8 @@ from integration.harness import (
     sdk_speaks_v2,
     use_runtime,
 )
-from integration.postgres_fixtures import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from integration.replicas import PostgresDatabase, SQLiteFile, StoreUnderTest
+from tests.support.postgres_fixtures import postgres_server, postgres_url  # noqa: F401 (fixtures)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

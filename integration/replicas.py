@@ -9,7 +9,7 @@ whatever is left at the end; each process's stderr is kept (:meth:`Replica.said`
 
 The store is a :class:`StoreUnderTest`: what ``--store`` is given, and the stored row of a
 session (state, epoch and holder) read the way another process reads it. Used by
-``integration/test_replicas.py`` and the takeover section of ``python -m integration.bench``.
+``integration/test_replicas.py`` and the takeover section of ``python -m bench``.
 """
 
 from __future__ import annotations

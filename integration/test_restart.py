@@ -175,7 +175,7 @@ async def new_session(conn: Any) -> str:
 @pytest.fixture(params=["sqlite", "postgres"])
 def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
     """A store two agent processes share: a SQLite file, or a PostgreSQL database (a real
-    server, ``integration/postgres_fixtures.py``), as replicas share one."""
+    server, ``tests/support/postgres_fixtures.py``), as replicas share one."""
     if request.param == "postgres":
         url: str = request.getfixturevalue("postgres_url")
         return url

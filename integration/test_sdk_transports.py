@@ -1,6 +1,6 @@
 """The SDK adapter over each transport the official SDK serves: stdio, WebSocket, streamable HTTP.
 
-The agent (``integration/sdk_mini_agent.py``) runs as a real subprocess: on stdio under
+The agent (``tests/support/sdk_mini_agent.py``) runs as a real subprocess: on stdio under
 ``open_stdio_adapter``, and over WebSocket and HTTP as ``agent_meta.sdk.create_asgi_app`` served
 by uvicorn. The official Python SDK client drives one story on each and its raw ``observers=``
 record is checked: publications through the SDK are absorbed and sent as v1 full objects, a
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK's unstable routes
 
-AGENT = [sys.executable, "-m", "integration.sdk_mini_agent"]
+AGENT = [sys.executable, "-m", "tests.support.sdk_mini_agent"]
 
 
 @contextlib.asynccontextmanager

@@ -18,8 +18,8 @@ import os
 import pytest
 from hypothesis import settings
 
-from integration.postgres_fixtures import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from tests.drivers import NAMES, Driver, VirtualTime, get
+from tests.support.postgres_fixtures import postgres_server, postgres_url  # noqa: F401 (fixtures)
 
 settings.register_profile("default", deadline=None)
 settings.register_profile("thorough", deadline=None, max_examples=1000)

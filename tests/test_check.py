@@ -112,7 +112,7 @@ def test_the_text_report(agent: list[str]) -> None:
 
 #: An official-SDK agent that calls acp.run_agent and replays its history on session/load,
 #: removals ({"a": null}) included.
-SDK_PLAIN_AGENT = [sys.executable, "-m", "integration.sdk_mini_agent", "plain"]
+SDK_PLAIN_AGENT = [sys.executable, "-m", "tests.support.sdk_mini_agent", "plain"]
 REMOVAL = ["meta a 1", "meta b 2", "meta a null"]
 
 

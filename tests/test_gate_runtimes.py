@@ -32,8 +32,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns 
 
 acp = pytest.importorskip("acp", reason="the official SDK is not installed")
 
-from integration.sdk_mini_agent import MiniAgent  # noqa: E402 (needs the SDK)
 from tests.sdk_pair import RawClient, run  # noqa: E402 (needs the SDK)
+from tests.support.sdk_mini_agent import MiniAgent  # noqa: E402 (needs the SDK)
 
 RUNTIMES = ("trio", "sdk")
 LIMIT = 1 << 16

@@ -1,4 +1,4 @@
-"""The sans-IO plan an adapter follows around an agent's messages (sansio/_seam.py)."""
+"""The sans-IO plan an adapter follows around an agent's messages (sansio/_tracker.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from agent_meta import OMITTED, SessionInfo
 from agent_meta.sansio._marks import OPENING_SESSIONS
-from agent_meta.sansio._seam import (
+from agent_meta.sansio._tracker import (
     PENDING_REQUESTS,
     InfoUpdate,
     LifetimeStep,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 import agent_meta
 from agent_meta.testing import RecordingTransport
 
@@ -36,25 +34,6 @@ def test_the_asyncio_owner_is_an_owner() -> None:
 
     asyncio.run(main())
     assert [m.get("method") for m in transport.messages] == ["session/update", "x/tick"]
-
-
-async def test_the_old_keyword_of_open_owner_still_works_with_a_warning() -> None:
-    with pytest.warns(DeprecationWarning, match=r"stream=\.\.\.\) is deprecated.*output="):
-        opening = agent_meta.open_owner(stream=RecordingTransport())  # type: ignore[call-arg]
-    async with opening as owner:
-        assert owner.protocol_version == 2
-
-
-def test_the_old_keyword_of_open_asyncio_owner_still_works_with_a_warning() -> None:
-    async def main() -> None:
-        with pytest.warns(DeprecationWarning, match=r"transport_or_writer=\.\.\.\)"):
-            opening = agent_meta.open_asyncio_owner(
-                transport_or_writer=RecordingTransport()  # type: ignore[call-arg]
-            )
-        async with opening as owner:
-            assert owner.protocol_version == 2
-
-    asyncio.run(main())
 
 
 def test_something_that_is_not_an_owner_is_not_one() -> None:

@@ -1,5 +1,5 @@
 # ruff: noqa: E402  (the psycopg imports follow the skip without it)
-"""What uses a store URL, on a real PostgreSQL server (``integration/postgres_fixtures.py``):
+"""What uses a store URL, on a real PostgreSQL server (``tests/support/postgres_fixtures.py``):
 :func:`agent_meta.open_store`, the reference agents' history (:class:`HistoryStore`, the same
 behaviour on SQLite and PostgreSQL), ``agent-meta agent --store`` and ``agent-meta run --store``.
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from integration.postgres_fixtures import skip_module_without_psycopg
+from tests.support.postgres_fixtures import skip_module_without_psycopg
 
 skip_module_without_psycopg()  # before psycopg is imported (agent_meta.PostgresStore too)
 
@@ -33,7 +33,7 @@ from tests.test_run import PLAIN_AGENT, ROOT, info_updates, start, supervised
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from integration.postgres_server import PostgresServer
+    from tests.support.postgres_server import PostgresServer
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
 

@@ -1,6 +1,6 @@
 """``agent-meta run -- AGENT_CMD``: an unchanged SDK agent with the owner under it, over pipes.
 
-The agent is ``integration.sdk_mini_agent plain``: an official-SDK agent that calls
+The agent is ``tests.support.sdk_mini_agent plain``: an official-SDK agent that calls
 ``acp.run_agent(agent)`` and nothing of agent_meta (its ``clear`` looks the adapter up with
 ``adapter_of(conn)``, which only ``agent-meta run`` makes possible). Every other command here is
 one that must not run without ownership: each is stopped, and the client hears nothing from it.
@@ -30,10 +30,10 @@ if TYPE_CHECKING:
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
-PLAIN_AGENT = [sys.executable, "-m", "integration.sdk_mini_agent", "plain"]
-OWN_STDIO_AGENT = [sys.executable, "-m", "integration.sdk_mini_agent", "own-stdio"]
+PLAIN_AGENT = [sys.executable, "-m", "tests.support.sdk_mini_agent", "plain"]
+OWN_STDIO_AGENT = [sys.executable, "-m", "tests.support.sdk_mini_agent", "own-stdio"]
 """The same agent started as gptme-acp starts: streams on duplicates of its stdio."""
-OWN_PIPES_AGENT = [sys.executable, "-m", "integration.sdk_mini_agent", "own-pipes"]
+OWN_PIPES_AGENT = [sys.executable, "-m", "tests.support.sdk_mini_agent", "own-pipes"]
 """The same agent on a pipe pair of its own."""
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK warns on unstable routes
@@ -184,7 +184,7 @@ NEVER_BOOTED = "agent_meta's sitecustomize never ran in the agent"
 #: The plain agent, found from the current directory (``python -I`` does not put it on sys.path).
 PLAIN_SCRIPT = (
     "import runpy, sys; sys.path.insert(0, '.'); sys.argv[1:] = ['plain']; "
-    "runpy.run_module('integration.sdk_mini_agent', run_name='__main__')"
+    "runpy.run_module('tests.support.sdk_mini_agent', run_name='__main__')"
 )
 
 
@@ -290,7 +290,7 @@ STRAY = textwrap.dedent(
     import asyncio, sys
     sys.path.insert(0, ".")
     import acp
-    from integration.sdk_mini_agent import MiniAgent
+    from tests.support.sdk_mini_agent import MiniAgent
     print("a stray print before serving")
     class Noisy(MiniAgent):
         async def prompt(self, prompt, session_id, **kwargs):
@@ -342,7 +342,7 @@ HANGING = textwrap.dedent(
     import asyncio, atexit, pathlib, sys
     sys.path.insert(0, ".")
     import acp
-    from integration.sdk_mini_agent import MiniAgent, text_chunk
+    from tests.support.sdk_mini_agent import MiniAgent, text_chunk
     atexit.register(pathlib.Path(sys.argv[1]).write_text, "saved")
     class Hanging(MiniAgent):
         async def prompt(self, prompt, session_id, **kwargs):
@@ -394,7 +394,7 @@ PID_THEN_PLAIN_AGENT = [
     "import os, runpy, sys\n"
     "sys.stderr.write(f'agent pid {os.getpid()}\\n'); sys.stderr.flush()\n"
     "sys.argv[1:] = ['plain']\n"
-    "runpy.run_module('integration.sdk_mini_agent', run_name='__main__')\n",
+    "runpy.run_module('tests.support.sdk_mini_agent', run_name='__main__')\n",
 ]
 """The plain agent, saying its process id on stderr first."""
 
@@ -444,8 +444,8 @@ async def test_an_extension_that_cannot_be_imported_stops_the_agent() -> None:
     assert "--import no_such_extension: ModuleNotFoundError" in errors
 
 
-V2_PLAIN = [sys.executable, "-m", "integration.sdk_v2_mini_agent", "plain"]
-V2_ROUTER = [sys.executable, "-m", "integration.sdk_v2_mini_agent", "router"]
+V2_PLAIN = [sys.executable, "-m", "tests.support.sdk_v2_mini_agent", "plain"]
+V2_ROUTER = [sys.executable, "-m", "tests.support.sdk_v2_mini_agent", "router"]
 V2_INIT = {"protocolVersion": 2, "info": {"name": "raw", "version": "1"}, "capabilities": {}}
 
 needs_v2 = pytest.mark.skipif(

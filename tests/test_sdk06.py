@@ -1,7 +1,7 @@
 """SDK 0.6's API generation, under the adapter and under ``agent-meta run``, over real pipes.
 
 0.6 has no ``run_agent`` and camelCase handlers: agents build ``AgentSideConnection(factory,
-writer, reader)`` on their stdio and wait forever (:mod:`integration.sdk06_mini_agent` is such
+writer, reader)`` on their stdio and wait forever (:mod:`tests.support.sdk06_mini_agent` is such
 an agent). Its schema has no ``SessionInfoUpdate``, so the agent publishes through the
 adapter's lifetime handle. The adapter's own seams are those of 0.8 (``sender_factory``, the
 connection reading :class:`~agent_meta.sdk._streams.SeamReader`, the marking dispatcher), so
@@ -38,9 +38,9 @@ pytestmark = pytest.mark.skipif(
     "SDK 0.6's API generation is not there (the rest of the suite runs on it)",
 )
 
-OWN = [sys.executable, "-m", "integration.sdk06_mini_agent", "own"]
+OWN = [sys.executable, "-m", "tests.support.sdk06_mini_agent", "own"]
 """The 0.6 agent as 0.6 agents start: ``AgentSideConnection`` on its stdio, then wait."""
-OWN_PIPES = [sys.executable, "-m", "integration.sdk06_mini_agent", "own-pipes"]
+OWN_PIPES = [sys.executable, "-m", "tests.support.sdk06_mini_agent", "own-pipes"]
 """The same connection on a pipe pair of its own."""
 
 LOAD = {"cwd": "/tmp", "mcpServers": []}
@@ -64,7 +64,7 @@ def test_a_06_agent_served_by_run_agent() -> None:
     objects (a clear is ``{}``), the load's replay is followed by the resync right before the
     response, and it returns once the client's input has ended."""
     from agent_meta.sdk import adapter_of
-    from integration.sdk06_mini_agent import Agent06
+    from tests.support.sdk06_mini_agent import Agent06
 
     seen: list[Any] = []
 
@@ -108,7 +108,7 @@ def test_a_06_agent_served_by_run_agent() -> None:
 def test_bad_input_and_early_requests_are_answered_before_the_06_sdk() -> None:
     """The adapter answers what ACP answers before any handler runs (0.6's own reader skips a
     line that is not JSON, and serves a request before ``initialize``)."""
-    from integration.sdk06_mini_agent import Agent06
+    from tests.support.sdk06_mini_agent import Agent06
 
     async def serve(writer: asyncio.StreamWriter, reader: asyncio.StreamReader) -> None:
         await run_agent(Agent06, writer, reader)
@@ -128,7 +128,7 @@ def test_bad_input_and_early_requests_are_answered_before_the_06_sdk() -> None:
 def test_a_cancel_request_ends_a_running_06_prompt() -> None:
     """0.6's connection ignores ``$/cancel_request``; the adapter passes one for a running
     prompt on as that session's ``session/cancel``, so the turn ends ``cancelled``."""
-    from integration.sdk06_mini_agent import Agent06
+    from tests.support.sdk06_mini_agent import Agent06
 
     async def serve(writer: asyncio.StreamWriter, reader: asyncio.StreamReader) -> None:
         await run_agent(Agent06, writer, reader)
@@ -149,7 +149,7 @@ def test_a_06_prompt_running_when_the_input_ends_is_answered_before_the_connecti
     """On 0.6 ``run_agent`` builds the connection and closes it once the SDK has been handed
     the end of the input (0.6 alone would cancel the running prompt, unanswered); the adapter
     hands the end on only once the prompt has been answered."""
-    from integration.sdk06_mini_agent import Agent06
+    from tests.support.sdk06_mini_agent import Agent06
 
     class EndAware(Agent06):
         async def prompt(self, params: Any) -> Any:

@@ -8,6 +8,7 @@ renders each session-info frame as the full known state (R10).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import acp
@@ -19,11 +20,13 @@ from agent_meta import (
     TransportBrokenError,
     UnknownSessionError,
 )
-from agent_meta.sdk import SdkAdapter, open_stream_adapter
+from agent_meta.sansio._gate import GateStatistics
+from agent_meta.sansio._tracker import TrackerStatistics
+from agent_meta.sdk import AdapterStatistics, SdkAdapter, open_stream_adapter
 from agent_meta.sdk._release import installed_release
-from integration.sdk_mini_agent import MiniAgent, info
 from tests.sdk_pair import RawClient, run
 from tests.sdk_release import needs_run_agent, needs_session_info
+from tests.support.sdk_mini_agent import MiniAgent, info
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::UserWarning"),  # the SDK warns on unstable routes
@@ -72,6 +75,21 @@ def test_sdk_session_info_updates_join_the_lifetime_and_render_as_full_objects()
     stats = adapter.statistics()
     assert (stats.absorbed_updates, stats.passed_through_updates) == (3, 0)
     assert adapter.owner.protocol_version == 1
+
+
+def test_the_statistics_are_the_owners_the_trackers_and_the_gates_counters() -> None:
+    """``AdapterStatistics`` holds every counter of its parts, by their names, and no other."""
+    parts = {field.name for field in dataclasses.fields(TrackerStatistics)}
+    parts |= {field.name for field in dataclasses.fields(GateStatistics)}
+    assert {field.name for field in dataclasses.fields(AdapterStatistics)} == {"owner"} | parts
+
+    async def scenario(client: RawClient, adapter: SdkAdapter) -> None:
+        await start(client)
+
+    _, adapter = go(scenario)
+    stats = adapter.statistics()
+    assert stats.owner == adapter.owner.statistics()
+    assert stats.refused_lines == adapter.gate.statistics.refused_lines == 0
 
 
 def test_a_clear_the_sdk_cannot_send_goes_through_the_handle() -> None:

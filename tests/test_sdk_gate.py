@@ -19,9 +19,9 @@ import pytest
 from agent_meta import OwnerOptions, open_asyncio_owner
 from agent_meta.sdk import SdkAdapter
 from agent_meta.sdk._release import installed_release
-from integration.sdk_mini_agent import MiniAgent
 from tests.sdk_pair import GUARD, RawClient, pipe_reader, pipe_writer, run
 from tests.sdk_release import needs_run_agent
+from tests.support.sdk_mini_agent import MiniAgent
 
 if TYPE_CHECKING:
     from collections.abc import Callable

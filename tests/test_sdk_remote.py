@@ -82,7 +82,7 @@ GUARD = 30.0
 
 
 def asgi_app(store: FailingStore) -> Any:
-    from integration.sdk_mini_agent import MiniAgent
+    from tests.support.sdk_mini_agent import MiniAgent
 
     return remote_module.create_asgi_app(lambda _conn: MiniAgent(None), store=store, token=TOKEN)
 
@@ -294,7 +294,7 @@ def test_a_streamable_http_connection_whose_owner_stopped_is_removed(
 def test_each_connections_agent_is_released_when_it_closes() -> None:
     """``on_close`` gets each connection's agent once it closed (``--listen`` used to keep
     every agent until the server stopped): after N connections, none is retained."""
-    from integration.sdk_mini_agent import MiniAgent
+    from tests.support.sdk_mini_agent import MiniAgent
 
     retained: set[Any] = set()
     released: list[Any] = []

@@ -25,8 +25,8 @@ from agent_meta.agents.sdk_agent._base import SdkSession
 from agent_meta.core._jsonrpc import ErrorCode
 from agent_meta.stores._sqlite import SQLiteStore
 from agent_meta.testing import ClientMirror
-from integration.sdk_mini_agent import MiniAgent
 from tests.sdk_pair import RawClient, run
+from tests.support.sdk_mini_agent import MiniAgent
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -20,9 +20,9 @@ from acp.experimental.v2 import schema as s
 
 from agent_meta.sdk import run_v2_agent, serve_router
 from agent_meta.sdk._release import installed_release
-from integration.sdk_mini_agent import MiniAgent
-from integration.sdk_v2_mini_agent import V2Agent
 from tests.sdk_pair import RawClient, run_entry
+from tests.support.sdk_mini_agent import MiniAgent
+from tests.support.sdk_v2_mini_agent import V2Agent
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine

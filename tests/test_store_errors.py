@@ -14,10 +14,10 @@ import pytest
 from agent_meta import BaseAgent, RequestContext, StoredLifetime, StoreError
 from agent_meta.agents.reference_agent._agent import ReferenceAgent
 from agent_meta.core._jsonrpc import ErrorCode
-from integration.sdk_mini_agent import MiniAgent
 from tests.failing_store import WrappedStore
 from tests.peer import serve
 from tests.sdk_pair import RawClient, run
+from tests.support.sdk_mini_agent import MiniAgent
 
 if TYPE_CHECKING:
     from agent_meta.core._json import JsonObject

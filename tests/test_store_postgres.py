@@ -1,5 +1,5 @@
 # ruff: noqa: E402  (the psycopg imports follow the skip without it)
-"""The PostgreSQL store on a real server (``integration/postgres_fixtures.py``): its schema,
+"""The PostgreSQL store on a real server (``tests/support/postgres_fixtures.py``): its schema,
 its timeouts, its round trips, its errors, and the password that never shows.
 
 The ownership protocol itself (claims, fencing, batches) is checked with the other stores in
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from integration.postgres_fixtures import skip_module_without_psycopg
+from tests.support.postgres_fixtures import skip_module_without_psycopg
 
 skip_module_without_psycopg()  # before psycopg is imported (agent_meta.PostgresStore too)
 
@@ -30,8 +30,8 @@ from agent_meta.stores._postgres import redact
 from agent_meta.testing import ClientMirror, RecordingTransport
 
 if TYPE_CHECKING:
-    from integration.postgres_server import PostgresServer
     from tests.drivers import Driver
+    from tests.support.postgres_server import PostgresServer
 
 
 def sql(url: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

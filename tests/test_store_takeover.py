@@ -4,7 +4,7 @@ Each test runs on both drivers (``tests/drivers.py``) and on every store: the
 :class:`~agent_meta.MemoryStore` of one process, SQLite files opened twice, as two processes
 open them (each owner with its own ``SQLiteStore`` on the same file), and a PostgreSQL database
 opened twice, as two machines open it (each owner with its own ``PostgresStore`` and pool, on a
-real server: ``integration/postgres_fixtures.py``).
+real server: ``tests/support/postgres_fixtures.py``).
 """
 
 from __future__ import annotations

@@ -1,17 +1,19 @@
-"""JSON-RPC error codes, the handlers' error type and version negotiation (pure).
+"""JSON-RPC request ids, error codes, the handlers' error type and version negotiation (pure).
 
-Decoding a line into an envelope is :mod:`agent_meta.wire._models`' job; this module names the
-error codes ACP uses (:class:`ErrorCode`) and gives handlers one exception type,
-:class:`JsonRpcError`, that the connection turns into an error response.
+Decoding a line into an envelope is :mod:`agent_meta.wire._models`' job; this module names what
+a request id is (:data:`RequestId`, :func:`is_request_id`) and the session a message belongs to
+(:func:`session_of`), the error codes ACP uses (:class:`ErrorCode`), and gives handlers one
+exception type, :class:`JsonRpcError`, that the connection turns into an error response.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from ._json import JsonObject, JsonValue
 
@@ -19,11 +21,34 @@ __all__ = [
     "MAX_PROTOCOL_VERSION",
     "ErrorCode",
     "JsonRpcError",
+    "RequestId",
+    "is_request_id",
     "negotiate_version",
     "optional_str",
     "require_object_list",
     "require_str",
+    "session_of",
 ]
+
+RequestId: TypeAlias = int | str | None
+"""A JSON-RPC request id, as ACP's schema has it: an integer, a string or ``null`` (a
+``session/load`` with ``"id": null`` is served like any other). The wire's pydantic models
+validate their own (:data:`agent_meta.wire._models.RequestId`, an int64 or a string)."""
+
+
+def is_request_id(value: object) -> TypeGuard[RequestId]:
+    """Whether ``value`` is a :data:`RequestId` (a ``bool`` is not)."""
+    return value is None or isinstance(value, str) or (type(value) is int)
+
+
+def session_of(params: object) -> str | None:
+    """The session a notification or request belongs to: its ``params.sessionId`` (ACP's
+    convention for every session-scoped method), or ``None``."""
+    if isinstance(params, Mapping):
+        session_id = params.get("sessionId")
+        if isinstance(session_id, str):
+            return session_id
+    return None
 
 
 class ErrorCode(enum.IntEnum):

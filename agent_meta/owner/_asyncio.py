@@ -22,7 +22,6 @@ import math
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, final
 
-from ..core._deprecation import renamed_keywords
 from ..core._errors import OwnerClosedError
 from ..sansio._edits import ACCEPTED, FULL
 from ._asyncio_stream import AsyncioStreamTransport
@@ -217,7 +216,6 @@ class AsyncioMetaOwner(OwnerBase):
         writer.cancel()
 
 
-@renamed_keywords(transport_or_writer="output")
 @asynccontextmanager
 async def open_asyncio_owner(
     output: asyncio.StreamWriter | Transport,

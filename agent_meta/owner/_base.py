@@ -26,6 +26,7 @@ from ..core._errors import (
     UnknownSessionError,
     shown_id,
 )
+from ..core._jsonrpc import session_of
 from ..sansio._durability import claim_again, still_held
 from ..sansio._edits import ACCEPTED, FULL, Edit, Outcome
 from ..sansio._entries import StoreBatch
@@ -34,7 +35,6 @@ from ..sansio._frames import (
     build_request,
     build_response,
     build_response_batch,
-    session_of,
 )
 from ..sansio._options import OwnerOptions
 from ..sansio._queue import SendQueue

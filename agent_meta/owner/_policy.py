@@ -3,7 +3,7 @@ messages, whoever wrote the connection.
 
 Both of agent_meta's connections (its own trio :class:`~agent_meta.AgentConnection` and the
 official-SDK adapter) put every request they receive and every response they send through one
-:class:`LifetimePolicy`. The sans-IO :class:`~agent_meta.sansio._seam.LifetimeTracker` decides;
+:class:`LifetimePolicy`. The sans-IO :class:`~agent_meta.sansio._tracker.LifetimeTracker` decides;
 this module only opens, resyncs and closes lifetimes on the owner as it says:
 
 - a ``session/load`` or ``session/resume`` opens its session's lifetime before its handler runs
@@ -42,20 +42,20 @@ from ..core._errors import (
 from ..core._jsonrpc import ErrorCode, JsonRpcError
 from ..core._session_info import SessionInfo
 from ..sansio._modes import wire_mode
-from ..sansio._seam import (
-    LifetimeStep,
-    LifetimeTracker,
-    OpeningStart,
-    OutboundPlan,
-    ReplayStart,
-    replaying_session,
-)
 from ..sansio._titles import (
     advertise_titles,
     listed_session_ids,
     read_title_request,
     retitle_listing,
     title_result,
+)
+from ..sansio._tracker import (
+    LifetimeStep,
+    LifetimeTracker,
+    OpeningStart,
+    OutboundPlan,
+    ReplayStart,
+    replaying_session,
 )
 from ..sansio._v1_objects import advertise_v1_meta
 from ._titles import client_titles
@@ -96,9 +96,9 @@ class LifetimePolicy:
 
     async def start(self, message: Mapping[str, object]) -> ReplayStart | OpeningStart | None:
         """:meth:`request`, returning what the tracker started: a load's or resume's
-        :class:`~agent_meta.sansio._seam.ReplayStart` (whether the request replays, whether its
+        :class:`~agent_meta.sansio._tracker.ReplayStart` (whether the request replays, whether its
         lifetime held its state before), a new's or fork's
-        :class:`~agent_meta.sansio._seam.OpeningStart`, else ``None``: for a driver that
+        :class:`~agent_meta.sansio._tracker.OpeningStart`, else ``None``: for a driver that
         attributes the agent's frames to requests by their order, not by handler."""
         owner = self._owner
         session_id = replaying_session(message)

@@ -22,8 +22,9 @@ import threading
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from ..core._errors import OwnerClosedError
+from ..core._jsonrpc import session_of
 from ..core._sentinel import OMITTED, Omitted
-from ..sansio._frames import build_notification, session_of
+from ..sansio._frames import build_notification
 from ._lifetime import (
     SessionLifetime,
     check_domain_key,

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, final
 
 import trio
 
-from ..core._deprecation import renamed_keywords
 from ..core._errors import OwnerClosedError
 from ..sansio._edits import ACCEPTED, FULL
 from ._base import OwnerBase, check_options
@@ -135,7 +134,6 @@ class MetaOwner(OwnerBase):
         await trio.lowlevel.wait_task_rescheduled(abort)
 
 
-@renamed_keywords(stream="output")
 @asynccontextmanager
 async def open_owner(
     output: trio.abc.SendStream | Transport,

@@ -44,7 +44,6 @@ __all__ = [
     "patch_text",
     "publication_frame",
     "response_frame",
-    "session_of",
     "session_prefix",
     "snapshot_frame",
 ]
@@ -295,16 +294,6 @@ def build_response(request_id: object, *, result: object = None, error: object =
     if extra:
         raise MetaValueError(f"unknown members {sorted(extra)!r}", path="error")
     return response_frame(id_text, result=None, error=encode_json(err))
-
-
-def session_of(params: object) -> str | None:
-    """The session a notification or request belongs to: its ``params.sessionId`` (ACP's
-    convention for every session-scoped method), or ``None``."""
-    if isinstance(params, Mapping):
-        session_id = params.get("sessionId")
-        if isinstance(session_id, str):
-            return session_id
-    return None
 
 
 def build_response_batch(responses: Sequence[Mapping[str, object]]) -> bytes:

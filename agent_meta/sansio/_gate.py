@@ -52,10 +52,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeGuard, final
 
 from ..core._errors import AgentMetaError, FrameTooLargeError, shown_id
-from ..core._jsonrpc import ErrorCode, JsonRpcError, negotiate_version
+from ..core._jsonrpc import (
+    ErrorCode,
+    JsonRpcError,
+    RequestId,
+    is_request_id,
+    negotiate_version,
+    session_of,
+)
 from ..core._replay import Replay, replay_of
-from ._frames import build_response, join_response_frames, session_of
-from ._seam import RequestId, is_request_id
+from ._frames import build_response, join_response_frames
 from ._turns import RunningTurns
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """What the handlers of the requests that open lifetimes send, kept apart (pure).
 
 A connection whose messages an agent's own stack builds (the official SDK) tells the
-:class:`~agent_meta.sansio._seam.LifetimeTracker` which request's handler sent each message:
+:class:`~agent_meta.sansio._tracker.LifetimeTracker` which request's handler sent each message:
 every ``session/load``, ``session/resume``, ``session/new`` and ``session/fork`` gets a token
 as it arrives, the driver marks the handler (and the tasks it starts) with it, and passes it
 back with what they send, until that request is answered. :class:`HandlerMarks` keeps what

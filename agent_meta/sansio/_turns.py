@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, final
 
-from ._frames import session_of
+from ..core._jsonrpc import session_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ._seam import RequestId
+    from ..core._jsonrpc import RequestId
 
 __all__ = ["RunningTurns"]
 

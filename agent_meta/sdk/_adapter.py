@@ -10,7 +10,7 @@ installed release, see :mod:`agent_meta.sdk._release`). Every message the SDK se
 through the owner's FIFO (R2): responses, notifications and agent-to-client requests alike.
 What the lifetimes need around those messages (open on ``session/new``, resync before a
 ``session/load`` or ``session/resume`` response, end on ``session/close``, the negotiated
-version) is planned by the sans-IO :class:`~agent_meta.sansio._seam.LifetimeTracker`; this
+version) is planned by the sans-IO :class:`~agent_meta.sansio._tracker.LifetimeTracker`; this
 module carries the plan out. ``session/set_title``, which the SDK has no method for, is answered
 by the adapter before the SDK sees it, and the SDK's ``initialize`` and ``session/list`` results
 are rewritten to advertise it and to list the client's titles (R13, both decided by the
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ..owner._threadsafe import ThreadsafeOwner
     from ..sansio._gate import Undecodable
     from ..sansio._marks import InfoUpdate
-    from ..sansio._seam import OutboundPlan
+    from ..sansio._tracker import OutboundPlan
 
 __all__ = ["AdapterStatistics", "MessageSource", "SdkAdapter"]
 
@@ -75,7 +75,9 @@ class MessageSource(Protocol):
 @final
 @dataclasses.dataclass(frozen=True, slots=True)
 class AdapterStatistics:
-    """A snapshot of an adapter's counters, with its owner's."""
+    """A snapshot of an adapter's counters, with its owner's: every counter of its lifetime
+    tracker (:class:`~agent_meta.sansio._tracker.TrackerStatistics`) and of its inbound gate
+    (:class:`~agent_meta.sansio._gate.GateStatistics`), by the same names."""
 
     owner: OwnerStatistics
     """The owner's counters (frames written, fenced, coalesced ...)."""
@@ -103,6 +105,9 @@ class AdapterStatistics:
     a ``session/new`` or ``session/fork`` handler sent them before its response opened the
     lifetime (known as it opens), or a load or resume that opened the lifetime with nothing
     known replayed them (known, beneath what was published meanwhile, at its response)."""
+    forgotten_requests: int
+    """Requests the tracker remembered for their response and dropped unanswered, to stay
+    within its bound (4096 at a time)."""
     refused_lines: int
     """Inbound lines and batch entries that are no JSON-RPC message (not JSON, too long, not a
     message), kept from the SDK: answered with an error, unless shaped like a response."""
@@ -202,24 +207,9 @@ class SdkAdapter:
 
     def statistics(self) -> AdapterStatistics:
         """The adapter's counters and its owner's."""
-        tracked = self._policy.tracker.statistics
-        gated = self.gate.statistics
-        return AdapterStatistics(
-            owner=self._owner.statistics(),
-            absorbed_updates=tracked.absorbed_updates,
-            refused_updates=tracked.refused_updates,
-            dropped_fields=tracked.dropped_fields,
-            passed_through_updates=tracked.passed_through_updates,
-            replayed_updates=tracked.replayed_updates,
-            seeded_updates=tracked.seeded_updates,
-            refused_lines=gated.refused_lines,
-            refused_requests=gated.refused_requests,
-            ignored_notifications=gated.ignored_notifications,
-            replaced_responses=gated.replaced_responses,
-            completed_params=gated.completed_params,
-            translated_cancels=gated.translated_cancels,
-            batches=gated.batches,
-        )
+        counters = dataclasses.asdict(self._policy.tracker.statistics)
+        counters |= dataclasses.asdict(self.gate.statistics)
+        return AdapterStatistics(owner=self._owner.statistics(), **counters)
 
     @property
     def gate(self) -> InboundGate:

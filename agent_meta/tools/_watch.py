@@ -17,6 +17,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Final
 
 from ..core._json import STRICT_JSON
+from ..core._jsonrpc import session_of
 from ..core._replay import replay_of
 from ..core._sentinel import OMITTED
 from ..core._timestamps import is_rfc3339
@@ -213,7 +214,7 @@ class Watcher:
 
     def _client_call(self, frame: Frame, message: dict[str, Any]) -> None:
         method: str = message["method"]
-        session = _session_id(message.get("params"))
+        session = session_of(message.get("params"))
         frame.session = session
         if "id" not in message:
             return
@@ -233,7 +234,7 @@ class Watcher:
 
     def _agent_call(self, frame: Frame, message: dict[str, Any]) -> None:
         params = message.get("params")
-        session = _session_id(params)
+        session = session_of(params)
         frame.session = session
         if session is None:
             if message["method"] == "session/update":
@@ -360,7 +361,7 @@ class Watcher:
         result = message.get("result")
         session = request.session
         if session is None and request.method == "session/new" and isinstance(result, dict):
-            session = _session_id(result)
+            session = session_of(result)
         frame.session = session
         if request.method == "initialize" and ok:
             self._negotiated(result)
@@ -477,14 +478,6 @@ def _key(request_id: object) -> object:
     if isinstance(request_id, str):
         return request_id
     return (type(request_id).__name__, request_id)
-
-
-def _session_id(params: object) -> str | None:
-    if isinstance(params, dict):
-        session = params.get("sessionId")
-        if isinstance(session, str):
-            return session
-    return None
 
 
 def _what(message: dict[str, Any]) -> str:

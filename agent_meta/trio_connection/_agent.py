@@ -11,12 +11,11 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ..core._json import JsonObject
+    from ..core._jsonrpc import RequestId
     from ..owner._trio import MetaOwner
     from ._connection import AgentConnection
 
 __all__ = ["Agent", "BaseAgent", "RequestContext", "not_supported"]
-
-RequestId = int | str
 
 
 class RequestContext:
@@ -26,7 +25,7 @@ class RequestContext:
     def __init__(
         self,
         connection: AgentConnection,
-        request_id: RequestId | None,
+        request_id: RequestId,
         method: str,
         session_id: str | None = None,
         *,

@@ -38,8 +38,8 @@ import trio
 
 from ..core._errors import OwnerClosedError, TransportBrokenError, UnknownSessionError
 from ..core._json import JsonObject, json_object_copy
+from ..core._jsonrpc import session_of
 from ..owner._policy import LifetimePolicy
-from ..sansio._frames import session_of
 from ._dispatch import Dispatcher
 from ._outbound import OutboundRequests
 from ._work import SessionWork
@@ -48,9 +48,9 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection, Mapping
 
     from ..core._json import JsonValue
+    from ..core._jsonrpc import RequestId
     from ..owner._trio import MetaOwner
     from ._agent import Agent
-    from ._work import RequestId
 
 __all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "AgentConnection"]
 

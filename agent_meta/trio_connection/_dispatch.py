@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 import trio
 
 from ..core._errors import AgentMetaError, OwnerClosedError, StoreError, TransportBrokenError
-from ..core._jsonrpc import ErrorCode, JsonRpcError
-from ..sansio._frames import session_of
+from ..core._jsonrpc import ErrorCode, JsonRpcError, session_of
 from ..sansio._gate import InboundGate
 from ..sansio._handler_errors import failure_of
 from ..sansio._titles import SET_TITLE
@@ -36,10 +35,10 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
     from ..core._json import JsonObject
+    from ..core._jsonrpc import RequestId
     from ..owner._policy import LifetimePolicy
     from ..sansio._gate import Admission, Undecodable
     from ..sansio._handler_errors import Failure
-    from ..sansio._seam import RequestId
     from ._connection import AgentConnection
     from ._outbound import OutboundRequests
     from ._work import SessionWork

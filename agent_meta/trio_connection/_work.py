@@ -21,15 +21,15 @@ from ..core._errors import AgentMetaError, OwnerClosedError, TransportBrokenErro
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from ..core._jsonrpc import RequestId
     from ._agent import RequestContext
     from ._connection import AgentConnection
     from ._outbound import OutboundRequests
 
-__all__ = ["FOREGROUND", "RequestId", "SessionWork", "Work"]
+__all__ = ["FOREGROUND", "SessionWork", "Work"]
 
 logger = logging.getLogger("agent_meta.connection")
 
-RequestId = int | str
 FOREGROUND = "session/prompt"
 """The request the agent's ``cancel`` stops (a turn ends itself); the rest is cancelled."""
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_meta import LifetimeTakenOverError, SQLiteStore
 
+from ...core._errors import shown_id
 from ._history_sql import HISTORY_LOCK, POSTGRES, SQLITE
-from ._ids import shown_id
 from ._replay import Message
 
 if TYPE_CHECKING:

@@ -29,15 +29,15 @@ from agent_meta import (
 )
 from agent_meta.core._jsonrpc import optional_str, require_object_list, require_str
 
+from ...core._errors import shown_id
 from .._common._commands import available_commands_update
 from .._common._foreground import SessionForeground
-from .._common._ids import shown_id
+from .._common._lifecycle import close_record, restore_record
 from .._common._listing import MAX_CWD, Pager, check_cwd, list_entry, listed_info
 from .._common._replay import (
     Message,
     check_replayable,
     replay_requested,
-    replay_updates,
     reply_id,
     reply_text,
     user_update,
@@ -49,7 +49,7 @@ from .._common._storage import (
     taken_over_text,
     utc_now,
 )
-from ._lines import run_line
+from ._prompts import run_line
 
 if TYPE_CHECKING:
     from agent_meta import AgentConnection, JsonObject, PostgresStore, SessionLifetime, SQLiteStore
@@ -224,21 +224,24 @@ class ReferenceAgent(BaseAgent):
         this, before the response; each step here only queues, so any ``/burst`` frame queued
         meanwhile lands either before the ``_meta: null`` (and the snapshot carries it) or
         after the snapshot."""
-        owner = ctx.owner
         sid = session.session_id
-        lifetime = owner.lifetime(sid)
-        if session.closed:
-            # A fresh lifetime of a closed session: its title went with the old lifetime (R5),
-            # and the agent knows it, so the resync says so (title: null on v2).
-            lifetime.seed(title=None)
-            session.closed = False
+
+        async def save() -> None:
             with trio.CancelScope(shield=True):  # a short write; the store must agree
                 await self._save_session(session)
-        if replay:
-            v2 = ctx.protocol_version >= 2
-            for message in list(session.history):
-                for update in replay_updates(message, v2, sid, owner.max_frame_bytes):
-                    await ctx.connection.session_update(sid, update)
+
+        async def send(update: JsonObject) -> None:
+            await ctx.connection.session_update(sid, update)
+
+        await restore_record(
+            session,
+            ctx.owner.lifetime(sid),
+            replay=replay,
+            v2=ctx.protocol_version >= 2,
+            max_frame_bytes=ctx.owner.max_frame_bytes,
+            save=save,
+            send=send,
+        )
         if ctx.protocol_version >= 2:  # the foreground state, even without replay (v2 schema)
             await ctx.connection.session_update(sid, session.foreground.snapshot())
 
@@ -251,12 +254,8 @@ class ReferenceAgent(BaseAgent):
         session = self._sessions.get(require_str(params, "sessionId"))
         if session is None or not ctx.owner.has_lifetime(session.session_id):
             return {}
-        session.last_info = await listed_info(ctx.owner, session.session_id, session.last_info)
-        session.closed = True  # kept in the store too: a restarted agent reopens it alike
-        try:
-            await self._save_session(session, holder=ctx.owner.holder)
-        except LifetimeTakenOverError:  # another connection's now: its record is not ours
-            session.closed = False
+        holder = ctx.owner.holder
+        await close_record(session, ctx.owner, lambda: self._save_session(session, holder=holder))
         return {}
 
     async def cancel(self, connection: AgentConnection, params: JsonObject) -> None:

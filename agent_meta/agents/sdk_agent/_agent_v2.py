@@ -48,7 +48,7 @@ from .._common._replies import ASK_OPTIONS
 from ..reference_agent._agent import AGENT_NAME
 from ._agent import AGENT_TITLE
 from ._base import SdkAgentBase, SdkSession, closed_meanwhile, request_error, stop_once
-from ._lines import permission_answer, run_line
+from ._prompts import permission_answer, run_line
 
 if TYPE_CHECKING:
     from agent_meta import SessionLifetime

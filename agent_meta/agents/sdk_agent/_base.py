@@ -22,10 +22,11 @@ import acp
 from agent_meta import ErrorCode, JsonObject, JsonRpcError, LifetimeTakenOverError
 from agent_meta.sdk import adapter_of
 
+from ...core._errors import shown_id
 from .._common._foreground import SessionForeground
-from .._common._ids import shown_id
+from .._common._lifecycle import close_record, restore_record
 from .._common._listing import Pager, check_cwd, list_entry, listed_info
-from .._common._replay import Message, check_replayable, replay_updates, reply_id, reply_text
+from .._common._replay import Message, check_replayable, reply_id, reply_text
 from .._common._storage import (
     HistoryStore,
     SessionRecord,
@@ -33,7 +34,7 @@ from .._common._storage import (
     taken_over_text,
     utc_now,
 )
-from ._lines import LineContext
+from ._prompts import LineContext
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -397,20 +398,19 @@ class SdkAgentBase(Generic[ClientT]):
 
     async def _restore(self, session: SdkSession, *, replay: bool) -> None:
         sid = session.session_id
-        # Open since the request arrived: kept (R5), restored from the store, or fresh.
-        lifetime = self._adapter.lifetime(sid)
-        if session.closed:
-            # A fresh lifetime of a closed session: its title went with the old one, and the
-            # client must hear so: the resync the adapter sends before the response says it.
-            session.closed = False
-            lifetime.seed(title=None)
-            await to_the_end(self._save_session(session))  # the store must agree
-        if replay:
-            max_bytes = self._adapter.owner.max_frame_bytes
-            v2 = self.PROTOCOL_VERSION >= 2
-            for message in list(session.history):
-                for update in replay_updates(message, v2, sid, max_bytes):
-                    await self._send(sid, self._replayed(update))
+
+        async def send(update: JsonObject) -> None:
+            await self._send(sid, self._replayed(update))
+
+        await restore_record(
+            session,
+            self._adapter.lifetime(sid),  # open since the request arrived
+            replay=replay,
+            v2=self.PROTOCOL_VERSION >= 2,
+            max_frame_bytes=self._adapter.owner.max_frame_bytes,
+            save=lambda: to_the_end(self._save_session(session)),
+            send=send,
+        )
         await self._restored(session)
 
     async def _send(self, session_id: str, update: Any, **notification_meta: str) -> None:
@@ -431,12 +431,9 @@ class SdkAgentBase(Generic[ClientT]):
             await self._stop_work(session)
         if not self._adapter.owner.has_lifetime(session_id):
             return
-        session.last_info = await self._info(session)
-        session.closed = True  # kept in the store too: a restarted agent reopens it alike
-        try:
-            await self._save_session(session, held=True)
-        except LifetimeTakenOverError:  # another connection's now: its record is not ours
-            session.closed = False
+        await close_record(
+            session, self._adapter.owner, lambda: self._save_session(session, held=True)
+        )
 
     async def _stop_work(self, session: SdkSession) -> None:
         """Cancel the session's turns, loads, resumes and bursts; wait until each of them has

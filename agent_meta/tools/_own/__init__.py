@@ -12,7 +12,7 @@ trio owner over stdout (one FIFO to the client), so R1 to R12 hold whatever the 
 - :mod:`._serve`: the I/O: the two pumps, the owner, the store, signals and the end.
 
 The decisions that are not I/O live in the sans-IO layer: the lifetime tracker
-(:mod:`agent_meta.sansio._seam`), the inbound gate (:mod:`agent_meta.sansio._gate`), the
+(:mod:`agent_meta.sansio._tracker`), the inbound gate (:mod:`agent_meta.sansio._gate`), the
 replay windows (:mod:`agent_meta.sansio._replay`) and the envelope rule
 (:mod:`agent_meta.core._envelope`).
 """

@@ -31,7 +31,7 @@ import trio
 
 from ...core._envelope import EnvelopeFault, LineParseError, envelope_fault, parse_line
 from ...core._errors import FrameTooLargeError, MetaValueError, StoreError
-from ...core._jsonrpc import ErrorCode
+from ...core._jsonrpc import ErrorCode, is_request_id, session_of
 from ...core._patch import replacement_patch
 from ...core._session_info import SessionInfo, SessionInfoPatch
 from ...owner._lifetime import (
@@ -42,18 +42,17 @@ from ...owner._lifetime import (
 from ...owner._policy import LifetimePolicy
 from ...sansio._batch import PublicationBatch
 from ...sansio._encode import encode_update
-from ...sansio._frames import build_response, join_response_frames, session_of
+from ...sansio._frames import build_response, join_response_frames
 from ...sansio._gate import InboundGate
 from ...sansio._handler_errors import failure_of
 from ...sansio._replay import ReplayWindows, Verdict
-from ...sansio._seam import (
+from ...sansio._titles import advertises_titles
+from ...sansio._tracker import (
     LifetimeStep,
     OpeningStart,
     ReplayStart,
     info_update_of,
-    is_request_id,
 )
-from ...sansio._titles import advertises_titles
 from ...sansio._v1_objects import WholeObjectHint, v1_meta_of
 
 if TYPE_CHECKING:
@@ -63,7 +62,7 @@ if TYPE_CHECKING:
     from ...owner._trio import MetaOwner
     from ...sansio._encode import EncodedUpdate
     from ...sansio._gate import Answer, Undecodable
-    from ...sansio._seam import InfoUpdate, OutboundPlan
+    from ...sansio._tracker import InfoUpdate, OutboundPlan
 
 __all__ = ["Relay", "RelayStatistics"]
 

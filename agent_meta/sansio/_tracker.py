@@ -1,9 +1,11 @@
-"""What an owner does around each message of an agent connection it did not write.
+"""What the session lifetimes need around each message of an agent connection.
 
-An agent built on another JSON-RPC stack (the official ACP Python SDK) hands the owner whole
-messages at a message-level transport seam: every request it receives, every response,
-notification and request it sends. :class:`LifetimeTracker` reads those messages and decides,
-without any agent code, what the session lifetimes need (R4, R5, R6, R10):
+Every connection hands its :class:`~agent_meta.owner._policy.LifetimePolicy` whole messages:
+every request it receives, every response, notification and request it sends. agent_meta's
+trio connection does (``trio_connection/_dispatch.py``), the official-SDK adapter does at the
+SDK's message seam (``sdk/_adapter.py``), and so does ``agent-meta own``'s relay in front of a
+child agent. :class:`LifetimeTracker`, the policy's pure part, reads those messages and
+decides, without any agent code, what the session lifetimes need (R4, R5, R6, R10):
 
 - ``initialize``'s response sets the protocol version the owner renders for (R10), when it
   is one the owner can render;
@@ -54,11 +56,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, final
+from typing import TYPE_CHECKING, Final, TypeAlias, final
 
+from ..core._jsonrpc import RequestId, is_request_id, session_of
 from ..core._replay import replay_of
 from ..core._session_info import SessionInfo
-from ._frames import session_of
 from ._marks import HandlerMarks, InfoUpdate, Opening, Window, info_update_of, underlay
 from ._modes import WIRE_MODES
 from ._titles import SET_TITLE
@@ -74,18 +76,13 @@ __all__ = [
     "OpeningStart",
     "OutboundPlan",
     "ReplayStart",
-    "RequestId",
     "TrackerStatistics",
     "info_update_of",
-    "is_request_id",
     "replaying_session",
 ]
 
 PENDING_REQUESTS: Final = 4096
 """Requests awaiting their response that the tracker remembers; the oldest is forgotten first."""
-
-RequestId: TypeAlias = int | str | None
-"""A JSON-RPC request id, as the tracker keys the requests it remembers."""
 
 
 class LifetimeStep(enum.Enum):
@@ -484,9 +481,3 @@ def replaying_session(message: Mapping[str, object]) -> str | None:
     if "id" not in message or not is_request_id(message.get("id")):
         return None
     return session_of(message.get("params"))
-
-
-def is_request_id(value: object) -> TypeGuard[RequestId]:
-    """Whether ``value`` is a JSON-RPC request id: a string, an integer or ``null`` (a
-    ``session/load`` with ``"id": null`` is served like any other)."""
-    return value is None or isinstance(value, str) or (type(value) is int)

@@ -1,4 +1,4 @@
-"""``python -m integration.bench [--smoke]``: run every section and print one table.
+"""``python -m bench [--smoke]``: run every section and print one table.
 
 Timing targets are reported (``ok`` / ``MISSED``), never enforced: the exit status is non-zero
 only when a correctness check fails (a client state that is not exact, a lost frame).
@@ -81,7 +81,7 @@ EVERY = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m integration.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny counts: checks the suite runs")
     parser.add_argument(
         "--only",
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"machine: {machine()}")
     mode = "smoke" if args.smoke else "full"
-    command = " ".join(["python -m integration.bench", *sys.argv[1:]])
+    command = " ".join(["python -m bench", *sys.argv[1:]])
     print(f"{mode} run in {time.monotonic() - started:.0f} s: {command}")
     broken = [row for row in rows if row.verdict == "MISSED" and not row.target]
     for row in broken:

@@ -12,7 +12,7 @@ handle (found with :func:`agent_meta.sdk.adapter_of`). Prompts are commands:
 - anything else: echoed as an agent message chunk (``conn.sessionUpdate``), kept for replay.
 
 ``session/load`` replays the session's chunks. Run it as ``python -m
-integration.sdk06_mini_agent MODE``:
+tests.support.sdk06_mini_agent MODE``:
 
 - ``own``: what 0.6 agents do, without a line of agent_meta (for ``agent-meta run``, which owns
   the connection; alone, ``meta`` and ``clear`` are answered with an error): the SDK's
@@ -51,12 +51,12 @@ class Agent06:
         capabilities = schema.AgentCapabilities(loadSession=True)
         return schema.InitializeResponse(protocolVersion=1, agentCapabilities=capabilities)
 
-    async def newSession(self, params: Any) -> Any:  # noqa: N802  # 0.6
+    async def newSession(self, params: Any) -> Any:  # 0.6
         session_id = f"s{len(self.history) + 1}"
         self.history[session_id] = []
         return schema.NewSessionResponse(sessionId=session_id)
 
-    async def loadSession(self, params: Any) -> None:  # noqa: N802  # 0.6's name
+    async def loadSession(self, params: Any) -> None:  # 0.6's name
         for text in self.history.get(params.sessionId, []):
             await self._say(params.sessionId, text)
 
@@ -117,5 +117,5 @@ async def _one_line() -> None:
 if __name__ == "__main__":
     modes = {"own": _own, "own-pipes": _own_pipes, "one-line": _one_line}
     if len(sys.argv) != 2 or sys.argv[1] not in modes:
-        sys.exit(f"usage: python -m integration.sdk06_mini_agent {'|'.join(modes)}")
+        sys.exit(f"usage: python -m tests.support.sdk06_mini_agent {'|'.join(modes)}")
     asyncio.run(modes[sys.argv[1]]())

@@ -1,4 +1,4 @@
-"""The performance suite (issue 6): ``python -m integration.bench`` prints one table.
+"""The performance suite (issue 6): ``python -m bench`` prints one table.
 
 Sections: publish throughput to a real pipe against the official Python SDK and raw NDJSON
 writes (:mod:`.throughput`), patch cost against stored size (:mod:`.patch_cost`), a slow client

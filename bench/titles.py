@@ -1,6 +1,6 @@
 """Client-set titles (R13): what ``session/set_title`` and the ``session/list`` rewrite cost.
 
-``python -m integration.bench.titles [--smoke]`` prints, for no store, SQLite (``synchronous=FULL``)
+``python -m bench.titles [--smoke]`` prints, for no store, SQLite (``synchronous=FULL``)
 and a throwaway PostgreSQL server on loopback (``fsync=on``):
 
 - **set_title**: :meth:`LifetimePolicy.set_title` on an open lifetime, from the call to its

@@ -1,13 +1,13 @@
 """The child agent of the ``agent-meta own`` benchmark: stdlib only, blocking writes.
 
-    python -m integration.bench.own_child MODE COUNT [RATE] --report PATH
+    python -m bench.own_child MODE COUNT [RATE] --report PATH
 
 It answers ``initialize`` (with the version asked for) and ``session/new`` (session
 ``bench-session``) from stdin, waits for one more line (``_bench/go``), then writes ``COUNT``
 ``session_info_update`` frames for that session and exits:
 
 - ``stream``: as fast as the pipe takes them, each the line of
-  :func:`integration.bench.sender.wire_line` (pre-encoded, one blocking ``os.write`` each);
+  :func:`bench.sender.wire_line` (pre-encoded, one blocking ``os.write`` each);
 - ``paced``: ``RATE`` frames a second, each carrying the moment it was written
   (``_meta.progress.t``, ``time.monotonic``, system-wide on Linux), for the latency of the
   frames through whatever sits between it and the reader.

@@ -29,9 +29,9 @@ from typing import Any
 import trio
 
 import agent_meta
+from tests.support.postgres_server import PostgresServer, ServerUnavailableError
+from tests.support.postgres_server import start as start_server
 
-from ..postgres_server import PostgresServer, ServerUnavailableError
-from ..postgres_server import start as start_server
 from ._common import NullTransport, Row, verdict
 
 SECTION = "8 stores"

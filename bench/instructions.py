@@ -1,5 +1,5 @@
 """Publish N one-key patches to ``/dev/null``, for instruction counts: ``python -m
-integration.bench.instructions KIND N [PATH]`` with KIND one of
+bench.instructions KIND N [PATH]`` with KIND one of
 
 - ``trio``: the trio owner (``coalesce=False``, one frame per update);
 - ``asyncio``: the asyncio owner, the same way;
@@ -13,11 +13,11 @@ integration.bench.instructions KIND N [PATH]`` with KIND one of
 files and compare them, so every kind puts the same bytes on the wire.
 
 Run it under ``valgrind --tool=callgrind`` with two counts and take the difference, which
-leaves out start-up and imports (``python -m integration.bench --only instructions`` does it
+leaves out start-up and imports (``python -m bench --only instructions`` does it
 for every kind in one run)::
 
-    PYTHONHASHSEED=0 valgrind --tool=callgrind python -m integration.bench.instructions trio 2000
-    PYTHONHASHSEED=0 valgrind --tool=callgrind python -m integration.bench.instructions trio 6000
+    PYTHONHASHSEED=0 valgrind --tool=callgrind python -m bench.instructions trio 2000
+    PYTHONHASHSEED=0 valgrind --tool=callgrind python -m bench.instructions trio 6000
 
 (instructions per update = difference of the two totals / 4000). Instruction counts do not
 depend on what else the machine is doing, so they compare two versions of the code where

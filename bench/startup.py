@@ -1,6 +1,6 @@
 """Section 6: what ``agent-meta run`` adds to an agent's start-up.
 
-The same unchanged SDK agent (``integration.sdk_mini_agent plain``) is started directly and
+The same unchanged SDK agent (``tests.support.sdk_mini_agent plain``) is started directly and
 under ``agent-meta run``, alternately, ``repeats`` times each; each start is timed from the
 process's creation to the client having read the ``initialize`` answer. The median of each is
 kept (a start-up's first run pays the file cache, later ones do not).
@@ -16,7 +16,7 @@ import time
 
 from ._common import ROOT, Row, child_env, verdict
 
-AGENT = [sys.executable, "-m", "integration.sdk_mini_agent", "plain"]
+AGENT = [sys.executable, "-m", "tests.support.sdk_mini_agent", "plain"]
 SUPERVISED = [sys.executable, "-m", "agent_meta", "run", "--", *AGENT]
 INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
 

@@ -5,7 +5,7 @@ as they can, while every frame takes the writer 100 times as long as one publica
 producer. Coalescing must keep the queue bounded by the number of sessions (R3), and a client
 fed only the frames written must end exactly at the agent's known state.
 
-Run: ``python -m integration.bench_owner`` (``--smoke`` for a quick run). Prints figures; exits
+Run: ``python -m bench.slow_writer`` (``--smoke`` for a quick run). Prints figures; exits
 non-zero only if the mirror is not exact or the queue bound is broken.
 """
 

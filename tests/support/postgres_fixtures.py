@@ -1,4 +1,4 @@
-"""pytest fixtures for a real PostgreSQL server (:mod:`integration.postgres_server`), shared by
+"""pytest fixtures for a real PostgreSQL server (:mod:`tests.support.postgres_server`), shared by
 ``tests/`` and ``integration/``: each conftest imports them.
 
 ``postgres_server`` starts one throwaway server per test run (or uses
@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from agent_meta._install_hint import install_hint
-from integration.postgres_server import (
+from tests.support.postgres_server import (
     REQUIRED_VARIABLE,
     PostgresServer,
     ServerUnavailableError,
     required,
 )
-from integration.postgres_server import start as start_server
+from tests.support.postgres_server import start as start_server
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

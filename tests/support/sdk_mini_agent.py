@@ -12,7 +12,7 @@ change. Prompts are commands:
 - anything else: echoed as an agent message chunk (kept for replay).
 
 ``session/load`` replays the session's history. Run it as ``python -m
-integration.sdk_mini_agent stdio``, or ``... plain`` (no agent_meta: for ``agent-meta run``),
+tests.support.sdk_mini_agent stdio``, or ``... plain`` (no agent_meta: for ``agent-meta run``),
 or ``... asgi`` to serve streamable HTTP and WebSocket on 127.0.0.1 (the port it got is the
 first line it prints). Two more start it without agent_meta on streams of its own:
 ``own-stdio``, as gptme-acp 0.35.1 does (duplicates of fd 0 and fd 1, fd 1 then pointed at
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from agent_meta.sdk import SdkAdapter
 
 # agent_meta is imported where it is used: ``plain`` stands for an agent without it, so the
-# start-up bench (``integration/bench/startup.py``) must not pay for its import there.
+# start-up bench (``bench/startup.py``) must not pay for its import there.
 
 __all__ = ["MiniAgent", "info", "text_chunk"]
 
@@ -196,4 +196,6 @@ if __name__ == "__main__":
     elif mode in MODES:
         asyncio.run(MODES[mode]())
     else:
-        sys.exit("usage: python -m integration.sdk_mini_agent stdio|plain|asgi|own-stdio|own-pipes")
+        sys.exit(
+            "usage: python -m tests.support.sdk_mini_agent stdio|plain|asgi|own-stdio|own-pipes"
+        )

@@ -1,6 +1,6 @@
 """The agent end of a throughput pipe: one process that sends ``count`` session-info updates.
 
-``python -m integration.bench.sender KIND COUNT --report PATH`` writes the frames to stdout
+``python -m bench.sender KIND COUNT --report PATH`` writes the frames to stdout
 (a pipe to :mod:`.reader`) and reports, as JSON, when it started sending (``t0``, taken after
 all set-up, just before the first update) and what it wrote. Every kind sends the same update
 per step, ``{"_meta": {"progress": {"step": i, "of": COUNT}}}`` for session ``bench-session``:

@@ -2,9 +2,9 @@
 
 It is written as a v2 SDK agent is: everything through ``conn.session_update``, where an
 explicit ``None`` reaches the wire (``SessionInfoUpdate(field_meta=None)`` clears). Prompts are
-commands (see :class:`V2Agent`). Run it as ``python -m integration.sdk_v2_mini_agent plain``
+commands (see :class:`V2Agent`). Run it as ``python -m tests.support.sdk_v2_mini_agent plain``
 (``acp.experimental.v2.run_agent``, no agent_meta: for ``agent-meta run``) or ``... router``
-(``AgentProtocolRouter`` with the v1 :class:`~integration.sdk_mini_agent.MiniAgent` beside it).
+(``AgentProtocolRouter`` with the v1 :class:`~tests.support.sdk_mini_agent.MiniAgent` beside it).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from acp.experimental.negotiation import AgentProtocolRouter
 from acp.experimental.v2 import schema as s
 
 from agent_meta.sdk import SdkAdapter, adapter_of
-from integration.sdk_mini_agent import MiniAgent
+from tests.support.sdk_mini_agent import MiniAgent
 
 __all__ = ["V2Agent"]
 
@@ -120,4 +120,4 @@ if __name__ == "__main__":
     elif sys.argv[1:] == ["router"]:
         asyncio.run(_serve_router())
     else:
-        sys.exit("usage: python -m integration.sdk_v2_mini_agent plain|router")
+        sys.exit("usage: python -m tests.support.sdk_v2_mini_agent plain|router")

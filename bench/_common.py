@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 """The repository root: children run from here so they import this tree's ``agent_meta``."""
 
 
@@ -25,8 +25,8 @@ def child_env() -> dict[str, str]:
 
 
 def module_command(module: str, *args: str) -> list[str]:
-    """``python -m integration.bench.<module> args...`` with this interpreter."""
-    return [sys.executable, "-m", f"integration.bench.{module}", *args]
+    """``python -m bench.<module> args...`` with this interpreter."""
+    return [sys.executable, "-m", f"bench.{module}", *args]
 
 
 def read_report(path: Path) -> dict[str, Any]:

@@ -29,9 +29,9 @@ from integration.replicas import (
     fleet,
     resync_of,
 )
+from tests.support.postgres_server import PostgresServer, ServerUnavailableError
+from tests.support.postgres_server import start as start_server
 
-from ..postgres_server import PostgresServer, ServerUnavailableError
-from ..postgres_server import start as start_server
 from ._common import Row, verdict
 
 SECTION = "9 takeover"
