@@ -610,3 +610,40 @@ async def test_a_client_set_title_inside_a_batch_is_answered_by_own(version: int
         replies = updates(agent.messages, session, "agent_message_chunk")
         assert json.loads(replies[-1]["content"]["text"]) == []  # nothing reached the child
         assert await agent.finish() == 0
+
+
+async def answers_of(agent: AgentProcess, batch: list[Message]) -> dict[object, Message]:
+    """Send ``batch`` as one line; the answers, by id, read up to the array holding them."""
+    await agent.send(json.dumps(batch).encode() + b"\n")
+    wanted = {entry["id"] for entry in batch}
+    answered: dict[object, Message] = {}
+    while not wanted <= answered.keys():
+        message: Any = await agent.receive()
+        assert message is not None, "the output ended before the batch was answered"
+        if isinstance(message, list):
+            answered.update((entry["id"], entry) for entry in message)
+    return answered
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_the_childs_answers_to_a_batch_are_rewritten_as_single_ones(version: int) -> None:
+    """Found in the second attack on ``own``: the child's array answering a client's batch
+    gets the rewrites a single answer gets. ``initialize`` advertises ``session/set_title``
+    (and, on v1, what its ``_meta`` objects mean), ``session/list`` lists the client's title."""
+    async with running(own()) as agent:
+        init = {"protocolVersion": version, "clientCapabilities": {}}
+        answered = await answers_of(
+            agent, [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}]
+        )
+        result = answered[1]["result"]
+        assert advertises_titles(result)
+        if version == 1:
+            assert result["_meta"]["agent-meta"] == {"v1MetaObjects": "whole"}
+        session = await agent.new_session()
+        await turn(agent, session, "hello", version)
+        answer = await agent.call("session/set_title", {"sessionId": session, "title": "Mine"})
+        assert answer["result"] == {"title": "Mine"}
+        listing = {"jsonrpc": "2.0", "id": 70, "method": "session/list", "params": {}}
+        answered = await answers_of(agent, [listing])
+        assert [e["title"] for e in answered[70]["result"]["sessions"]] == ["Mine"]
+        assert await agent.finish() == 0

@@ -110,6 +110,29 @@ class EnvelopeFault:
         return self.message
 
 
+EMPTY_BATCH: Final = "an empty batch is not a valid request"
+NESTED_BATCH: Final = "a batch entry cannot be a batch"
+
+
+def batch_entries(data: list[object]) -> list[dict[str, Any] | EnvelopeFault] | EnvelopeFault:
+    """The entries of a batch (a JSON array), each a message or why it is none, as the wire
+    decoder reads them: an invalid entry is answered with ``id: null``, unless it has the
+    shape of a response (never answered); an empty array is no batch at all."""
+    if not data:
+        return EnvelopeFault(EMPTY_BATCH)
+    entries: list[dict[str, Any] | EnvelopeFault] = []
+    for item in data:
+        fault = EnvelopeFault(NESTED_BATCH) if isinstance(item, list) else envelope_fault(item)
+        if fault is None:
+            assert isinstance(item, dict)  # envelope_fault found no fault: an object
+            entries.append(item)
+        elif fault.is_response:
+            entries.append(fault)
+        else:
+            entries.append(EnvelopeFault(fault.message))
+    return entries
+
+
 def readable_id(data: Mapping[str, object]) -> int | str | None:
     """The ``id`` of a message when it is one a response can carry (an int64 or a string)."""
     value = data.get("id")

@@ -32,7 +32,6 @@ import logging
 from typing import TYPE_CHECKING, Any, final
 
 from ..core._errors import (
-    STORE_FAILED_MESSAGE,
     AgentMetaError,
     FrameTooLargeError,
     LifetimeTakenOverError,
@@ -41,9 +40,11 @@ from ..core._errors import (
 )
 from ..core._jsonrpc import ErrorCode, JsonRpcError
 from ..core._session_info import SessionInfo
+from ..sansio._handler_errors import failure_of
 from ..sansio._modes import wire_mode
 from ..sansio._titles import (
     advertise_titles,
+    advertises_titles,
     listed_session_ids,
     read_title_request,
     retitle_listing,
@@ -121,8 +122,15 @@ class LifetimePolicy:
         lifetime step, the version ``initialize`` negotiated) and return the plan (for a
         ``session_info_update``, the publication it stands for). ``handling``: the token of
         the request whose handler sends it (:meth:`request`)."""
+        plan = self.plan(message, handling=handling)
+        self.carry_out(plan)
+        return plan
+
+    def plan(self, message: Mapping[str, object], *, handling: int | None = None) -> OutboundPlan:
+        """:meth:`response` without carrying the plan out (for a proxy that settles its replay
+        window first, then calls :meth:`carry_out`)."""
         owner = self._owner
-        plan = self.tracker.outbound(
+        return self.tracker.outbound(
             message,
             owner.has_lifetime,
             handling=handling,
@@ -131,8 +139,10 @@ class LifetimePolicy:
             ).requires_offset_timestamps,
             known=self._known,
         )
-        self.carry_out(plan)
-        return plan
+
+    def answering(self, message: Mapping[str, object]) -> str | None:
+        """The method of the request a response answers, if it was seen (:meth:`request`)."""
+        return self.tracker.answering(message)
 
     def _known(self, session_id: str) -> SessionInfo:
         """What the owner knows of ``session_id`` (a snapshot: asked only in a load or resume
@@ -210,6 +220,11 @@ class LifetimePolicy:
     def forwards_titles(self, value: bool) -> None:
         self.tracker.forwards_titles = value
 
+    def agent_initialized(self, result: object) -> None:
+        """The agent behind a proxy answered ``initialize`` with ``result``: it serves
+        ``session/set_title`` itself if it advertises it (:attr:`forwards_titles`)."""
+        self.forwards_titles = isinstance(result, dict) and advertises_titles(result)
+
     async def set_title(self, params: Mapping[str, object]) -> dict[str, Any]:
         """Serve ``session/set_title`` (R13) and return its result, ``{"title": ...}``.
 
@@ -251,9 +266,11 @@ class LifetimePolicy:
             answer["result"] = await self.set_title(params if isinstance(params, dict) else {})
         except JsonRpcError as exc:
             answer["error"] = exc.to_error()
-        except StoreError:
-            logger.exception("session/set_title: the lifetime store failed")
-            answer["error"] = {"code": ErrorCode.INTERNAL_ERROR, "message": STORE_FAILED_MESSAGE}
+        except StoreError as exc:
+            failure = failure_of(exc)
+            assert failure is not None  # a store failure is answered, never raised
+            logger.exception("session/set_title: %s", failure.error.message)
+            answer["error"] = failure.error.to_error()
         return answer
 
     async def rewrite(self, message: Mapping[str, object]) -> Mapping[str, object]:

@@ -10,11 +10,11 @@ installed release, see :mod:`agent_meta.sdk._release`). Every message the SDK se
 through the owner's FIFO (R2): responses, notifications and agent-to-client requests alike.
 What the lifetimes need around those messages (open on ``session/new``, resync before a
 ``session/load`` or ``session/resume`` response, end on ``session/close``, the negotiated
-version) is planned by the sans-IO :class:`~agent_meta.sansio._tracker.LifetimeTracker`; this
-module carries the plan out. ``session/set_title``, which the SDK has no method for, is answered
-by the adapter before the SDK sees it, and the SDK's ``initialize`` and ``session/list`` results
-are rewritten to advertise it and to list the client's titles (R13, both decided by the
-:class:`~agent_meta.owner._policy.LifetimePolicy`).
+version) is decided by the connection's :class:`~agent_meta.owner._shell.ConnectionShell`, as
+for agent_meta's own connection and ``agent-meta own``; this module carries it out.
+``session/set_title``, which the SDK has no method for, is answered by the adapter before the
+SDK sees it, and the SDK's ``initialize`` and ``session/list`` results are rewritten to
+advertise it and to list the client's titles (R13, the shell's title rule).
 
 Cancellation: :meth:`SdkAdapter.send` is the owner's call underneath, so a cancelled send either
 queued its whole message or nothing of it.
@@ -27,25 +27,21 @@ import collections
 import dataclasses
 import logging
 import math
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, final
 
-from ..core._errors import FrameTooLargeError, MetaValueError, StoreError, UnknownSessionError
-from ..owner._policy import LifetimePolicy
-from ..sansio._gate import InboundGate
-from ..sansio._handler_errors import failure_of
-from ..sansio._titles import SET_TITLE
+from ..core._errors import FrameTooLargeError, MetaValueError, UnknownSessionError
+from ..owner._shell import ConnectionShell
 from ._release import SdkRelease, UnsupportedSdkError, installed_release
 from ._streams import HANDLING, SeamReader, SeamSender, marking_dispatcher
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from ..owner._asyncio import AsyncioMetaOwner
     from ..owner._lifetime import SessionLifetime
     from ..owner._statistics import OwnerStatistics
     from ..owner._threadsafe import ThreadsafeOwner
-    from ..sansio._gate import Undecodable
+    from ..sansio._gate import Answer, InboundGate, Undecodable
     from ..sansio._marks import InfoUpdate
     from ..sansio._tracker import OutboundPlan
 
@@ -158,8 +154,7 @@ class SdkAdapter:
         self._source = source
         self._writer = writer
         self._release = release
-        self._policy = LifetimePolicy(owner, on_open=self._opened)
-        self._gate: InboundGate | None = None
+        self._shell: ConnectionShell | None = None
         self._ready: collections.deque[Mapping[str, Any]] = collections.deque()
         self._settled = asyncio.Event()
         self._marks_in_dispatcher = False
@@ -207,7 +202,7 @@ class SdkAdapter:
 
     def statistics(self) -> AdapterStatistics:
         """The adapter's counters and its owner's."""
-        counters = dataclasses.asdict(self._policy.tracker.statistics)
+        counters = dataclasses.asdict(self.shell.policy.tracker.statistics)
         counters |= dataclasses.asdict(self.gate.statistics)
         return AdapterStatistics(owner=self._owner.statistics(), **counters)
 
@@ -215,14 +210,20 @@ class SdkAdapter:
     def gate(self) -> InboundGate:
         """What the adapter answers before the SDK sees a message (see
         :mod:`agent_meta.sansio._gate`)."""
-        if self._gate is None:
-            self._gate = InboundGate(
-                max_frame_bytes=self._owner.max_frame_bytes,
+        return self.shell.gate
+
+    @property
+    def shell(self) -> ConnectionShell:
+        """The connection's gate and lifetime policy (made once the SDK release is known)."""
+        if self._shell is None:
+            self._shell = ConnectionShell(
+                self._owner,
                 cancels_prompts=not self.release.cancels_requests,
                 completes_params=True,
                 initializes_once=True,
+                on_open=self._opened,
             )
-        return self._gate
+        return self._shell
 
     def connection_kwargs(self, *, versions: Sequence[int] | None = None) -> dict[str, Any]:
         """The keyword arguments that put this adapter under the installed SDK's connection::
@@ -287,7 +288,7 @@ class SdkAdapter:
             message = await self._next_admitted()
             if message is None:
                 return None
-            if _answered_here(message):
+            if self.shell.answers_here(message):
                 await self._answer_here(message)
                 continue
             if not self._marks_in_dispatcher:
@@ -308,44 +309,27 @@ class SdkAdapter:
         """Carry out the lifetime policy for a message about to reach a handler: whether it
         may (``False``: it was answered with an error, the lifetime store having failed) and
         its handler token (:data:`~agent_meta.sdk._streams.HANDLING`)."""
-        try:
-            return True, await self._policy.request(message)
-        except StoreError as exc:
-            failure = failure_of(exc)
-            assert failure is not None  # a store failure is answered
-            method = message.get("method")
-            logger.exception("%s failed: %s", method, failure.error.message)
-            error = failure.error.to_error()
-            await self.send({"jsonrpc": "2.0", "id": message.get("id"), "error": error})
+        admitted = await self.shell.admit(message)
+        if admitted.answer is not None:
+            await self._queue(admitted.answer)
             return False, None
+        return True, admitted.token
 
     async def _next_admitted(self) -> Mapping[str, Any] | None:
-        """The next message the gate lets through, answering those it refuses."""
-        gate = self.gate
+        """The next message the shell lets through, answering those it refuses."""
         while not self._ready:
             item = await self._source.receive()
             if item is None:
                 await self._input_ended()
                 return None
-            if isinstance(item, Sequence):
-                batch = gate.admit_batch(item)
-                self._ready.extend(batch.messages)
-                if batch.answer is not None:
-                    await self._owner.send_encoded(batch.answer, None)
-                continue
-            if not isinstance(item, dict):  # a line that is no message
-                logger.warning("refused an inbound line: %s", item)
-                refusal = gate.refuse(item)
-                if refusal is not None:
-                    await self._owner.send_encoded(refusal, None)
-                continue
-            admission = gate.admit(item)
-            if admission.answer is not None:
-                await self._owner.send_encoded(admission.answer, None)
-            elif admission.message is not None:
-                self._ready.append(admission.message)
-            else:
-                logger.info("ignoring a notification: %s", admission.ignored)
+            intake = self.shell.take(item)
+            if intake.refused is not None:
+                logger.warning("%s", intake.refused)
+            if intake.ignored is not None:
+                logger.info("ignoring a notification: %s", intake.ignored)
+            self._ready.extend(intake.messages)
+            if intake.answer is not None:
+                await self._owner.send_encoded(intake.answer, None)
         return self._ready.popleft()
 
     async def _answer_here(self, message: Mapping[str, Any]) -> None:
@@ -353,8 +337,7 @@ class SdkAdapter:
         through :meth:`send` (a batch's answer collects it). Cancelled before the response is
         queued, the request goes back to the front of what the SDK gets next."""
         try:
-            answer = await self._policy.answer_set_title(message)
-            await self.send(answer)
+            await self._queue(await self.shell.answer_here(message))
         except BaseException:
             self._ready.appendleft(message)
             raise
@@ -396,9 +379,9 @@ class SdkAdapter:
         client about a session whose lifetime has ended (it would never be answered).
         """
         if "method" not in message:
-            await self._respond(await self._rewritten(message))
+            await self._respond(message)
             return
-        plan = self._policy.response(message, handling=HANDLING.get())
+        plan = self.shell.policy.response(message, handling=HANDLING.get())
         if plan.update is not None and plan.session_id is not None:
             await self._absorb(plan.session_id, plan.update)
             return
@@ -424,7 +407,7 @@ class SdkAdapter:
         """Publish an update the SDK sent. The SDK has already accepted it from the agent, so
         nothing here raises into the agent's ``session_update``: what the owner refuses is
         counted and logged once."""
-        statistics = self._policy.tracker.statistics
+        statistics = self.shell.policy.tracker.statistics
         if update.dropped:
             self._warn_once(
                 "dropped",
@@ -455,34 +438,21 @@ class SdkAdapter:
         self._warned.add(kind)
         logger.warning("%s (said once per connection; counted in statistics())", message)
 
-    async def _rewritten(self, response: Mapping[str, Any]) -> Mapping[str, Any]:
-        """``response`` as the policy rewrites it (R13), or the error it earns when the store
-        that a listing's titles are read from fails."""
-        try:
-            return await self._policy.rewrite(response)
-        except StoreError as exc:
-            failure = failure_of(exc)
-            assert failure is not None  # a store failure is answered
-            logger.exception("%s", failure.error.message)
-            error = failure.error.to_error()
-            return {"jsonrpc": "2.0", "id": response.get("id"), "error": error}
-
     async def _respond(self, message: Mapping[str, Any]) -> None:
-        """Queue a response as the gate says (alone, or with the batch it completes), after the
-        lifetime step it needs."""
+        """Queue a response as the shell says (rewritten, alone or with the batch it
+        completes), after the lifetime step it needs."""
         if "error" not in message and "result" not in message:
             raise MetaValueError("not a JSON-RPC message: no method, result or error")
-        gate = self.gate
-        answer = gate.respond(message)
-        if answer.replaced is not None:
-            logger.error("the response to request %r: %s", message.get("id"), answer.replaced)
-        self._policy.response(answer.response, handling=HANDLING.get())
+        await self._queue(await self.shell.respond(message, handling=HANDLING.get()))
+
+    async def _queue(self, answer: Answer) -> None:
+        """Queue what the shell made of a response, if anything is to be written yet."""
         try:
             if answer.frame is not None:
                 await self._owner.send_encoded(answer.frame, None)
-                gate.sent(answer)
+                self.shell.sent(answer)
         finally:
-            if gate.may_stop:
+            if self.shell.gate.may_stop:
                 self._settled.set()  # the end of the input waited for this answer
 
     async def _write(self, message: Mapping[str, Any], plan: OutboundPlan) -> None:
@@ -504,9 +474,3 @@ class SdkAdapter:
         finally:
             if gate.may_stop:
                 self._settled.set()  # the end of the input waited for this request
-
-
-def _answered_here(message: Mapping[str, Any]) -> bool:
-    """Whether the adapter answers ``message`` itself: a ``session/set_title`` request (R13;
-    the SDK has no such method)."""
-    return message.get("method") == SET_TITLE and "id" in message

@@ -39,7 +39,7 @@ import trio
 from ..core._errors import OwnerClosedError, TransportBrokenError, UnknownSessionError
 from ..core._json import JsonObject, json_object_copy
 from ..core._jsonrpc import session_of
-from ..owner._policy import LifetimePolicy
+from ..owner._shell import ConnectionShell
 from ._dispatch import Dispatcher
 from ._outbound import OutboundRequests
 from ._work import SessionWork
@@ -83,7 +83,7 @@ class AgentConnection:
             versions=tuple(sorted(set(protocol_versions))),
             work=self._work,
             outbound=self._outbound,
-            policy=LifetimePolicy(owner),
+            shell=ConnectionShell(owner, versions=sorted(set(protocol_versions))),
         )
         """The inbound side: what :func:`~agent_meta.serve_agent` hands each line to."""
         self._reading = trio.CancelScope()

@@ -1,15 +1,14 @@
 """Dispatching one connection's inbound messages, and answering them.
 
-:class:`Dispatcher` decodes each line (a message or a batch) and puts every message through the
-connection's :class:`~agent_meta.sansio._gate.InboundGate`, as the official-SDK adapter does:
-the gate decides what is answered before any handler runs (refusals, ``initialize``
-negotiation, ``$/cancel_request``, batches) and what each response becomes on its way out. The
-dispatcher carries it out the trio way: each request's handler runs in a task of its own, in a
-cancel scope (so a long ``session/prompt`` never blocks ``session/cancel``), and what it raises
-is answered as :func:`~agent_meta.sansio._handler_errors.failure_of` says. Around every request
-and response, the connection's :class:`~agent_meta.owner._policy.LifetimePolicy` keeps the
-lifetimes as ACP says (open on new, load and resume; resync before a load or resume response;
-end before a close response), and serves ``session/set_title`` itself (R13).
+:class:`Dispatcher` decodes each line (a message or a batch) and hands it to the connection's
+:class:`~agent_meta.owner._shell.ConnectionShell`, as the official-SDK adapter and
+``agent-meta own`` do: the shell decides what is answered before any handler runs (refusals,
+``initialize`` negotiation, ``$/cancel_request``, batches, a store that fails), keeps the
+lifetimes as ACP says around every request and response, serves ``session/set_title`` (R13), and
+says what each response becomes on its way out. The dispatcher carries it out the trio way: each
+request's handler runs in a task of its own, in a cancel scope (so a long ``session/prompt``
+never blocks ``session/cancel``), and what it raises is answered as
+:func:`~agent_meta.sansio._handler_errors.failure_of` says.
 
 A handler's code up to its first checkpoint runs before the next inbound message is read, so a
 handler can register state (a cancel scope, say) that a later message is guaranteed to see.
@@ -22,9 +21,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
-from ..core._errors import AgentMetaError, OwnerClosedError, StoreError, TransportBrokenError
+from ..core._errors import AgentMetaError, OwnerClosedError, TransportBrokenError
 from ..core._jsonrpc import ErrorCode, JsonRpcError, session_of
-from ..sansio._gate import InboundGate
 from ..sansio._handler_errors import failure_of
 from ..sansio._titles import SET_TITLE
 from ..wire._decode import InvalidMessageError, MessageDecodeError, decode_raw
@@ -36,8 +34,8 @@ if TYPE_CHECKING:
 
     from ..core._json import JsonObject
     from ..core._jsonrpc import RequestId
-    from ..owner._policy import LifetimePolicy
-    from ..sansio._gate import Admission, Undecodable
+    from ..owner._shell import ConnectionShell, Intake
+    from ..sansio._gate import Answer, InboundGate, Undecodable
     from ..sansio._handler_errors import Failure
     from ._connection import AgentConnection
     from ._outbound import OutboundRequests
@@ -71,25 +69,28 @@ class Dispatcher:
         versions: tuple[int, ...],
         work: SessionWork,
         outbound: OutboundRequests,
-        policy: LifetimePolicy,
+        shell: ConnectionShell,
     ) -> None:
         self._connection = connection
         self._owner = connection.owner
         self._agent = connection.agent
-        self.gate = InboundGate(versions=versions, max_frame_bytes=self._owner.max_frame_bytes)
-        """What is answered before any handler runs, and what responses become."""
+        self._shell = shell
         self.protocol_version = versions[-1]
         """The negotiated version; before ``initialize``, the highest one allowed."""
         self._work = work
         self._outbound = outbound
-        self._policy = policy
         # The after_response callbacks of responses held in a batch, by request id.
         self._after: dict[RequestId, list[_AfterResponse]] = {}
 
     @property
+    def gate(self) -> InboundGate:
+        """What is answered before any handler runs, and what responses become."""
+        return self._shell.gate
+
+    @property
     def initialized(self) -> bool:
         """Whether ``initialize`` has been answered successfully."""
-        return self.gate.initialized
+        return self._shell.gate.initialized
 
     # -- inbound ----------------------------------------------------------------------------
     async def dispatch_line(self, line: bytes, nursery: trio.Nursery) -> None:
@@ -101,31 +102,24 @@ class Dispatcher:
                 self._outbound.malformed(exc.request_id, str(exc))
             await self.refuse(exc)
             return
-        if not isinstance(decoded, list):
-            await self._admitted(self.gate.admit(decoded), nursery)
-            return
-        for entry in decoded:
-            if isinstance(entry, InvalidMessageError) and entry.is_response:
-                self._outbound.malformed(entry.request_id, str(entry))
-        batch = self.gate.admit_batch(decoded)
-        for message in batch.messages:
+        if isinstance(decoded, list):
+            for entry in decoded:
+                if isinstance(entry, InvalidMessageError) and entry.is_response:
+                    self._outbound.malformed(entry.request_id, str(entry))
+        intake = self._shell.take(decoded)
+        if intake.ignored is not None:
+            logger.info("ignoring a notification: %s", intake.ignored)
+        for message in intake.messages:
             await self._dispatch(message, nursery)
-        if batch.answer is not None:
-            await self._owner.send_encoded(batch.answer, None)
+        await self._write(intake)
 
     async def refuse(self, failure: Undecodable) -> None:
         """Answer a line that is no JSON-RPC message as the gate says."""
-        frame = self.gate.refuse(failure)
-        if frame is not None:
-            await self._owner.send_encoded(frame, None)
+        await self._write(self._shell.take(failure))
 
-    async def _admitted(self, admission: Admission, nursery: trio.Nursery) -> None:
-        if admission.answer is not None:
-            await self._owner.send_encoded(admission.answer, None)
-        elif admission.message is not None:
-            await self._dispatch(admission.message, nursery)
-        else:
-            logger.info("ignoring a notification: %s", admission.ignored)
+    async def _write(self, intake: Intake) -> None:
+        if intake.answer is not None:
+            await self._owner.send_encoded(intake.answer, None)
 
     async def _dispatch(self, message: Mapping[str, Any], nursery: trio.Nursery) -> None:
         if "method" not in message:
@@ -147,13 +141,12 @@ class Dispatcher:
         ctx = RequestContext(
             self._connection, request_id, method, session_of(params), responder=self._result
         )
-        try:
-            # A load or resume takes its stored lifetime over here: a store round trip, before
-            # the next request is read (so that a request pipelined behind it finds it open).
-            await self._policy.request(message)
-        except StoreError as exc:
+        # A load or resume takes its stored lifetime over here: a store round trip, before the
+        # next request is read (so that a request pipelined behind it finds it open).
+        admitted = await self._shell.admit(message)
+        if admitted.answer is not None:  # the store failed: that is its answer
             task_status.started()
-            await self._respond(ctx, {"error": self._failure(method, exc).error.to_error()})
+            await self._send(ctx, admitted.answer)
             return
         work = Work(trio.CancelScope(), method, ctx.session_id, ctx=ctx)
         self._work.handlers.append(work)
@@ -200,7 +193,7 @@ class Dispatcher:
         if method == "initialize":
             return await self._initialize(ctx, params)
         if method == SET_TITLE:  # the connection's own (R13): the agent never sees it
-            return await self._policy.set_title(params)
+            return await self._shell.policy.set_title(params)
         handler_name = _REQUESTS.get(method)
         if handler_name is None:
             if method.startswith("_"):
@@ -229,25 +222,20 @@ class Dispatcher:
 
     # -- answers ----------------------------------------------------------------------------
     async def _result(self, ctx: RequestContext, result: object) -> None:
-        """Answer with ``result`` (``ctx.respond``), as the policy rewrites it (an
-        ``initialize`` advertises ``session/set_title``, a ``session/list`` lists client-set
-        titles); one that cannot be sent (not JSON, over ``max_frame_bytes``) becomes
-        ``-32603`` (the gate), so a bad result costs that request, not the connection (R12)."""
-        try:
-            rewritten = await self._policy.rewrite({"id": ctx.request_id, "result": result})
-        except StoreError as exc:  # the titles of a listing are read from the store
-            await self._respond(ctx, {"error": self._failure(ctx.method, exc).error.to_error()})
-            return
-        await self._respond(ctx, {"result": rewritten["result"]})
+        """Answer with ``result`` (``ctx.respond``), as the shell rewrites it (an ``initialize``
+        advertises ``session/set_title``, a ``session/list`` lists client-set titles); one that
+        cannot be sent (not JSON, over ``max_frame_bytes``) becomes ``-32603`` (the gate), so a
+        bad result costs that request, not the connection (R12)."""
+        await self._respond(ctx, {"result": result})
 
     async def _respond(self, ctx: RequestContext, payload: dict[str, Any]) -> None:
-        """Queue the response as the gate says (alone, or with the batch it completes), after
-        the lifetime step it needs (the policy); then run the ``after_response`` callbacks of
-        what was queued (a success's only)."""
-        answer = self.gate.respond({"jsonrpc": "2.0", "id": ctx.request_id, **payload})
-        if answer.replaced is not None:
-            logger.error("the response to %r: %s", ctx.method, answer.replaced)
-        self._policy.response(answer.response)
+        """Queue the response as the shell says (alone, or with the batch it completes), after
+        the lifetime step it needs; then run the ``after_response`` callbacks of what was
+        queued (a success's only)."""
+        message = {"jsonrpc": "2.0", "id": ctx.request_id, **payload}
+        await self._send(ctx, await self._shell.respond(message))
+
+    async def _send(self, ctx: RequestContext, answer: Answer) -> None:
         callbacks = [(ctx.method, callback) for callback in ctx._after]
         if "result" not in answer.response:
             callbacks = []
@@ -255,7 +243,7 @@ class Dispatcher:
             self._after[ctx.request_id] = callbacks
             return
         await self._owner.send_encoded(answer.frame, None)
-        self.gate.sent(answer)
+        self._shell.sent(answer)
         for request_id in answer.answered:
             held = callbacks if request_id == ctx.request_id else self._after.pop(request_id, [])
             for method, callback in held:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 from pydantic import ValidationError
 
 from ..core._envelope import (
+    EMPTY_BATCH,
+    NESTED_BATCH,
     LineParseError,
     envelope_fault,
     parse_line,
@@ -180,11 +182,11 @@ def _checked(data: Any) -> RawMessage:
 def _entries(data: list[Any], decode_entry: Callable[[Any], _T]) -> list[_T | InvalidMessageError]:
     """The entries of a batch, each decoded on its own (see :func:`decode`)."""
     if not data:
-        raise InvalidMessageError("an empty batch is not a valid request")
+        raise InvalidMessageError(EMPTY_BATCH)
     entries: list[_T | InvalidMessageError] = []
     for item in data:
         if isinstance(item, list):
-            entries.append(InvalidMessageError("a batch entry cannot be a batch"))
+            entries.append(InvalidMessageError(NESTED_BATCH))
             continue
         try:
             entries.append(decode_entry(item))

@@ -21,7 +21,8 @@
   owner's depth limit).
 - It takes a ``session/load`` or ``session/resume`` of a session it does not know as a session
   with no history (an agent restarted without its sessions' info).
-- An extension request ``_unruly/echo`` is answered with the raw line it came in.
+- An extension request ``_unruly/echo`` is answered with the raw line it came in; a batch is
+  answered with one array.
 - With ``--publish-in-new``, its ``session/new`` handler publishes ``{"handler": 1}`` for the
   session it creates before it answers (as pydantic-acp does).
 - With ``--publish-before-close``, its ``session/close`` handler publishes ``{"step": 1}`` ...
@@ -78,20 +79,30 @@ class Unruly(Agent):
                 continue
             self.raw_line = line.rstrip("\n")
             message = json.loads(line)
+            if isinstance(message, list):  # a batch: its requests answered in one array
+                requests = [m for m in message if "method" in m and "id" in m]
+                sys.stdout.write(json.dumps([self.answer(m) for m in requests]) + "\n")
+                sys.stdout.flush()
+                for request in requests:
+                    self.after_response(request["method"], request.get("params") or {})
+                continue
             if "method" not in message:
                 self.answers.append(self.raw_line)  # a client's answer to one of our requests
                 continue
             if "id" not in message:
                 continue
-            method = message["method"]
-            handler = getattr(self, "on_" + method.replace("/", "_"), None)
-            if handler is None:
-                error = {"code": -32601, "message": f"no method {method}"}
-                self.send({"jsonrpc": "2.0", "id": message["id"], "error": error})
-                continue
-            result = handler(message.get("params") or {})
-            self.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
-            self.after_response(method, message.get("params") or {})
+            self.send(self.answer(message))
+            self.after_response(message["method"], message.get("params") or {})
+
+    def answer(self, message: Json) -> Json:
+        """The response to one request."""
+        method = message["method"]
+        handler = getattr(self, "on_" + method.replace("/", "_"), None)
+        if handler is None:
+            error = {"code": -32601, "message": f"no method {method}"}
+            return {"jsonrpc": "2.0", "id": message["id"], "error": error}
+        result = handler(message.get("params") or {})
+        return {"jsonrpc": "2.0", "id": message["id"], "result": result}
 
     # ------------------------------------------------------------------ breaking the rules
 

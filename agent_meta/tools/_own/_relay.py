@@ -29,8 +29,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import trio
 
-from ...core._envelope import EnvelopeFault, LineParseError, envelope_fault, parse_line
-from ...core._errors import FrameTooLargeError, MetaValueError, StoreError
+from ...core._envelope import (
+    EnvelopeFault,
+    LineParseError,
+    batch_entries,
+    envelope_fault,
+    parse_line,
+)
+from ...core._errors import FrameTooLargeError, MetaValueError
 from ...core._jsonrpc import ErrorCode, is_request_id, session_of
 from ...core._patch import replacement_patch
 from ...core._session_info import SessionInfo, SessionInfoPatch
@@ -39,14 +45,11 @@ from ...owner._lifetime import (
     publish_encoded,
     publish_encoded_nowait,
 )
-from ...owner._policy import LifetimePolicy
+from ...owner._shell import ConnectionShell
 from ...sansio._batch import PublicationBatch
 from ...sansio._encode import encode_update
-from ...sansio._frames import build_response, join_response_frames
-from ...sansio._gate import InboundGate
-from ...sansio._handler_errors import failure_of
+from ...sansio._frames import join_response_frames
 from ...sansio._replay import ReplayWindows, Verdict
-from ...sansio._titles import advertises_titles
 from ...sansio._tracker import (
     LifetimeStep,
     OpeningStart,
@@ -59,9 +62,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from ...owner._lifetime import SessionLifetime
+    from ...owner._shell import Admitted, Intake
     from ...owner._trio import MetaOwner
     from ...sansio._encode import EncodedUpdate
-    from ...sansio._gate import Answer, Undecodable
+    from ...sansio._gate import Answer, InboundGate, Undecodable
     from ...sansio._tracker import InfoUpdate, OutboundPlan
 
 __all__ = ["Relay", "RelayStatistics"]
@@ -123,8 +127,7 @@ class Relay:
         self._to_child = trio.StrictFIFOLock()  # both pumps write to the child
         self._child_gone = False
         self._report = report
-        self._policy = LifetimePolicy(owner)
-        self._gate = InboundGate(max_frame_bytes=owner.max_frame_bytes)
+        self._shell = ConnectionShell(owner)
         self._windows = ReplayWindows(replace_meta=child_meta == "replace")
         # --child-meta not given: the child's initialize result may say what its v1 objects
         # mean; if it does not, objects that look whole are said once (_v1_objects.py).
@@ -142,7 +145,7 @@ class Relay:
 
     @property
     def gate(self) -> InboundGate:
-        return self._gate
+        return self._shell.gate
 
     # -- the client's lines ----------------------------------------------------------------
     async def client_line(self, line: bytes) -> None:
@@ -159,31 +162,11 @@ class Relay:
         if fault is not None:
             await self.refuse_client(fault)
             return
-        passes, answer = await self._admit(data)
-        if answer is not None:
-            await self._owner.send_encoded(answer, None)
-        if not passes:
-            self.statistics.refused_client_lines += 1
-        elif self._answers_here(data):
-            await self._set_title(data)
-        else:
+        intake = self._shell.take(data)
+        self._note(intake)
+        await self._send_answer(intake.answer)
+        if intake.messages and await self._serve(intake.messages[0]):
             await self._send_child(line)
-
-    def _answers_here(self, message: Mapping[str, Any]) -> bool:
-        """Whether a request is answered by ``own`` rather than the child: a
-        ``session/set_title`` for a child that does not advertise it (R13)."""
-        if message.get("method") != "session/set_title" or "id" not in message:
-            return False
-        return not self._policy.forwards_titles
-
-    async def _set_title(self, message: Mapping[str, Any]) -> None:
-        """Serve ``session/set_title`` for a child without it: the title is the client's, its
-        confirmation queued and (with a store) stored, then the answer (R13)."""
-        answer = self._gate.respond(await self._policy.answer_set_title(message))
-        await self.flush()  # the child's updates taken so far go first
-        if answer.frame is not None:
-            await self._owner.send_encoded(answer.frame, None)
-        self._gate.sent(answer)
 
     async def refuse_client(self, failure: Undecodable) -> None:
         """Answer a line of the client that never reaches the child (not JSON, not a JSON-RPC
@@ -191,9 +174,7 @@ class Relay:
         response is dropped (JSON-RPC never answers one)."""
         self.statistics.refused_client_lines += 1
         self._report("client", f"refused a line ({failure.code}): {failure}")
-        frame = self._gate.refuse(failure)
-        if frame is not None:
-            await self._owner.send_encoded(frame, None)
+        await self._send_answer(self._shell.take(failure).answer)
 
     async def client_ended(self) -> None:
         """The client's input ended: so does the child's."""
@@ -201,82 +182,87 @@ class Relay:
             self._child_gone = True
             await self._child_stdin.aclose()
 
-    async def _client_batch(self, line: bytes, entries: list[Any]) -> None:
+    async def _client_batch(self, line: bytes, data: list[Any]) -> None:
         """A JSON-RPC batch: forwarded as it is when the child may see every entry; otherwise
         the entries answered here (refused, or a ``session/set_title`` the child does not
-        serve, R13) are answered in one array and the rest forwarded as a batch."""
-        if not entries:
-            await self.refuse_client(EnvelopeFault("an empty batch is not a request"))
+        serve, R13) are answered in one array and the rest forwarded as a batch of their own
+        (``docs/agent.md``: the one way ``own``'s batches differ)."""
+        entries = batch_entries(data)
+        if isinstance(entries, EnvelopeFault):  # an empty array
+            await self.refuse_client(entries)
             return
-        answers: list[bytes] = []
+        intake = self._shell.take_forwarded_batch(entries)
+        self._note(intake)
+        answers = [] if intake.answer is None else [intake.answer]
         titles: list[Answer] = []
-        passed: list[dict[str, Any]] = []
-        refused = False
-        for entry in entries:
-            fault = envelope_fault(entry)
-            if fault is not None:
-                refused = True
-                frame = self._gate.refuse(fault)
-                if frame is not None:
-                    answers.append(frame)
-                continue
-            passes, answer = await self._admit(entry)
-            if not passes:
-                refused = True
-            elif self._answers_here(entry):
-                title = self._gate.respond(await self._policy.answer_set_title(entry))
-                titles.append(title)
-                if title.frame is not None:
-                    answers.append(title.frame)
+        passed: list[Mapping[str, Any]] = []
+        for message in intake.messages:
+            admitted = await self._shell.admit(message)
+            if admitted.answer is not None:
+                self.statistics.refused_client_lines += 1
+                titles.append(admitted.answer)
+            elif self._shell.answers_here(message):
+                titles.append(await self._shell.answer_here(message))
             else:
-                passed.append(entry)
-            if answer is not None:
-                answers.append(answer)
-        if refused:
-            self.statistics.refused_client_lines += 1
+                self._follow(admitted)
+                passed.append(message)
+        answers.extend(answer.frame for answer in titles if answer.frame is not None)
         if answers:
             await self.flush()  # the child's updates taken so far go first
-            await self._owner.send_encoded(join_response_frames(answers), None)
-        for title in titles:
-            self._gate.sent(title)
-        if len(passed) == len(entries):
+            await self._send_answer(join_response_frames(answers))
+        for answer in titles:
+            self._shell.sent(answer)
+        if len(passed) == len(data):
             await self._send_child(line)
         elif passed:
             await self._send_child(json.dumps(passed, separators=(",", ":")).encode())
 
-    async def _admit(self, message: Mapping[str, Any]) -> tuple[bool, bytes | None]:
-        """Whether a message of the client goes on to the child, and the frame it is answered
-        with instead, if any: the gate's refusals, a lifetime store that cannot be read; a
-        notification the gate drops is neither forwarded nor answered."""
-        admission = self._gate.admit(message)
-        if admission.answer is not None:
-            self._report("client", f"refused {message.get('method')!r}")
-            return False, admission.answer
-        if admission.message is None:
-            self._report("client", f"dropped a notification: {admission.ignored}")
-            return False, None
-        if "method" not in message or "id" not in message:
-            return True, None  # a notification or an answer to the child: no policy part
-        try:
-            start = await self._policy.start(message)
-        except StoreError as exc:
-            self._report("store", f"{message.get('method')}: the lifetime store failed: {exc}")
-            failure = failure_of(exc)
-            assert failure is not None  # a store failure is answered
-            answer = {"jsonrpc": "2.0", "id": message.get("id"), "error": failure.error.to_error()}
-            self._gate.forwarded(answer)
-            return False, build_response(message.get("id"), error=answer["error"])
+    async def _serve(self, message: Mapping[str, Any]) -> bool:
+        """A message of the client the gate let through: whether it goes on to the child, or
+        was answered here (a store that failed, a ``session/set_title`` for a child without
+        it, R13)."""
+        admitted = await self._shell.admit(message)
+        answer = admitted.answer
+        if answer is None and self._shell.answers_here(message):
+            answer = await self._shell.answer_here(message)
+        if answer is None:
+            self._follow(admitted)
+            return True
+        if admitted.answer is not None:
+            self.statistics.refused_client_lines += 1
+        await self.flush()  # the child's updates taken so far go first
+        await self._send_answer(answer.frame)
+        self._shell.sent(answer)
+        return False
+
+    def _note(self, intake: Intake) -> None:
+        """Report what the gate refused or dropped of a client's line."""
+        if intake.refused is not None:
+            self.statistics.refused_client_lines += 1
+            self._report("client", intake.refused)
+        if intake.ignored is not None:
+            self.statistics.refused_client_lines += 1
+            self._report("client", f"dropped a notification: {intake.ignored}")
+
+    def _follow(self, admitted: Admitted) -> None:
+        """A request goes on to the child: what its replay window or its opening needs."""
+        start = admitted.start
+        message = admitted.message
         if isinstance(start, ReplayStart):
             self._windows.opened(
                 start.session_id, message["id"], held=start.held, replays=start.replays
             )
-        else:
-            if isinstance(start, OpeningStart):
-                self._openings[message["id"]] = start.token
+            return
+        if isinstance(start, OpeningStart):
+            self._openings[message["id"]] = start.token
+        if "id" in message and "method" in message:
             session_id = session_of(message.get("params"))  # a fork's: the session it forks
             if session_id is not None:
                 self._windows.asked(session_id)
-        return True, None
+
+    async def _send_answer(self, frame: bytes | None) -> None:
+        if frame is not None:
+            await self._owner.send_encoded(frame, None)
 
     async def _send_child(self, line: bytes) -> None:
         """Write one line to the child (dropped once its input is closed)."""
@@ -336,70 +322,69 @@ class Relay:
     async def child_ended(self, status: int) -> None:
         """The child's output ended and it exited with ``status``: the client's requests it
         left unanswered are answered with an error."""
-        for request_id in self._gate.unanswered():
+        for request_id in self._shell.gate.unanswered():
             self.statistics.unanswered += 1
             error = {
                 "code": ErrorCode.INTERNAL_ERROR,
                 "message": f"internal error: the agent exited (status {status}) before answering",
             }
-            self._gate.forwarded({"id": request_id, "error": error})
-            await self._owner.send_response(request_id, error=error)
+            answer = await self._shell.respond({"jsonrpc": "2.0", "id": request_id, "error": error})
+            await self._send_answer(answer.frame)
+            self._shell.sent(answer)
 
     async def _child_batch(self, entries: list[Any], frame: bytes) -> None:
-        """An array from the child (the answer to a batch): each response is planned as one,
-        and the array forwarded as it is."""
+        """An array from the child (the answer to a batch): each response is rewritten and
+        planned as one, and the array forwarded as it is unless a response was rewritten."""
+        rewritten: list[Any] = []
         for entry in entries:
             if isinstance(entry, dict) and "method" not in entry:
-                await self._before_response(entry)
+                entry = await self._before_response(entry)
+            rewritten.append(entry)
+        if any(new is not old for new, old in zip(rewritten, entries, strict=True)):
+            frame = _encoded(rewritten)
         await self._owner.send_encoded(frame, None)
 
     async def _child_response(self, message: dict[str, Any], frame: bytes) -> None:
-        rewritten = await self._rewrite(message)
-        await self._before_response(rewritten)
+        rewritten = await self._before_response(message)
         if rewritten is not message:  # the child's bytes, except what the client must see
-            frame = json.dumps(rewritten, separators=(",", ":"), ensure_ascii=False).encode()
-            frame += b"\n"
+            frame = _encoded(rewritten)
         await self._owner.send_encoded(frame, None)
 
-    async def _rewrite(self, message: dict[str, Any]) -> Mapping[str, Any]:
-        """A response of the child as the client must get it (R13): ``initialize`` advertises
-        ``session/set_title`` (forwarded to a child that advertises it, answered here
-        otherwise), ``session/list`` lists the titles the client set."""
-        if self._policy.tracker.answering(message) == "initialize":
-            result = message.get("result")
-            self._policy.forwards_titles = isinstance(result, dict) and advertises_titles(result)
-            meaning = v1_meta_of(result) if isinstance(result, dict) else None
-            if self._child_meta is None and meaning is not None:
-                self._windows.replace_meta = meaning == "whole"
-                self._report("agent", f"its v1 _meta objects are read as it says: {meaning}")
-        try:
-            return await self._policy.rewrite(message)
-        except StoreError as exc:
-            self._report("store", f"the client's titles cannot be read: {exc}")
-            return message
+    def _initialized(self, message: Mapping[str, Any]) -> None:
+        """The child answered ``initialize``: whether it says what its v1 objects mean."""
+        result = message.get("result")
+        meaning = v1_meta_of(result) if isinstance(result, dict) else None
+        if self._child_meta is None and meaning is not None:
+            self._windows.replace_meta = meaning == "whole"
+            self._report("agent", f"its v1 _meta objects are read as it says: {meaning}")
 
-    async def _before_response(self, message: Mapping[str, Any]) -> None:
-        """What must happen before a response of the child is queued: the lifetime policy's
-        step (open, resync, close), after what a load or resume window needs."""
-        plan = await self._settle(message)
-        self._policy.carry_out(plan)
+    async def _before_response(self, message: dict[str, Any]) -> Mapping[str, Any]:
+        """What must happen before a response of the child is queued: the response as the
+        client must get it (R13, the shell's rewrite), then the lifetime policy's step (open,
+        resync, close), after what a load or resume window needs. Returns the response to
+        forward (``message`` itself when nothing changed)."""
+        if self._shell.policy.answering(message) == "initialize":
+            self._initialized(message)
+        rewritten = await self._shell.rewrite_forwarded(message)
+        if "error" in rewritten and "error" not in message:
+            self._report("store", f"the client's titles cannot be read: {rewritten['error']}")
+        plan = await self._settle(rewritten)
+        self._shell.policy.carry_out(plan)
         if plan.protocol_version is not None:
             self._windows.protocol_version = self._owner.protocol_version
         if plan.step is LifetimeStep.CLOSE and plan.session_id is not None:
             self._windows.closed(plan.session_id)
+        return rewritten
 
     async def _settle(self, message: Mapping[str, Any]) -> OutboundPlan:
         """Plan a response of the child; at a load or resume response, make the lifetime the
         child's state and queue what the client lacks (the plan keeps its resync only if the
         client lacks everything)."""
-        self._gate.forwarded(message)
         request_id = message.get("id")
-        if isinstance(request_id, (int, str)):
+        if isinstance(request_id, int | str):
             self._openings.pop(request_id, None)  # the tracker ends its mark with the plan
         session_id = self._windows.answering(request_id) if is_request_id(request_id) else None
-        plan = self._policy.tracker.outbound(
-            message, self._owner.has_lifetime, offset_timestamps=self._owner.offset_timestamps
-        )
+        plan = self._shell.forwarded(message)
         if session_id is None:
             return plan
         success = plan.step is LifetimeStep.RESYNC
@@ -428,7 +413,7 @@ class Relay:
         """A request of the child to the client: forwarded, unless its session has ended (the
         child is then answered, so that it does not wait for ever)."""
         if is_request_id(message.get("id")):
-            self._gate.sent_request(message["id"])
+            self._shell.gate.sent_request(message["id"])
         session_id = session_of(message.get("params"))
         if await self._owner.send_encoded(frame, session_id):
             return
@@ -497,12 +482,7 @@ class Relay:
             kept.insert(0, {**message, "params": params})
         for token in self._openings.values():
             for each in kept:
-                self._policy.tracker.outbound(
-                    each,
-                    self._owner.has_lifetime,
-                    handling=token,
-                    offset_timestamps=self._owner.offset_timestamps,
-                )
+                self._shell.policy.plan(each, handling=token)
 
     async def _forward_info(self, session_id: str, frame: bytes) -> None:
         """Forward a ``session_info_update`` of the child as it is. Publications of its session
@@ -616,6 +596,11 @@ class Relay:
             f"not forwarded: a session_info_update of session {session_id!r} that is not "
             f"session info ({exc}){shown}",
         )
+
+
+def _encoded(message: object) -> bytes:
+    """A message (or an array of them) ``own`` changed, as a line for the client."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 def _shown(line: bytes, limit: int = 300) -> str:

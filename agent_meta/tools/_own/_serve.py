@@ -88,7 +88,7 @@ async def _relay(
         protocol_version=1,  # until initialize is answered
         coalesce=settings.coalesce,
         max_frame_bytes=settings.max_line + 2,  # whatever line the child may send
-        drain_timeout=DRAIN_TIMEOUT,
+        drain_timeout=0.0,  # the end below waits for the owner itself (DRAIN_TIMEOUT), once
     )
     stdin = trio.lowlevel.FdStream(os.dup(0))
     stdout = trio.lowlevel.FdStream(os.dup(1))
