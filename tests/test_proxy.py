@@ -18,12 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_meta import OMITTED
+from agent_meta._stderr import Reporter
 from agent_meta.core._patch import fold_meta_patches
 from agent_meta.sansio._lines import LineSplitter
 from agent_meta.testing import ClientMirror
 from agent_meta.tools._findings import WATCHED_LINE_BYTES, take_lines
 from agent_meta.tools._peer import AgentPeer
-from agent_meta.tools._stderr import Reporter
 from agent_meta.tools._watch import Watcher
 from tests.strategies import meta_updates
 

@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     from ..instrument import _supervise
-    from ..tools import _check, _own, _proxy, _timeline
+    from ..own import _command as _own
+    from ..tools import _check, _proxy, _timeline
 
     for app in (_own, _supervise, _proxy, _check, _timeline):  # the README's order
         app.add_parser(commands)
@@ -177,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_main(arguments[1:])
     if arguments[:1] == ["own"]:  # the same: its child starts before anything heavy loads
-        from ..tools._own import main as own_main
+        from ..own._command import main as own_main
 
         return own_main(arguments[1:])
     args = build_parser().parse_args(arguments)

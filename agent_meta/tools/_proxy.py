@@ -27,9 +27,9 @@ from typing import IO, TYPE_CHECKING, Final
 import trio
 
 from .._agent_command import add_agent_command, exit_status
+from .._stderr import Reporter
 from ..sansio._lines import LineSplitter
 from ._findings import WATCHED_LINE_BYTES, Frame, Source, take_lines
-from ._stderr import Reporter
 from ._watch import Watcher
 
 if TYPE_CHECKING:

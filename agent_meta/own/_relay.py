@@ -29,44 +29,44 @@ from typing import TYPE_CHECKING, Any, Final, Literal, final
 
 import trio
 
-from ...core._envelope import (
+from ..core._envelope import (
     EnvelopeFault,
     LineParseError,
     batch_entries,
     envelope_fault,
     parse_line,
 )
-from ...core._errors import FrameTooLargeError, MetaValueError
-from ...core._jsonrpc import ErrorCode, is_request_id, session_of
-from ...core._patch import replacement_patch
-from ...core._session_info import SessionInfo, SessionInfoPatch
-from ...owner._lifetime import (
+from ..core._errors import FrameTooLargeError, MetaValueError
+from ..core._jsonrpc import ErrorCode, is_request_id, session_of
+from ..core._patch import replacement_patch
+from ..core._session_info import SessionInfo, SessionInfoPatch
+from ..owner._lifetime import (
     encoded_headroom,
     publish_encoded,
     publish_encoded_nowait,
 )
-from ...owner._shell import ConnectionShell
-from ...sansio._batch import PublicationBatch
-from ...sansio._encode import encode_update
-from ...sansio._frames import join_response_frames
-from ...sansio._replay import ReplayWindows, Verdict
-from ...sansio._tracker import (
+from ..owner._shell import ConnectionShell
+from ..sansio._batch import PublicationBatch
+from ..sansio._encode import encode_update
+from ..sansio._frames import join_response_frames
+from ..sansio._replay import ReplayWindows, Verdict
+from ..sansio._tracker import (
     LifetimeStep,
     OpeningStart,
     ReplayStart,
     info_update_of,
 )
-from ...sansio._v1_objects import WholeObjectHint, v1_meta_of
+from ..sansio._v1_objects import WholeObjectHint, v1_meta_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ...owner._lifetime import SessionLifetime
-    from ...owner._shell import Admitted, Intake
-    from ...owner._trio import MetaOwner
-    from ...sansio._encode import EncodedUpdate
-    from ...sansio._gate import Answer, InboundGate, Undecodable
-    from ...sansio._tracker import InfoUpdate, OutboundPlan
+    from ..owner._lifetime import SessionLifetime
+    from ..owner._shell import Admitted, Intake
+    from ..owner._trio import MetaOwner
+    from ..sansio._encode import EncodedUpdate
+    from ..sansio._gate import Answer, InboundGate, Undecodable
+    from ..sansio._tracker import InfoUpdate, OutboundPlan
 
 __all__ = ["Relay", "RelayStatistics"]
 

@@ -1,6 +1,6 @@
 """Where ``agent-meta own`` says what it did not forward: stderr, for a person, and ``--log``.
 
-stderr is written from a thread (:class:`~agent_meta.tools._stderr.Reporter`), so a client that
+stderr is written from a thread (:class:`~agent_meta._stderr.Reporter`), so a client that
 never reads it cannot stall the forwarding, and shows the first :data:`SHOWN` reports of each
 source; the log, when given, gets every report with its time. At the end, a summary counts
 what was not forwarded.

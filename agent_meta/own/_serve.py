@@ -1,7 +1,7 @@
 """The I/O of ``agent-meta own``: two pumps, the owner over stdout, signals, and the end.
 
 - The client pump reads stdin line by line (the sans-IO line splitter, with the limit) and
-  hands each line to the :class:`~agent_meta.tools._own._relay.Relay`; at the end of the input
+  hands each line to the :class:`~agent_meta.own._relay.Relay`; at the end of the input
   it closes the child's stdin, and the child has ``--exit-grace`` seconds to exit before it is
   stopped (SIGTERM, then SIGKILL).
 - The child pump reads the child's stdout the same way; when it ends, the client's requests the
@@ -24,15 +24,15 @@ from typing import IO, TYPE_CHECKING, Final
 
 import trio
 
-from ...core._errors import OwnerClosedError, StoreError, TransportBrokenError
-from ...owner._trio import open_owner
-from ...sansio._lines import READ_SIZE, IncompleteLineError, LineSplitter, LineTooLongError
-from ...sansio._options import OwnerOptions
+from ..core._errors import OwnerClosedError, StoreError, TransportBrokenError
+from ..owner._trio import open_owner
+from ..sansio._lines import READ_SIZE, IncompleteLineError, LineSplitter, LineTooLongError
+from ..sansio._options import OwnerOptions
 from ._relay import Relay
 from ._reports import Reports
 
 if TYPE_CHECKING:
-    from ...stores._store import LifetimeStore
+    from ..stores._store import LifetimeStore
     from ._child import Child
     from ._command import OwnSettings
 
@@ -65,7 +65,7 @@ async def _serve(child: Child, settings: OwnSettings, reports: Reports) -> int:
     store: LifetimeStore | None = None
     async with contextlib.AsyncExitStack() as stack:
         if settings.store is not None:
-            from ...stores._open import open_store
+            from ..stores._open import open_store
 
             try:
                 store = await stack.enter_async_context(open_store(settings.store))

@@ -13,8 +13,8 @@ import dataclasses
 import sys
 from typing import IO, TYPE_CHECKING, Literal
 
-from ..._agent_command import add_agent_command
-from ...sansio._lines import DEFAULT_MAX_LINE_BYTES
+from .._agent_command import add_agent_command
+from ..sansio._lines import DEFAULT_MAX_LINE_BYTES
 from ._child import Child, ChildStartError
 
 if TYPE_CHECKING:
@@ -150,8 +150,8 @@ def start(settings: OwnSettings) -> int:
     """Start the child, then serve it until it exits; return the exit status (usage errors:
     2; a child that cannot be started: 127 when not found, else 126)."""
     if settings.store is not None:
-        from ...core._errors import StoreError
-        from ...stores._urls import store_kind
+        from ..core._errors import StoreError
+        from ..stores._urls import store_kind
 
         try:
             store_kind(settings.store)

@@ -12,7 +12,7 @@ import os
 import subprocess
 from typing import TYPE_CHECKING, final
 
-from ..._agent_command import exit_status
+from .._agent_command import exit_status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
