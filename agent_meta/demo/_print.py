@@ -49,6 +49,13 @@ def print_legend(console: Console) -> None:
         "Session info is a session's title and its _meta, an object that many writers share. "
         f'title="{escape(NEVER_TOLD)}" means no frame has mentioned a title yet (title=null: a '
         "frame said there is none).",
+        "The rules the steps name (the README lists them): R4 resync on load and resume, R5 the "
+        "info belongs to the session's lifetime, R6 nothing is written after close (fenced), "
+        "R7 a failure is cleared only by its own id and revision, R8 an extension edits inside "
+        "its own key, R10 v1 frames carry the whole object, v2 frames only what changed.",
+        "On v2 a prompt is answered at once with its messageId; the turn then goes on as "
+        "updates (user_message, agent_message, state_update running ... idle): the foreground "
+        "state is the state_update a client shows while a turn runs.",
     ):
         console.print(f"[dim]{line}")
 

@@ -130,7 +130,8 @@ def _check_reopen(received: list[Message], mirror: ClientMirror, sid: str) -> st
 V2_STORY: tuple[V2Step, ...] = (
     V2Step(
         "connect (v2)",
-        "initialize (protocolVersion 2) and session/new: the session's first lifetime",
+        "initialize (protocolVersion 2) and session/new: the session's first lifetime begins "
+        "(the span, until session/close, that the session's info belongs to)",
         {"op": "new"},
         _check_new,
     ),
@@ -151,7 +152,7 @@ V2_STORY: tuple[V2Step, ...] = (
     ),
     V2Step(
         "clear, then set",
-        "_meta: null clears everything, which the official Python SDK cannot send",
+        "_meta: null clears everything (the official Python SDK's v1 models cannot send it)",
         {"op": "prompt", "text": '/meta clear\n/meta set status "set again"'},
         _check_clear,
     ),
