@@ -66,7 +66,7 @@ def coverage(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff (lint, format), mypy --strict, the import-layer contracts, no runtime import
     circle, the complexity limit (and, as information, the largest modules and classes)."""
-    session.install("-e", ".[lint,test,demo,sdk-http,postgres]")
+    session.install("-e", ".[lint,test,demo,sdk-http,postgres,websocket]")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
@@ -95,7 +95,7 @@ def integration(session: nox.Session) -> None:
     """Real clients (Python SDK, TypeScript SDK under Node) against the reference agent, and
     the SDK adapter over stdio, WebSocket and streamable HTTP; ``agent-meta own`` in front of
     the reference agent and of codex-acp from npm (offline, a fake model server on loopback)."""
-    session.install("-e", ".[test,demo,sdk-http,postgres]")
+    session.install("-e", ".[test,demo,sdk-http,postgres,websocket]")
     for node_project in (NODE_CLIENT, CODEX_AGENT):
         if (node_project / "package-lock.json").exists():
             with session.chdir(node_project):

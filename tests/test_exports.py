@@ -205,6 +205,7 @@ def test_every_other_module_is_private() -> None:
         "demo",
         "instrument",
         "own",
+        "attach",
         "tools",
     }
     public = {name.removeprefix("agent_meta.") for name in PUBLIC_MODULES} - {"agent_meta"}

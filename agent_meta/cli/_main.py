@@ -47,18 +47,20 @@ def build_parser() -> argparse.ArgumentParser:
             "Session-info _meta ownership for ACP agents. Put it in front of any stdio ACP "
             "agent (own -- AGENT_CMD) or under an unchanged Python agent on the official SDK "
             "(run -- AGENT_CMD); watch an agent's metadata (proxy -- AGENT_CMD, then "
-            "timeline) or check it against the rules (check -- AGENT_CMD); or run the "
+            "timeline) or check it against the rules (check -- AGENT_CMD); reach a host that "
+            "serves ACP over a WebSocket from a stdio client (attach URL); or run the "
             "reference agent on stdio (agent) and the demo that drives it with real ACP "
             "clients (demo). 'agent-meta COMMAND --help' tells more."
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from ..attach import _command as _attach
     from ..instrument import _supervise
     from ..own import _command as _own
     from ..tools import _check, _proxy, _timeline
 
-    for app in (_own, _supervise, _proxy, _check, _timeline):  # the README's order
+    for app in (_own, _supervise, _proxy, _check, _timeline, _attach):  # the README's order
         app.add_parser(commands)
     _add_agent_parser(commands)
     commands.add_parser(

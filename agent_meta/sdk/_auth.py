@@ -14,6 +14,8 @@ import hmac
 import logging
 from typing import TYPE_CHECKING, Any, Final, final
 
+from .._tokens import MIN_TOKEN_BYTES, check_token
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, MutableMapping
 
@@ -21,26 +23,12 @@ __all__ = ["MIN_TOKEN_BYTES", "BearerAuth", "check_token"]
 
 logger = logging.getLogger("agent_meta.sdk")
 
-MIN_TOKEN_BYTES: Final = 16
-"""The shortest token accepted: anything shorter could be guessed."""
-
 _DENIAL: Final = b"401 Unauthorized: send Authorization: Bearer <token>\n"
 _DENIAL_HEADERS: Final = (
     (b"content-type", b"text/plain; charset=utf-8"),
     (b"www-authenticate", b'Bearer realm="acp"'),
 )
 """The headers of a refusal, over HTTP and as a WebSocket denial response."""
-
-
-def check_token(token: str) -> bytes:
-    """``token`` as the bytes compared, or ``ValueError`` (without the token) when it is too
-    short or holds characters an HTTP header cannot carry."""
-    if not token.isascii() or not token.isprintable() or " " in token:
-        raise ValueError("the bearer token must be printable ASCII without spaces")
-    encoded = token.encode("ascii")
-    if len(encoded) < MIN_TOKEN_BYTES:
-        raise ValueError(f"the bearer token must be at least {MIN_TOKEN_BYTES} characters long")
-    return encoded
 
 
 @final
