@@ -84,12 +84,16 @@ def use_runtime(runtime: str) -> Iterator[None]:
         _runtime = previous
 
 
-def agent_command(*extra: str, runtime: str | None = None) -> list[str]:
+def agent_command(
+    *extra: str, runtime: str | None = None, launcher: Sequence[str] = ("-m", "agent_meta")
+) -> list[str]:
     """The reference agent as a real subprocess, run by this interpreter, on ``runtime``
-    (default: the one the ``agent_runtime`` fixture chose; trio outside it)."""
+    (default: the one the ``agent_runtime`` fixture chose; trio outside it). ``launcher`` is
+    what runs ``agent-meta`` (a test's own, such as
+    :func:`tests.support.crash_after_persist.crashing_command`)."""
     chosen = _runtime if runtime is None else runtime
     flags = [] if chosen == "trio" else ["--runtime", chosen]  # trio: the default, unflagged
-    return [sys.executable, "-m", "agent_meta", "agent", *flags, *extra]
+    return [sys.executable, *launcher, "agent", *flags, *extra]
 
 
 def agent_env() -> dict[str, str]:

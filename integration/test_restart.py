@@ -37,6 +37,7 @@ from integration.harness import (
     session_updates,
     text,
 )
+from tests.support.crash_after_persist import crashing_command
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -53,11 +54,14 @@ CWD = str(REPO)
 async def agent(
     store: Path | str, *, crash_after: int | None = None
 ) -> AsyncIterator[tuple[Any, Transcript, asyncio.subprocess.Process]]:
+    """The agent on ``store``; with ``crash_after``, one that ends itself (status 137) right
+    after that many store writes (:mod:`tests.support.crash_after_persist`)."""
     record = Transcript()
     env = agent_env()
-    if crash_after is not None:
-        env["AGENT_META_TEST_CRASH_AFTER_PERSIST"] = str(crash_after)
-    command = agent_command("--store", str(store))
+    if crash_after is None:
+        command = agent_command("--store", str(store))
+    else:
+        command = agent_command("--store", str(store), launcher=crashing_command(crash_after))
     async with acp.spawn_agent_process(
         cast("acp.Client", QuietClient()),
         command[0],
@@ -266,7 +270,7 @@ def test_kill_during_a_resync(tmp_path: Path, after: int) -> None:
 
 @pytest.mark.parametrize("writes", [1, 2, 3, 5])
 def test_crash_between_persist_and_write(tmp_path: Path, writes: int) -> None:
-    """The test hook ends the agent right after its Nth store write, before the frame."""
+    """The crashing store ends the agent right after its Nth store write, before the frame."""
     store = tmp_path / "agent.sqlite"
 
     async def first() -> tuple[str, dict[str, Any]]:

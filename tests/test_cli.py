@@ -14,8 +14,8 @@ import trio
 
 from agent_meta import __version__
 from agent_meta._install_hint import install_hint
+from agent_meta.agents import _serve as _agent_serve
 from agent_meta.agents._common._commands import COMMANDS
-from agent_meta.cli import _main as _cli
 from agent_meta.cli._main import build_parser, main
 from agent_meta.core._jsonrpc import ErrorCode
 from agent_meta.trio_connection._lines import DEFAULT_MAX_LINE_BYTES
@@ -76,7 +76,7 @@ def test_sdk_runtime_refuses_protocol_2_where_the_sdk_has_no_v2(
 ) -> None:
     """Before 1.0 the SDK has no ``acp.experimental.v2``: ``--protocol 2`` is refused (on 1.0
     it serves the v2 agent, as ``tests/test_v2_pipe_conformance.py`` shows)."""
-    monkeypatch.setattr(_cli, "_sdk_protocol_versions", lambda: (1,))
+    monkeypatch.setattr(_agent_serve, "_sdk_protocol_versions", lambda: (1,))
     with pytest.raises(SystemExit) as exit_info:
         main(["agent", "--runtime", "sdk", "--protocol", "2"])
     assert exit_info.value.code == 2
