@@ -8,8 +8,11 @@ lowercase ``t`` and ``z``, which that client also drops, so the owner writes the
 
 from __future__ import annotations
 
-import datetime
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import datetime
 
 __all__ = ["is_rfc3339", "normalize_rfc3339", "rfc3339_instant"]
 
@@ -23,6 +26,8 @@ def is_rfc3339(text: str) -> bool:
     """True for an RFC 3339 date-time with an offset, e.g. ``2026-11-30T12:00:00Z``."""
     if not _RFC3339.fullmatch(text):
         return False
+    import datetime  # here: not on the path of every start (docs/performance.md, section 10)
+
     normalized = text.upper().replace("Z", "+00:00")
     try:
         datetime.datetime.fromisoformat(normalized)
@@ -45,4 +50,6 @@ def rfc3339_instant(value: object) -> datetime.datetime | None:
     ``None``: for anything else, a local time without an offset included (not comparable)."""
     if not isinstance(value, str) or not is_rfc3339(value):
         return None
+    import datetime
+
     return datetime.datetime.fromisoformat(value.upper().replace("Z", "+00:00"))

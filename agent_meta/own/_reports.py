@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import datetime
 from typing import IO, TYPE_CHECKING, Final, final
 
 from .._stderr import Reporter
@@ -51,6 +50,8 @@ class Reports:
             if self._shown[source] == SHOWN:
                 self._reporter.line(f"{source}: further reports counted only (see --log)")
         if self._log is not None:
+            import datetime  # with --log only: not on the path to the first answer
+
             moment = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
             self._log.write(f"{moment.replace('+00:00', 'Z')} {source}: {text}\n")
             self._log.flush()

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import signal
 import sys
@@ -49,9 +48,6 @@ def serve(child: Child, settings: OwnSettings, log: IO[str] | None) -> int:
     """Serve the client with ``child`` behind the owner until the child exits; return the exit
     status (the child's; 1 when the client stopped reading or the store failed)."""
     reports = Reports(sys.stderr, log, name=NAME)
-    # Everything imported so far lives as long as the process: out of the collector's way, so
-    # that a full collection (a pause of milliseconds over every module) never holds a frame.
-    gc.freeze()
     try:
         return trio.run(_serve, child, settings, reports)
     except KeyboardInterrupt:  # before the signal handler was in place

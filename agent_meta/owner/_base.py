@@ -43,7 +43,6 @@ from ..sansio._state import LifetimeState
 from ._direct import DirectWriter
 from ._failures import store_failed, taken_over_error
 from ._lifetime import SessionLifetime
-from ._statistics import OwnerStatistics
 from ._writer import Writer
 
 if TYPE_CHECKING:
@@ -54,6 +53,7 @@ if TYPE_CHECKING:
     from ..sansio._records import StoredLifetime
     from ..stores._store import LifetimeStore
     from ._direct import NowaitStream
+    from ._statistics import OwnerStatistics
     from ._transport import Transport
 
 __all__ = ["OwnerBase", "WaitingTasks", "check_options"]
@@ -310,6 +310,8 @@ class OwnerBase(abc.ABC):
     # -- statistics ----------------------------------------------------------------------
     def statistics(self) -> OwnerStatistics:
         """Counters and queue sizes, for monitoring and tests."""
+        from ._statistics import OwnerStatistics  # here: not on every owner's start
+
         queue = self._queue
         c = queue.statistics()
         return OwnerStatistics(

@@ -24,6 +24,8 @@ from ._retry import tenacity_retry
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    import tenacity
+
     from ..sansio._entries import StoreBatch
     from ..sansio._options import RetryPolicy
     from ..sansio._queue import SendQueue
@@ -52,6 +54,8 @@ class Writer:
         "_retried",
         "_retries",
         "_retry",
+        "_retry_policy",
+        "_sleep",
         "_store",
         "_transport",
     )
@@ -69,7 +73,9 @@ class Writer:
     ) -> None:
         self._queue = queue
         self._transport = transport
-        self._retry = tenacity_retry(retry, sleep)
+        self._retry_policy = retry
+        self._sleep = sleep
+        self._retry: tenacity.AsyncRetrying | None = None  # built at the first retry
         self._retries = retry.retries
         self._cancelled = cancelled
         self._store = store
@@ -118,6 +124,8 @@ class Writer:
         """Retry a frame the transport proved unsent. ``False`` if another holder took its
         lifetime over meanwhile (the frame is dropped; a close does not drop it, R6); when
         the policy gives up the last error propagates."""
+        if self._retry is None:
+            self._retry = tenacity_retry(self._retry_policy, self._sleep)
         async for attempt in self._retry:
             with attempt:
                 if not self._queue.still_wanted():
