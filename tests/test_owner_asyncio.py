@@ -407,6 +407,34 @@ async def test_a_publication_reaches_the_pipe_in_the_call_that_made_it(
         assert owner.statistics().direct_writes == 5
 
 
+async def test_no_direct_write_begins_once_the_parked_writer_is_cancelled(
+    driver: drivers.AsyncioDriver,
+) -> None:
+    """The writer task, parked idle, is cancelled; until it runs, a direct write could begin a
+    frame that nobody would finish (the future it awaits tells the idle writer inside
+    ``Task.cancel()``, as trio's abort callback does)."""
+    async with PipeRecorder(size=4096) as pipe:
+
+        async def run() -> None:
+            async with driver.open_asyncio_owner(pipe) as owner:
+                lt = owner.open_lifetime(SID)
+                await driver.wait_all_tasks_blocked()
+                (writer,) = [
+                    task
+                    for task in asyncio.all_tasks()
+                    if getattr(task.get_coro(), "__qualname__", "") == "OwnerBase._writer_loop"
+                ]
+                writer.cancel()
+                assert lt.publish_nowait(meta={"big": "x" * 6000})  # queued, not written
+                assert owner.statistics().direct_writes == 0
+
+        with pytest.raises(ExceptionGroup) as caught:  # leaving the block: it had stopped
+            await run()
+        assert caught.group_contains(am.OwnerClosedError)
+        assert pipe.read_available() == []
+        assert pipe.partial == b""
+
+
 async def test_a_reader_that_falls_behind_gets_every_frame_whole_and_in_order(
     driver: drivers.AsyncioDriver,
 ) -> None:

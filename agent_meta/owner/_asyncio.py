@@ -2,9 +2,9 @@
 
 The same owner as the trio driver (:mod:`._trio`), for agents on asyncio (the official ACP
 Python SDK): every rule is decided by the sans-IO queue, and the writer loop, the handles, the
-retry policy and the transport seam are shared (:mod:`._base`). This module only parks and
-wakes tasks with asyncio futures, runs the writer as one asyncio task, and maps asyncio's
-cancellation onto the seam. It imports no trio.
+retry policy, the transport seam and when the idle writer is woken are shared (:mod:`._base`,
+:mod:`._idle`). This module only parks and reschedules tasks with asyncio futures, runs the
+writer as one asyncio task, and maps asyncio's cancellation onto the seam. It imports no trio.
 
 Cancellation, in asyncio terms: an ``async`` method suspends only while it waits (for queue
 room, or for the writer in :meth:`AsyncioMetaOwner.wait_flushed`), and a ``CancelledError``
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ..sansio._options import OwnerOptions
     from ..sansio._state import LifetimeState
     from ..stores._store import LifetimeStore
+    from ._idle import IdleWriter
 
 __all__ = ["AsyncioMetaOwner", "open_asyncio_owner"]
 
@@ -72,6 +73,25 @@ class _WaitingTasks:
         for future in futures:
             if not future.done():
                 future.set_result(None)
+
+
+@final
+class _Parked(asyncio.Future[None]):
+    """What the parked writer task awaits. Its cancellation is told to the idle writer inside
+    ``Task.cancel()`` (trio's abort callback), so that no direct write begins a frame that the
+    writer might not live to finish."""
+
+    __slots__ = ("_idle",)
+
+    def __init__(self, idle: IdleWriter, *, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop=loop)
+        self._idle = idle
+
+    def cancel(self, msg: object = None) -> bool:
+        if self.done():
+            return False
+        self._idle.unpark()
+        return super().cancel(msg)
 
 
 def _cancel_requested() -> bool:
@@ -111,7 +131,7 @@ class AsyncioMetaOwner(OwnerBase):
             stream=transport if type(transport) is AsyncioStreamTransport else None,
         )
         self._loop = asyncio.get_running_loop()
-        self._idle_writer: asyncio.Future[None] | None = None  # the writer, parked, no work
+        self._parked: _Parked | None = None  # the writer task, while parked
         self._threadsafe = ThreadsafeOwner(self, self._loop)
 
     @property
@@ -172,33 +192,21 @@ class AsyncioMetaOwner(OwnerBase):
             outcome = self._try_raw(frame, session_id)
         return outcome is ACCEPTED
 
-    # -- driver hooks --------------------------------------------------------------------
-    def _wake_writer(self) -> None:
-        """Something was queued: write it now if the writer idles over a stream writer with
-        an empty buffer, else wake it."""
-        idle = self._idle_writer
-        if idle is None:
-            return  # busy: it takes the new work before it parks again
-        if not idle.done():  # done: cancelled, the owner is stopping; no direct write begins
-            direct = self._direct
-            if direct is not None and self._stopped is None and not direct.write_queued():
-                return
-            idle.set_result(None)
-        self._idle_writer = None
-        self._express = False
-
     # -- the writer task -----------------------------------------------------------------
     async def _park_writer(self) -> None:
-        """Park until :meth:`_wake_writer` (or a cancellation)."""
-        idle = self._loop.create_future()
-        self._idle_writer = idle
-        self._express = self._direct is not None  # calls now write their frames themselves
+        """Park until :meth:`_reschedule_writer` (or a cancellation)."""
+        parked = _Parked(self._idle, loop=self._loop)
+        self._parked = parked
         try:
-            await idle
+            await parked
         finally:
-            if self._idle_writer is idle:
-                self._idle_writer = None
-                self._express = False
+            self._parked = None
+
+    def _reschedule_writer(self) -> None:
+        parked = self._parked
+        assert parked is not None
+        self._parked = None
+        parked.set_result(None)
 
     async def _finish(
         self, drain_timeout: float, writer: asyncio.Task[None], server: asyncio.Task[None]

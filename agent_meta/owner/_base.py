@@ -5,10 +5,11 @@
 stored lifetimes from the store, turns public calls into queue events (validating them first),
 and runs the writer task: ask the queue what to do next, have its
 :class:`~agent_meta.owner._writer.Writer` write or store it, wake the tasks that wait, park
-when there is nothing to do. A driver subclass adds only what needs a runtime: how tasks park
-and wake (the waiting producers and flushers it passes in, the idle writer), its sleep and its
-cancellation. The handles agents hold (:class:`~agent_meta.SessionLifetime`) talk to this
-interface, so they serve every driver.
+when there is nothing to do (whether to wake it, or write directly instead, is
+:class:`~agent_meta.owner._idle.IdleWriter`'s to decide). A driver subclass adds only what
+needs a runtime: how tasks park and are rescheduled (the waiting producers and flushers it
+passes in, the idle writer), its sleep and its cancellation. The handles agents hold
+(:class:`~agent_meta.SessionLifetime`) talk to this interface, so they serve every driver.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from ..sansio._records import restore_state
 from ..sansio._state import LifetimeState
 from ._direct import DirectWriter
 from ._failures import store_failed, taken_over_error
+from ._idle import IdleWriter
 from ._lifetime import SessionLifetime
 from ._writer import Writer
 
@@ -116,15 +118,13 @@ class OwnerBase(abc.ABC):
             holder=self.holder,
         )
         self._direct = DirectWriter.for_stream(self._queue, stream, store)
+        self._idle = IdleWriter(self._direct)  # the parked writer, and the direct-write rule
         self._room = room  # producers wait here for capacity
         self._progress = progress  # wait_flushed waits here
         self._lifetimes: dict[str, SessionLifetime] = {}
         self._opened_any = False
         self._stopped: BaseException | None = None
         self._closing = False
-        # A frame queued now is written at once by the queueing call (direct writes, while the
-        # writer task idles); the queue may then render it without an entry (SendQueue.submit).
-        self._express = False
 
     # -- configuration -------------------------------------------------------------------
     @property
@@ -416,9 +416,10 @@ class OwnerBase(abc.ABC):
                 raise taken_over_error(state.session_id)
         elif self._stopped is not None or self._closing:
             self._check_running()
-        outcome = self._queue.submit(state, edit, express=self._express)
-        if outcome is ACCEPTED:
-            self._wake_writer()
+        idle = self._idle
+        outcome = self._queue.submit(state, edit, express=idle.express)
+        if outcome is ACCEPTED and idle.wake():
+            self._reschedule_writer()
         return outcome
 
     def submit_edit_nowait(self, state: LifetimeState, edit: Edit) -> bool:
@@ -449,8 +450,8 @@ class OwnerBase(abc.ABC):
         writer if it was queued."""
         self._check_running()
         outcome = self._queue.submit_raw(frame, session_id)
-        if outcome is ACCEPTED:
-            self._wake_writer()
+        if outcome is ACCEPTED and self._idle.wake():
+            self._reschedule_writer()
         return outcome
 
     def _raw_nowait(self, frame: bytes, session_id: str | None = None) -> bool:
@@ -489,6 +490,7 @@ class OwnerBase(abc.ABC):
                     progress.unpark_all()
                     if self._closing:
                         return
+                    self._idle.park()
                     await self._park_writer()
                 elif isinstance(action, StoreBatch):
                     taken = await writer.store(action)
@@ -503,14 +505,23 @@ class OwnerBase(abc.ABC):
             self._stop(exc)
             raise
 
+    def _wake_writer(self) -> None:
+        """Something was queued or changed: the writer has work (written here directly, or
+        the parked writer is rescheduled)."""
+        if self._idle.wake():
+            self._reschedule_writer()
+
     # -- driver hooks --------------------------------------------------------------------
     @abc.abstractmethod
-    def _wake_writer(self) -> None:
-        """Something was queued or changed: the writer has work."""
+    async def _park_writer(self) -> None:
+        """Park the writer task until :meth:`_reschedule_writer`. A cancellation of the parked
+        task must call ``self._idle.unpark()`` the moment it is requested, before the task
+        runs again."""
 
     @abc.abstractmethod
-    async def _park_writer(self) -> None:
-        """Park the writer until :meth:`_wake_writer` (or a cancellation)."""
+    def _reschedule_writer(self) -> None:
+        """Reschedule the writer task parked in :meth:`_park_writer` (``IdleWriter.wake`` said
+        so; it is not cancelled)."""
 
     def _wake_waiters(self) -> None:
         """Queue room or flush progress may have changed: wake every waiting task."""
@@ -540,6 +551,7 @@ class OwnerBase(abc.ABC):
     def _stop(self, exc: BaseException) -> None:
         if self._stopped is None:
             self._stopped = exc
+            self._idle.stop()
         self._wake_waiters()
         self._wake_writer()
 

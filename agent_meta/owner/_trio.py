@@ -3,8 +3,9 @@
 Everything -- session-info publications, resyncs, responses, requests, other notifications --
 is *queued* through the owner, in FIFO order (R2); the sans-IO send queue decides what goes on
 the wire. This module only runs the writer task (frames to the transport, batches to the store),
-retries what the transport proves unsent, and parks and wakes tasks. Over a pipe, while the
-writer task idles, the call that queued a frame may write it itself (:mod:`._direct`).
+retries what the transport proves unsent, and parks and reschedules tasks. Over a pipe, while
+the writer task idles, the call that queued a frame may write it itself (:mod:`._direct`; when,
+:mod:`._idle` decides).
 
 Cancellation: every ``async`` method either completes its whole effect or, if cancelled before
 it could, has no effect at all. Methods that must wait (for queue room, with coalescing off, or
@@ -58,7 +59,7 @@ class MetaOwner(OwnerBase):
             progress=trio.lowlevel.ParkingLot(),
             stream=transport if type(transport) is StreamTransport else None,
         )
-        self._idle_writer: trio.lowlevel.Task | None = None  # the writer, parked with no work
+        self._parked: trio.lowlevel.Task | None = None  # the writer task, while parked
 
     # -- waiting -------------------------------------------------------------------------
     async def wait_flushed(self) -> None:
@@ -96,19 +97,6 @@ class MetaOwner(OwnerBase):
         await trio.lowlevel.cancel_shielded_checkpoint()
         return outcome is ACCEPTED
 
-    # -- driver hooks --------------------------------------------------------------------
-    def _wake_writer(self) -> None:
-        """Something was queued: write it now if the writer idles over a pipe, else wake it."""
-        if self._idle_writer is None:
-            return  # busy: it takes the new work before it parks again
-        direct = self._direct
-        if direct is not None and self._stopped is None and not direct.write_queued():
-            return
-        task = self._idle_writer
-        self._idle_writer = None
-        self._express = False
-        trio.lowlevel.reschedule(task)
-
     # -- the writer task -----------------------------------------------------------------
     async def _run_writer(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -117,21 +105,26 @@ class MetaOwner(OwnerBase):
         await self._writer_loop()
 
     async def _park_writer(self) -> None:
-        """Park until :meth:`_wake_writer` (or a cancellation).
+        """Park until :meth:`_reschedule_writer` (or a cancellation).
 
-        Not a ParkingLot: the writer must stop counting as idle the moment it is woken *or
-        cancelled* (the abort callback runs inside ``cancel()``), so that no direct write
-        begins a frame that the writer might not live to finish.
+        Not a ParkingLot: the writer must stop counting as idle the moment it is *cancelled*
+        (the abort callback runs inside ``cancel()``), so that no direct write begins a frame
+        that the writer might not live to finish.
         """
-        self._idle_writer = trio.lowlevel.current_task()
-        self._express = self._direct is not None  # calls now write their frames themselves
+        self._parked = trio.lowlevel.current_task()
 
         def abort(_: Callable[[], object]) -> trio.lowlevel.Abort:
-            self._idle_writer = None
-            self._express = False
+            self._parked = None
+            self._idle.unpark()
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _reschedule_writer(self) -> None:
+        task = self._parked
+        assert task is not None
+        self._parked = None
+        trio.lowlevel.reschedule(task)
 
 
 @asynccontextmanager
