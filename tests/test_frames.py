@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 import agent_meta
 import agent_meta.wire
-from agent_meta.sansio._edits import Outcome
 from agent_meta.sansio._frames import build_notification, build_response
-from agent_meta.sansio._queue import SendQueue
+from agent_meta.sansio.queue._edits import Outcome
+from agent_meta.sansio.queue._queue import SendQueue
 from agent_meta.testing import RecordingTransport
 from agent_meta.wire._convert import encode_session_update
 from tests import drivers

@@ -26,15 +26,15 @@ from agent_meta import (
     SessionExistsError,
     SessionInfoPatch,
 )
-from agent_meta.sansio._edits import DomainEdit, Outcome, ReportFailure, ResolveFailure
 from agent_meta.sansio._encode import EncodedUpdate, encode_update
-from agent_meta.sansio._entries import StoreBatch
 from agent_meta.sansio._modes import V1MetaMode, wire_mode
-from agent_meta.sansio._queue import SendQueue
+from agent_meta.sansio.queue._edits import DomainEdit, Outcome, ReportFailure, ResolveFailure
+from agent_meta.sansio.queue._entries import StoreBatch
+from agent_meta.sansio.queue._queue import SendQueue
 from tests.strategies import session_info_patches
 
 if TYPE_CHECKING:
-    from agent_meta.sansio._state import LifetimeState
+    from agent_meta.sansio.queue._state import LifetimeState
 
 SID = "s1"
 

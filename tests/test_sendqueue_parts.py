@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_meta import SessionExistsError
-from agent_meta.sansio._cursor import FlushCursor
-from agent_meta.sansio._durability import FIRST_EPOCH, claim_again, still_held
 from agent_meta.sansio._encode import encode_update
-from agent_meta.sansio._entries import InfoEntry, RawEntry, ResyncEntry
-from agent_meta.sansio._fifo import EntryFifo
 from agent_meta.sansio._modes import wire_mode
-from agent_meta.sansio._publish import Publisher
-from agent_meta.sansio._records import StoredLifetime
-from agent_meta.sansio._registry import ENDED_IDS, LifetimeRegistry
-from agent_meta.sansio._render import FrameRenderer
-from agent_meta.sansio._state import LifetimeState
-from agent_meta.sansio._writing import Writing
+from agent_meta.sansio.queue._cursor import FlushCursor
+from agent_meta.sansio.queue._durability import FIRST_EPOCH, claim_again, still_held
+from agent_meta.sansio.queue._entries import InfoEntry, RawEntry, ResyncEntry
+from agent_meta.sansio.queue._fifo import EntryFifo
+from agent_meta.sansio.queue._publish import Publisher
+from agent_meta.sansio.queue._records import StoredLifetime
+from agent_meta.sansio.queue._registry import ENDED_IDS, LifetimeRegistry
+from agent_meta.sansio.queue._render import FrameRenderer
+from agent_meta.sansio.queue._state import LifetimeState
+from agent_meta.sansio.queue._writing import Writing
 
 if TYPE_CHECKING:
     from agent_meta.sansio._encode import EncodedUpdate

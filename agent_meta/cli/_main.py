@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
     from ..sansio._options import OwnerOptions
-    from ..sansio._records import StoredLifetime
+    from ..sansio.queue._records import StoredLifetime
     from ..stores._store import LifetimeStore
 
 __all__ = ["build_parser", "main"]

@@ -1,7 +1,7 @@
 """What every owner driver shares, whatever its runtime: no trio, no asyncio.
 
 :class:`OwnerBase` is the owner: it holds the sans-IO
-:class:`~agent_meta.sansio._queue.SendQueue` and the handles of the open lifetimes, claims
+:class:`~agent_meta.sansio.queue._queue.SendQueue` and the handles of the open lifetimes, claims
 stored lifetimes from the store, turns public calls into queue events (validating them first),
 and runs the writer task: ask the queue what to do next, have its
 :class:`~agent_meta.owner._writer.Writer` write or store it, wake the tasks that wait, park
@@ -27,9 +27,6 @@ from ..core._errors import (
     shown_id,
 )
 from ..core._jsonrpc import session_of
-from ..sansio._durability import claim_again, still_held
-from ..sansio._edits import ACCEPTED, FULL, Edit, Outcome
-from ..sansio._entries import StoreBatch
 from ..sansio._frames import (
     build_notification,
     build_request,
@@ -37,9 +34,12 @@ from ..sansio._frames import (
     build_response_batch,
 )
 from ..sansio._options import OwnerOptions
-from ..sansio._queue import SendQueue
-from ..sansio._records import restore_state
-from ..sansio._state import LifetimeState
+from ..sansio.queue._durability import claim_again, still_held
+from ..sansio.queue._edits import ACCEPTED, FULL, Edit, Outcome
+from ..sansio.queue._entries import StoreBatch
+from ..sansio.queue._queue import SendQueue
+from ..sansio.queue._records import restore_state
+from ..sansio.queue._state import LifetimeState
 from ._direct import DirectWriter
 from ._failures import store_failed, taken_over_error
 from ._lifetime import SessionLifetime
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from ..core._session_info import SessionInfo, SessionInfoPatch
     from ..sansio._encode import EncodedUpdate
-    from ..sansio._records import StoredLifetime
+    from ..sansio.queue._records import StoredLifetime
     from ..stores._store import LifetimeStore
     from ._direct import NowaitStream
     from ._transport import Transport

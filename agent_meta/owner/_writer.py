@@ -24,10 +24,10 @@ from ._retry import tenacity_retry
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ..sansio._entries import StoreBatch
     from ..sansio._options import RetryPolicy
-    from ..sansio._queue import SendQueue
-    from ..sansio._state import LifetimeState
+    from ..sansio.queue._entries import StoreBatch
+    from ..sansio.queue._queue import SendQueue
+    from ..sansio.queue._state import LifetimeState
     from ..stores._store import LifetimeStore
     from ._transport import Transport
 

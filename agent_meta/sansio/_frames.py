@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from ._encode import EncodedUpdate
     from ._modes import WireMode
-    from ._state import LifetimeState
+    from .queue._state import LifetimeState
 
 __all__ = [
     "NULL",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ._entries import InfoEntry
 
 if TYPE_CHECKING:
-    from ._encode import EncodedUpdate
+    from .._encode import EncodedUpdate
     from ._state import LifetimeState
 
 __all__ = ["Publisher"]

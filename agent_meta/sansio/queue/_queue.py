@@ -11,27 +11,28 @@ transport proves unsent.
 Where each rule is decided:
 
 - R1 :meth:`SendQueue.submit` folds every accepted publication into the known state at once.
-- R2 one FIFO (the :class:`~agent_meta.sansio._fifo.EntryFifo`) and one frame held or out at a
-  time (:class:`~agent_meta.sansio._writing.Writing`), positions in the
-  :class:`~agent_meta.sansio._cursor.FlushCursor`.
+- R2 one FIFO (the :class:`~agent_meta.sansio.queue._fifo.EntryFifo`) and one frame held or out at a
+  time (:class:`~agent_meta.sansio.queue._writing.Writing`), positions in the
+  :class:`~agent_meta.sansio.queue._cursor.FlushCursor`.
 - R3 :meth:`SendQueue.submit` merges into a lifetime's *open* entry (still queued, nothing of the
   same lifetime carrying a patch queued after it), as the
-  :class:`~agent_meta.sansio._publish.Publisher` decides; capacity counts only entries that
+  :class:`~agent_meta.sansio.queue._publish.Publisher` decides; capacity counts only entries that
   could pile up without bound.
-- R4 :meth:`SendQueue.resync`, rendered by :class:`~agent_meta.sansio._render.FrameRenderer`
+- R4 :meth:`SendQueue.resync`, rendered by :class:`~agent_meta.sansio.queue._render.FrameRenderer`
   only when the writer takes it.
 - R5/R6 :meth:`SendQueue.open_lifetime` / :meth:`SendQueue.close_lifetime`, with the
-  :class:`~agent_meta.sansio._registry.LifetimeRegistry` of open and fenced lifetimes: the
+  :class:`~agent_meta.sansio.queue._registry.LifetimeRegistry` of open and fenced lifetimes: the
   fence begins at the close (what was queued before it is written, in order; every call
   after it is refused); a takeover drops what was queued.
-- R7/R8 the edits of :mod:`~agent_meta.sansio._edits`, applied inside :meth:`SendQueue.submit`.
+- R7/R8 the edits of :mod:`~agent_meta.sansio.queue._edits`, applied inside
+  :meth:`SendQueue.submit`.
 - R9 an entry with notification ``_meta`` is never merged and closes the open entry.
 - R10 :class:`~agent_meta.sansio._modes.WireMode`, chosen by :meth:`set_protocol_version`.
 - R11 :meth:`SendQueue.lost` marks the lifetime for a repair resync before its next frame.
 - R12 sizes checked before anything changes (``check_sizes``, :meth:`check_frame_size`).
-- R13 :meth:`SendQueue.submit` applies a :class:`~agent_meta.sansio._edits.ClientTitle` and, once
-  the title is the client's, drops the ``title`` of every other publication and seed
-  (:func:`~agent_meta.sansio._titles.without_title`), counted in ``suppressed_titles``.
+- R13 :meth:`SendQueue.submit` applies a :class:`~agent_meta.sansio.queue._edits.ClientTitle` and,
+  once the title is the client's, drops the ``title`` of every other publication and seed
+  (:func:`~agent_meta.sansio.inbound._titles.without_title`), counted in ``suppressed_titles``.
 
 The parts are classes of their own, as h11 keeps ``ConnectionState`` apart from
 ``Connection``: each owns its state and changes nothing else, and none holds another. The
@@ -43,7 +44,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, final
 
-from ..core._errors import FrameTooLargeError
+from ...core._errors import FrameTooLargeError
+from .._encode import EncodedUpdate, encode_update
+from .._frames import publication_frame
+from .._modes import WireMode, wire_mode
+from ..inbound._titles import without_title
 from ._cursor import FlushCursor
 from ._durability import Durability
 from ._edits import (
@@ -57,22 +62,18 @@ from ._edits import (
     plan_edit,
     settle_edit,
 )
-from ._encode import EncodedUpdate, encode_update
 from ._entries import InfoEntry, RawEntry, ResyncEntry, StoreBatch
 from ._fifo import EntryFifo
-from ._frames import publication_frame
-from ._modes import WireMode, wire_mode
 from ._publish import Publisher
 from ._records import restore_state
 from ._registry import LifetimeRegistry
 from ._render import FrameRenderer
 from ._state import check_sizes
-from ._titles import without_title
 from ._writing import Writing
 
 if TYPE_CHECKING:
+    from .._options import OwnerOptions
     from ._entries import Entry
-    from ._options import OwnerOptions
     from ._records import StoredLifetime
     from ._state import LifetimeState
 

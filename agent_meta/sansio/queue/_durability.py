@@ -3,14 +3,14 @@
 With a lifetime store, every change must be stored before any frame that depends on it can
 reach the client (``docs/durability.md``). :class:`Durability` tracks the lifetimes changed
 since they were last stored and the lifetimes to delete, hands them out as one
-:class:`~agent_meta.sansio._entries.StoreBatch` at a time, and says whether everything accepted
-before a given moment is stored. Without a store it tracks nothing.
+:class:`~agent_meta.sansio.queue._entries.StoreBatch` at a time, and says whether everything
+accepted before a given moment is stored. Without a store it tracks nothing.
 
 Every store write is conditional on the holding's fencing epoch (``LifetimeState.epoch``): a
 lifetime not stored yet (epoch 0) is created only if the store holds none, and holds epoch 1
 once stored; any other write applies only while the stored epoch is still this holding's.
 When another holder has taken a lifetime over, the store reports it stale and the send queue
-ends that lifetime here (:meth:`~agent_meta.sansio._queue.SendQueue.stored`). A claim of a
+ends that lifetime here (:meth:`~agent_meta.sansio.queue._queue.SendQueue.stored`). A claim of a
 session that is open here decides by the same epochs whether this holding still has it
 (:func:`still_held`).
 """

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeAlias
 
-from ._encode import member_size
+from .._encode import member_size
 
 if TYPE_CHECKING:
-    from ._encode import EncodedUpdate
+    from .._encode import EncodedUpdate
     from ._records import StoredLifetime
     from ._state import LifetimeState
 

@@ -18,14 +18,14 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING
 
-from ..core._errors import FrameTooLargeError
-from ..core._sentinel import OMITTED, Omitted
-from ..core._session_info import SessionInfo
-from ._frames import object_text, session_prefix
+from ...core._errors import FrameTooLargeError
+from ...core._sentinel import OMITTED, Omitted
+from ...core._session_info import SessionInfo
+from .._frames import object_text, session_prefix
 
 if TYPE_CHECKING:
-    from ..core._json import JsonObject, JsonValue
-    from ._encode import EncodedUpdate
+    from ...core._json import JsonObject, JsonValue
+    from .._encode import EncodedUpdate
 
 __all__ = ["FailureIncident", "LifetimeState", "check_sizes", "headroom", "update_size"]
 
@@ -74,7 +74,7 @@ class LifetimeState:
         self.needs_repair = False
         self.epoch = 0
         """The store's fencing epoch of this holding (0: not stored yet, see
-        :mod:`agent_meta.sansio._durability`)."""
+        :mod:`agent_meta.sansio.queue._durability`)."""
         self.taken_over = False
         """Another holder took the lifetime over: it ended here, and publishers are told."""
         # Bookkeeping of the send queue (opaque here).

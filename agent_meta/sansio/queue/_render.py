@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._frames import clear_frame, info_frame, info_frames, snapshot_frame
 from ._entries import InfoEntry, RawEntry
-from ._frames import clear_frame, info_frame, info_frames, snapshot_frame
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from .._modes import WireMode
     from ._entries import Entry
-    from ._modes import WireMode
     from ._state import LifetimeState
 
 __all__ = ["FrameRenderer"]

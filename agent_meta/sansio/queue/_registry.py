@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ..core._errors import SessionExistsError
+from ...core._errors import SessionExistsError
 from ._state import LifetimeState
 
 __all__ = ["ENDED_IDS", "LifetimeRegistry"]
