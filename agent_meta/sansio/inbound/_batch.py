@@ -22,8 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import final
 
-from .._encode import EncodedUpdate
-from ..queue._state import update_size
+from .._encode import EncodedUpdate, update_size
 
 __all__ = ["Publication", "PublicationBatch"]
 

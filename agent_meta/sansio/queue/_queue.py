@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, final
 
 from ...core._errors import FrameTooLargeError
 from .._encode import EncodedUpdate, encode_update
-from .._frames import publication_frame
 from .._modes import WireMode, wire_mode
 from ..inbound._titles import without_title
 from ._cursor import FlushCursor
@@ -64,6 +63,7 @@ from ._edits import (
 )
 from ._entries import InfoEntry, RawEntry, ResyncEntry, StoreBatch
 from ._fifo import EntryFifo
+from ._info_frames import publication_frame
 from ._publish import Publisher
 from ._records import restore_state
 from ._registry import LifetimeRegistry

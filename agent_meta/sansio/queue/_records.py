@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, final
 
 from ...core._errors import FrameTooLargeError, StoreCorruptError
 from ...core._timestamps import normalize_rfc3339
-from .._frames import encode_json, fragment
+from .._json_text import encode_json, fragment
 
 if TYPE_CHECKING:
     from ._state import FailureIncident, LifetimeState

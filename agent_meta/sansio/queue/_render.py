@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._frames import clear_frame, info_frame, info_frames, snapshot_frame
 from ._entries import InfoEntry, RawEntry
+from ._info_frames import clear_frame, info_frame, info_frames, snapshot_frame
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

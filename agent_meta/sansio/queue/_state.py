@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 from ...core._errors import FrameTooLargeError
 from ...core._sentinel import OMITTED, Omitted
 from ...core._session_info import SessionInfo
-from .._frames import object_text, session_prefix
+from .._json_text import object_text, session_prefix
 
 if TYPE_CHECKING:
     from ...core._json import JsonObject, JsonValue
     from .._encode import EncodedUpdate
 
-__all__ = ["FailureIncident", "LifetimeState", "check_sizes", "headroom", "update_size"]
+__all__ = ["FailureIncident", "LifetimeState", "check_sizes", "headroom"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -162,20 +162,9 @@ class LifetimeState:
                     self.meta_size += len(frag)
 
 
-def update_size(update: EncodedUpdate) -> int:
-    """The bytes ``update``'s fields add to its own frame, and at most to the known state (a
-    new member also adds a comma, which ``patch_size`` counts)."""
-    size = update.patch_size
-    if update.title is not None:
-        size += len(update.title)
-    if update.updated_at is not None:
-        size += len(update.updated_at)
-    return size
-
-
 def headroom(state: LifetimeState, limit: int) -> int:
-    """How many bytes of updates (:func:`update_size`, added up) ``state`` takes before
-    :func:`check_sizes` could refuse one.
+    """How many bytes of updates (:func:`~agent_meta.sansio._encode.update_size`, added up)
+    ``state`` takes before :func:`check_sizes` could refuse one.
 
     Every update of a run that keeps within it is accepted however the run is published: one
     by one, or composed into fewer publications (whose sizes add up to no more). So a composer
