@@ -288,7 +288,7 @@ class OwnerBase(abc.ABC):
         while not queue.is_durable(target):
             self._check_stopped()
             await self._progress.park()
-        if state.taken_over:
+        if state.books.taken_over:
             raise taken_over_error(state.session_id)
 
     def close_lifetime(self, session_id: str) -> None:
@@ -409,8 +409,8 @@ class OwnerBase(abc.ABC):
 
     def _try_submit(self, state: LifetimeState, edit: Edit) -> Outcome:
         """Submit one edit to the queue now; wake the writer if anything was accepted."""
-        if state.closed:
-            if state.taken_over:
+        if state.books.closed:
+            if state.books.taken_over:
                 raise taken_over_error(state.session_id)
         elif self._stopped is not None or self._closing:
             self._check_running()
@@ -430,13 +430,13 @@ class OwnerBase(abc.ABC):
     def seed_lifetime(self, state: LifetimeState, update: EncodedUpdate) -> bool:
         """Make ``update`` known state of ``state`` without a frame; ``False`` if it has
         ended."""
-        if not state.closed:
+        if not state.books.closed:
             self._check_running()
         return self._queue.seed(state, update) is ACCEPTED
 
     def resync_lifetime(self, state: LifetimeState) -> bool:
         """Queue a resync of ``state`` (R4; never waits); ``False`` if it has ended."""
-        if not state.closed:
+        if not state.books.closed:
             self._check_running()
         accepted = self._queue.resync(state) is ACCEPTED
         self._wake_writer()

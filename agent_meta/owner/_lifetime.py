@@ -111,7 +111,7 @@ class SessionLifetime:
     @property
     def closed(self) -> bool:
         """True once the lifetime has ended; the handle is then fenced."""
-        return self._state.closed
+        return self._state.books.closed
 
     @property
     def current_failure(self) -> FailureIncident | None:

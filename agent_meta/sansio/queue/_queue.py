@@ -172,6 +172,8 @@ class SendQueue:
         state = self.lifetimes.new(session_id)
         if record is not None:
             restore_state(state, record, location, self.max_frame_bytes)
+            state.books.needs_repair = record.needs_repair
+            self._store.restored(state, record)
         if seed is not None and state.client_title and seed.title is not None:
             seed = self._suppress_title(seed)  # the restored title is the client's (R13)
         if seed is not None:
@@ -197,9 +199,9 @@ class SendQueue:
         """Another holder has ``state``'s lifetime now: end it here without touching its
         record (see :meth:`stored`), and drop what it still had queued, closed or not: the
         state those frames show may not be stored, and the lifetime is the other holder's."""
-        if state.taken_over:
+        if state.books.taken_over:
             return
-        state.taken_over = True
+        state.books.taken_over = True
         self._store.forget(state)
         self.lifetimes.end(state)
         self._taken_over += 1
@@ -223,7 +225,7 @@ class SendQueue:
         :meth:`next_action` returns next, without a queue entry: nothing could precede it or
         merge into it.
         """
-        if state.closed:
+        if state.books.closed:
             self._fenced += 1
             return FENCED
         update: EncodedUpdate | None
@@ -251,7 +253,7 @@ class SendQueue:
         """Make ``update``'s fields known without queuing a frame: the next resync (or, under
         v1, the next frame, which carries the whole state) tells the client. Checked as a
         publication is (R12)."""
-        if state.closed:
+        if state.books.closed:
             self._fenced += 1
             return FENCED
         if state.client_title and update.title is not None:
@@ -270,10 +272,10 @@ class SendQueue:
         A resync already pending for the lifetime serves this request too (its snapshot is
         taken later still). Never needs room: a lifetime has at most one pending resync.
         """
-        if state.closed:
+        if state.books.closed:
             self._fenced += 1
             return FENCED
-        pending = state.resync_entry
+        pending = state.books.resync_entry
         if isinstance(pending, ResyncEntry):
             if not repair_only:
                 pending.repair_only = False
@@ -281,8 +283,8 @@ class SendQueue:
             return ACCEPTED
         entry = ResyncEntry(state, repair_only, self.mode.resync_frames)
         self._append(entry)
-        state.resync_entry = entry
-        state.open_entry = None
+        state.books.resync_entry = entry
+        state.books.open_entry = None
         return ACCEPTED
 
     def check_frame_size(self, frame: bytes) -> None:
@@ -336,7 +338,7 @@ class SendQueue:
                 # for all of them would hold every frame back.
                 return store.take()
             lifetime = writing.lifetime
-            if lifetime is not None and lifetime.taken_over and not writing.sent:
+            if lifetime is not None and lifetime.books.taken_over and not writing.sent:
                 self._dropped()  # taken over while its state was being stored
                 continue
             return writing.hand_out()
@@ -361,7 +363,7 @@ class SendQueue:
         during the retry's backoff) it is reported dropped here. A close does not drop it:
         it was queued before the close (R6)."""
         lifetime = self._writing.lifetime
-        if lifetime is not None and lifetime.taken_over:
+        if lifetime is not None and lifetime.books.taken_over:
             self._dropped()
             return False
         return True
@@ -380,7 +382,7 @@ class SendQueue:
         self._writing.release()
         if lifetime is None:
             return None
-        if lifetime.closed:
+        if lifetime.books.closed:
             self._unrepaired(lifetime)
         else:
             self._repair(lifetime)
@@ -397,7 +399,7 @@ class SendQueue:
             return []
         taken: list[LifetimeState] = []
         for state in batch.states:
-            if state.session_id in stale and not state.taken_over:
+            if state.session_id in stale and not state.books.taken_over:
                 taken.append(state)
                 self.take_over(state)
         return taken
@@ -485,7 +487,7 @@ class SendQueue:
         writing = self._writing
         if writing.frame is not None or writing.frames is not None or self._fifo.entries:
             return False  # something goes first: what is queued, or being written
-        if state.needs_repair:
+        if state.books.needs_repair:
             return False  # the repair goes first
         mode = self.mode
         cleared = update.meta_clear
@@ -521,7 +523,7 @@ class SendQueue:
         if self.mode.full_object and not publisher.merging:
             entry.frame = publication_frame(self.mode, state, update)  # one step, one frame
         self._append(entry)
-        state.open_entry = entry if publisher.stays_open(update) else None
+        state.books.open_entry = entry if publisher.stays_open(update) else None
         return ACCEPTED
 
     def _append(self, entry: Entry) -> None:
@@ -573,12 +575,12 @@ class SendQueue:
         renderer = self._renderer
         repair = renderer.repair_due(entry)
         if lifetime is not None:
-            if lifetime.open_entry is entry:
-                lifetime.open_entry = None
-            if lifetime.resync_entry is entry:
-                lifetime.resync_entry = None
+            if lifetime.books.open_entry is entry:
+                lifetime.books.open_entry = None
+            if lifetime.books.resync_entry is entry:
+                lifetime.books.resync_entry = None
             if repair:  # the client's view of it is repaired now (R11)
-                lifetime.needs_repair = False
+                lifetime.books.needs_repair = False
                 self._store.changed(lifetime)
         self._writing.begin(entry, renderer.render(entry, repair))
 
@@ -594,7 +596,7 @@ class SendQueue:
 
     def _repair(self, lifetime: LifetimeState) -> None:
         """``lifetime`` lost a frame (R11): repair its client's view before its next frame."""
-        lifetime.needs_repair = True
+        lifetime.books.needs_repair = True
         self._store.changed(lifetime)
         writing = self._writing
         if writing.entry is not None and writing.entry.lifetime is lifetime:
@@ -611,14 +613,14 @@ class SendQueue:
         writing = self._writing
         if writing.entry is not None and writing.entry.lifetime is lifetime:
             self._finish(writing.finish())
-        if not lifetime.needs_repair:
+        if not lifetime.books.needs_repair:
             self._renderer.forget(lifetime)  # no entry of it will finish a repair now
 
     def _drop_lifetime(self, state: LifetimeState) -> int:
         """Another holder took ``state`` over: drop what is queued of it."""
         self._renderer.forget(state)
-        state.open_entry = None
-        state.resync_entry = None
+        state.books.open_entry = None
+        state.books.resync_entry = None
         dropped = self._fifo.drop_lifetime(state)
         entry = self._writing.end_lifetime(state)
         if entry is not None:

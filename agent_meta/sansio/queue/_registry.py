@@ -45,9 +45,9 @@ class LifetimeRegistry:
 
     def end(self, state: LifetimeState) -> bool:
         """End ``state``'s lifetime and fence its session id; ``False`` if it had ended."""
-        if state.closed:
+        if state.books.closed:
             return False
-        state.closed = True
+        state.books.closed = True
         ended = self._ended
         ended[state.session_id] = None
         if len(ended) > ENDED_IDS:
