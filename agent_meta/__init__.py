@@ -63,8 +63,8 @@ if _typing.TYPE_CHECKING:
     from .owner._trio import open_owner as open_owner
     from .sansio._options import OwnerOptions as OwnerOptions
     from .sansio._options import RetryPolicy as RetryPolicy
-    from .sansio._records import StoredLifetime as StoredLifetime
-    from .sansio._state import FailureIncident as FailureIncident
+    from .sansio.queue._records import StoredLifetime as StoredLifetime
+    from .sansio.queue._state import FailureIncident as FailureIncident
     from .stores._open import open_store as open_store
     from .stores._postgres import PostgresStore as PostgresStore
     from .stores._sqlite import SQLiteStore as SQLiteStore
@@ -91,10 +91,10 @@ _LAZY: dict[str, str] = {
     "ThreadsafeOwner": ".owner._threadsafe",
     "SessionLifetime": ".owner._lifetime",
     "DomainHandle": ".owner._lifetime",
-    "FailureIncident": ".sansio._state",
+    "FailureIncident": ".sansio.queue._state",
     "Transport": ".owner._transport",
     "LifetimeStore": ".stores._store",
-    "StoredLifetime": ".sansio._records",
+    "StoredLifetime": ".sansio.queue._records",
     "MemoryStore": ".stores._store",
     "SQLiteStore": ".stores._sqlite",
     "PostgresStore": ".stores._postgres",

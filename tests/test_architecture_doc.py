@@ -92,7 +92,7 @@ _DOTTED = re.compile(r"agent_meta(?:\.\w+)+")
 
 def named_paths(text: str) -> list[str]:
     """The module and package paths in a page's code spans: ``agent_meta/...``, a path in a
-    package of agent_meta (``sansio/_queue.py``, ``own/``), or in a folder of the
+    package of agent_meta (``sansio/queue/_queue.py``, ``own/``), or in a folder of the
     repository; a bare file name (``_registry.py``, in a table of one package) is not one."""
     paths = []
     for span in re.findall(r"`([^`\s]+)`", text):
@@ -148,13 +148,13 @@ def test_every_module_path_the_docs_name_exists() -> None:
 
 def test_the_path_check_reads_paths_and_fails_on_a_missing_one() -> None:
     text = (
-        "`owner/_store.py`, `sansio/_queue.py`, `own/`, `sansio/`, `_registry.py`, "
+        "`owner/_store.py`, `sansio/queue/_queue.py`, `own/`, `sansio/`, `_registry.py`, "
         "`acp/schema.py`, `bench/__main__.py`, `apps/_supervise.py`, `x = 1`"
     )
     paths = named_paths(text)
     assert paths == [
         "owner/_store.py",
-        "sansio/_queue.py",
+        "sansio/queue/_queue.py",
         "own/",
         "sansio/",
         "bench/__main__.py",
@@ -164,5 +164,5 @@ def test_the_path_check_reads_paths_and_fails_on_a_missing_one() -> None:
         "owner/_store.py",
         "apps/_supervise.py",
     ]
-    assert module_exists("agent_meta.sansio._tracker.LifetimeTracker")
+    assert module_exists("agent_meta.sansio.inbound._tracker.LifetimeTracker")
     assert not module_exists("agent_meta.sansio._seam")

@@ -19,7 +19,7 @@ import trio.testing
 from agent_meta import BaseAgent, MemoryStore, RequestContext
 from agent_meta.agents.reference_agent._agent import ReferenceAgent
 from agent_meta.core._jsonrpc import ErrorCode
-from agent_meta.sansio._titles import MAX_TITLE_LENGTH
+from agent_meta.sansio.inbound._titles import MAX_TITLE_LENGTH
 from agent_meta.stores._sqlite import SQLiteStore
 from tests.failing_store import WrappedStore
 from tests.peer import Peer, serve

@@ -194,6 +194,8 @@ def test_every_other_module_is_private() -> None:
     layers = {
         "core",
         "sansio",
+        "sansio.inbound",
+        "sansio.queue",
         "wire",
         "stores",
         "owner",

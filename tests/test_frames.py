@@ -1,9 +1,9 @@
 """The owner's fast frame renderer agrees with the pydantic reference encoder.
 
 The owner joins pre-encoded fragments instead of dumping a model per frame (see
-``agent_meta/sansio/_frames.py``). These properties pin that shortcut to the wire models: for
-any publication, the frame the send queue renders -- and the frame each driver's owner (trio,
-asyncio) writes, express path included -- parses to exactly what
+``agent_meta/sansio/queue/_info_frames.py``). These properties pin that shortcut to the wire
+models: for any publication, the frame the send queue renders -- and the frame each driver's
+owner (trio, asyncio) writes, express path included -- parses to exactly what
 :func:`agent_meta.wire._convert.encode_session_update` produces, and every frame is one ASCII line.
 """
 
@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 import agent_meta
 import agent_meta.wire
-from agent_meta.sansio._edits import Outcome
 from agent_meta.sansio._frames import build_notification, build_response
-from agent_meta.sansio._queue import SendQueue
+from agent_meta.sansio.queue._edits import Outcome
+from agent_meta.sansio.queue._queue import SendQueue
 from agent_meta.testing import RecordingTransport
 from agent_meta.wire._convert import encode_session_update
 from tests import drivers

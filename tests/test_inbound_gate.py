@@ -1,4 +1,4 @@
-"""What a connection answers before a handler runs (sansio/_gate.py), decided synchronously.
+"""What a connection answers before a handler runs (sansio/inbound/_gate.py), decided synchronously.
 
 Each decision of :class:`InboundGate` (and of the two pure functions it shares with the rest of
 agent_meta: the replay question, and the error an exception earns) is tested here on its own,
@@ -24,9 +24,9 @@ from agent_meta import (
     UnknownSessionError,
 )
 from agent_meta.core._errors import STORE_FAILED_MESSAGE
-from agent_meta.sansio._gate import Admission, Answer, InboundGate
-from agent_meta.sansio._handler_errors import failure_of
 from agent_meta.sansio._lines import IncompleteLineError, LineTooLongError
+from agent_meta.sansio.inbound._gate import Admission, Answer, InboundGate
+from agent_meta.sansio.inbound._handler_errors import failure_of
 from agent_meta.wire import Replay, replay_of
 from agent_meta.wire._decode import InvalidMessageError, MessageParseError
 

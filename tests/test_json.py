@@ -24,7 +24,7 @@ from agent_meta.sansio._encode import (
     encode_update,
     member_size,
 )
-from agent_meta.sansio._frames import encode_json
+from agent_meta.sansio._json_text import encode_json
 from tests.strategies import json_scalars, json_values, meta_keys
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The sans-IO plan an adapter follows around an agent's messages (sansio/_tracker.py)."""
+"""The sans-IO plan an adapter follows around an agent's messages (sansio/inbound/_tracker.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from agent_meta import OMITTED, SessionInfo
-from agent_meta.sansio._marks import OPENING_SESSIONS
-from agent_meta.sansio._tracker import (
+from agent_meta.sansio.inbound._marks import OPENING_SESSIONS
+from agent_meta.sansio.inbound._tracker import (
     PENDING_REQUESTS,
     InfoUpdate,
     LifetimeStep,

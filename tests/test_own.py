@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from agent_meta.sansio._titles import advertises_titles
+from agent_meta.sansio.inbound._titles import advertises_titles
 from agent_meta.testing import ClientMirror
 from tests.agent_process import BOUND, AgentProcess, prompt_params, request, running, stderr_of
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from agent_meta import OwnerOptions
 from agent_meta.owner._direct import DirectWriter
 from agent_meta.owner._idle import IdleWriter
-from agent_meta.sansio._edits import ACCEPTED
-from agent_meta.sansio._queue import SendQueue
+from agent_meta.sansio.queue._edits import ACCEPTED
+from agent_meta.sansio.queue._queue import SendQueue
 
 
 class Pipe:

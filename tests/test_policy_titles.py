@@ -18,7 +18,7 @@ from agent_meta import MemoryStore
 from agent_meta.core._jsonrpc import ErrorCode
 from agent_meta.owner._policy import LifetimePolicy
 from agent_meta.owner._titles import client_titles
-from agent_meta.sansio._titles import advertises_titles
+from agent_meta.sansio.inbound._titles import advertises_titles
 from agent_meta.testing import ClientMirror, RecordingTransport
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """Consecutive publications of one lifetime composed before they are published
-(sansio/_batch.py): whatever the stored state and the frame limit, publishing what the batch
+(sansio/inbound/_batch.py): whatever the stored state and the frame limit, publishing what the batch
 takes accepts exactly the updates that publishing them one by one accepts, and leaves the
 same state (issue 30: what is accepted must not depend on how the child's writes were read)."""
 
@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_meta import OMITTED, FrameTooLargeError, OwnerOptions
-from agent_meta.sansio._batch import Publication, PublicationBatch
 from agent_meta.sansio._encode import EncodedUpdate, encode_update
-from agent_meta.sansio._queue import SendQueue
-from agent_meta.sansio._state import LifetimeState, headroom
+from agent_meta.sansio.inbound._batch import Publication, PublicationBatch
+from agent_meta.sansio.queue._queue import SendQueue
+from agent_meta.sansio.queue._state import LifetimeState, headroom
 
 LIMIT = 600
 """A frame limit small enough for a few updates to reach it."""

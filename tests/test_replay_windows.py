@@ -1,5 +1,5 @@
 """What ``agent-meta own`` decides about a child's session info around load and resume
-(sansio/_replay.py): event by event, no I/O."""
+(sansio/inbound/_replay.py): event by event, no I/O."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from agent_meta import OMITTED, SessionInfo, SessionInfoPatch
 from agent_meta.core._patch import replacement_patch, same_json
-from agent_meta.sansio._replay import Missing, ReplayWindows, Settlement, Verdict
+from agent_meta.sansio.inbound._replay import Missing, ReplayWindows, Settlement, Verdict
 
 NOTHING = SessionInfo()
 

@@ -20,8 +20,8 @@ from agent_meta import (
     TransportBrokenError,
     UnknownSessionError,
 )
-from agent_meta.sansio._gate import GateStatistics
-from agent_meta.sansio._tracker import TrackerStatistics
+from agent_meta.sansio.inbound._gate import GateStatistics
+from agent_meta.sansio.inbound._tracker import TrackerStatistics
 from agent_meta.sdk import AdapterStatistics, SdkAdapter, open_stream_adapter
 from agent_meta.sdk._release import installed_release
 from tests.sdk_pair import RawClient, run

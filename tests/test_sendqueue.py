@@ -26,15 +26,15 @@ from agent_meta import (
     SessionExistsError,
     SessionInfoPatch,
 )
-from agent_meta.sansio._edits import DomainEdit, Outcome, ReportFailure, ResolveFailure
 from agent_meta.sansio._encode import EncodedUpdate, encode_update
-from agent_meta.sansio._entries import StoreBatch
 from agent_meta.sansio._modes import V1MetaMode, wire_mode
-from agent_meta.sansio._queue import SendQueue
+from agent_meta.sansio.queue._edits import DomainEdit, Outcome, ReportFailure, ResolveFailure
+from agent_meta.sansio.queue._entries import StoreBatch
+from agent_meta.sansio.queue._queue import SendQueue
 from tests.strategies import session_info_patches
 
 if TYPE_CHECKING:
-    from agent_meta.sansio._state import LifetimeState
+    from agent_meta.sansio.queue._state import LifetimeState
 
 SID = "s1"
 
@@ -415,7 +415,7 @@ def test_close_writes_what_was_queued_before_it_and_fences_what_comes_after() ->
     q.submit_raw(raw_frame(1))
     q.close_lifetime(s)
     q.submit_raw(raw_frame(2))  # the session/close response, queued after the close
-    assert s.closed
+    assert s.books.closed
     assert not publish(q, s, enc(meta={"late": 1}))
     assert q.resync(s) is Outcome.FENCED
     assert q.seed(s, enc(title="late")) is Outcome.FENCED
@@ -505,11 +505,11 @@ def test_lost_frame_is_repaired_by_a_resync() -> None:
     publish(q, s, enc(meta={"a": 1}))
     take(q)
     q.lost()
-    assert s.needs_repair
+    assert s.books.needs_repair
     assert drain(q) == [info({"_meta": None}), info({"_meta": {"a": 1}})]
     assert q.statistics().write_failures == 1
     assert q.statistics().repairs == 1
-    assert not s.needs_repair
+    assert not s.books.needs_repair
 
 
 def test_repair_precedes_the_lifetimes_next_frame() -> None:
@@ -604,7 +604,7 @@ def test_lost_raw_frame_is_only_counted() -> None:
     take(q)
     q.lost()
     assert q.statistics().write_failures == 1
-    assert not s.needs_repair
+    assert not s.books.needs_repair
     assert next_frame(q) is None
 
 
@@ -1004,7 +1004,7 @@ def test_a_closed_lifetime_taken_over_drops_what_it_had_queued() -> None:
     q.close_lifetime(s)
     q.submit_raw(raw_frame(6))
     assert q.stored(batch, frozenset({SID})) == [s]
-    assert s.taken_over
+    assert s.books.taken_over
     frames = []
     while (action := q.next_action()) is not None:
         if isinstance(action, StoreBatch):
@@ -1024,7 +1024,7 @@ def test_a_change_without_a_frame_is_stored_and_flushing_waits_for_it() -> None:
     assert isinstance(created, StoreBatch)
     assert [(r.session_id, r.epoch) for r in created.saves] == [(SID, 0)]
     q.stored(created)
-    assert s.epoch == 1
+    assert s.books.epoch == 1
     assert q.submit(s, ResolveFailure(FailureIncident("none", 1))) is Outcome.REFUSED
     assert q.next_action() is None  # nothing changed, nothing to store
     q.submit(s, ReportFailure(FailureIncident("i", 1), {"m": 1}))

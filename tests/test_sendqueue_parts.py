@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agent_meta import SessionExistsError
-from agent_meta.sansio._cursor import FlushCursor
-from agent_meta.sansio._durability import FIRST_EPOCH, claim_again, still_held
 from agent_meta.sansio._encode import encode_update
-from agent_meta.sansio._entries import InfoEntry, RawEntry, ResyncEntry
-from agent_meta.sansio._fifo import EntryFifo
 from agent_meta.sansio._modes import wire_mode
-from agent_meta.sansio._publish import Publisher
-from agent_meta.sansio._records import StoredLifetime
-from agent_meta.sansio._registry import ENDED_IDS, LifetimeRegistry
-from agent_meta.sansio._render import FrameRenderer
-from agent_meta.sansio._state import LifetimeState
-from agent_meta.sansio._writing import Writing
+from agent_meta.sansio.queue._cursor import FlushCursor
+from agent_meta.sansio.queue._durability import FIRST_EPOCH, claim_again, still_held
+from agent_meta.sansio.queue._entries import InfoEntry, RawEntry, ResyncEntry
+from agent_meta.sansio.queue._fifo import EntryFifo
+from agent_meta.sansio.queue._publish import Publisher
+from agent_meta.sansio.queue._records import StoredLifetime
+from agent_meta.sansio.queue._registry import ENDED_IDS, LifetimeRegistry
+from agent_meta.sansio.queue._render import FrameRenderer
+from agent_meta.sansio.queue._state import LifetimeState
+from agent_meta.sansio.queue._writing import Writing
 
 if TYPE_CHECKING:
     from agent_meta.sansio._encode import EncodedUpdate
@@ -49,7 +49,7 @@ def test_an_ended_lifetime_is_fenced_until_its_session_reopens() -> None:
     state = registry.new("s")
     registry.add(state)
     assert registry.end(state) is True
-    assert state.closed
+    assert state.books.closed
     assert registry.end(state) is False  # once
     assert "s" not in registry.sessions
     assert registry.fenced("s")
@@ -173,11 +173,11 @@ def test_writing_stops_the_entry_of_a_lifetime_taken_over() -> None:
     assert not writing.next_frame(stored_by=0)
     assert writing.finish() is entry
     writing.begin(entry, iter([b"clear\n", b"snapshot\n"]))
-    state.closed = True
+    state.books.closed = True
     assert writing.next_frame(stored_by=0)  # closed: what it queued before goes out (R6)
     writing.hand_out()
     writing.release()
-    state.taken_over = True
+    state.books.taken_over = True
     assert not writing.next_frame(stored_by=0)  # nothing more of a lifetime taken over
     other = lifetime("other")
     assert writing.end_lifetime(other) is None  # not its entry
@@ -199,7 +199,7 @@ def test_a_snapshot_carries_the_entries_queued_before_it() -> None:
     before = publication(state, meta={"a": 1})
     resync = frames_of(renderer, ResyncEntry(state, repair_only=False, frames=2))
     assert [b'"_meta":null' in frame for frame in resync] == [True, False]
-    assert state.snapshots == 2  # after the clear, and with the snapshot
+    assert state.books.snapshots == 2  # after the clear, and with the snapshot
     assert frames_of(renderer, before) == []  # carried by the snapshot
     after = publication(state, meta={"b": 2})
     assert len(frames_of(renderer, after)) == 1
@@ -224,7 +224,7 @@ def test_a_repair_is_due_only_where_it_would_be_written() -> None:
     repair = ResyncEntry(state, repair_only=True, frames=2)
     assert not renderer.repair_due(repair)
     assert frames_of(renderer, repair) == []  # the repair went out with an earlier entry
-    state.needs_repair = True
+    state.books.needs_repair = True
     renderer.repair_pending(state)
     assert not renderer.repair_due(raw)
     assert renderer.repair_due(queued)
@@ -252,7 +252,7 @@ def test_publications_merge_into_the_open_entry_and_need_no_room() -> None:
     assert not publisher.needs_room(state, update(meta={"a": 1}))  # merging: no pile-up
     entry = publication(state, meta={"a": 1})
     assert publisher.stays_open(update(meta={"a": 1}))
-    state.open_entry = entry
+    state.books.open_entry = entry
     assert publisher.open_entry(state) is entry
     publisher.merge(entry, update(meta={"b": 2}))
     assert entry.patch == {"a": '"a":1', "b": '"b":2'}
@@ -267,7 +267,7 @@ def test_a_publication_needs_room_when_it_cannot_merge() -> None:
     traced = update(meta={"a": 1}, notification_meta={"trace": "t"})
     assert publisher.needs_room(state, traced)  # R9: never merged
     assert not publisher.stays_open(traced)
-    state.open_entry = publication(state, meta={"big": "x" * 40})
+    state.books.open_entry = publication(state, meta={"big": "x" * 40})
     assert publisher.needs_room(state, update(meta={"more": "y" * 40}))  # would be too large
 
 
@@ -275,7 +275,7 @@ def test_an_entry_a_snapshot_carries_is_open_no_more() -> None:
     publisher = Publisher(max_frame_bytes=1 << 20)
     publisher.merging = True
     state = lifetime()
-    state.open_entry = publication(state, meta={"a": 1})
+    state.books.open_entry = publication(state, meta={"a": 1})
     FrameRenderer(wire_mode(2, "merged")).absorb(state)
     assert publisher.open_entry(state) is None  # its publications are in the snapshot
 
@@ -288,7 +288,7 @@ def test_a_claim_by_the_holder_leaves_its_lifetime_held() -> None:
     assert still_held(state, None)  # not stored yet: nothing to take over
     assert still_held(state, StoredLifetime("s", epoch=FIRST_EPOCH))  # stored as it claimed
     assert not claim_again(state, None)
-    state.epoch = 3
+    state.books.epoch = 3
     assert still_held(state, StoredLifetime("s", epoch=3))
     assert not still_held(state, StoredLifetime("s", epoch=4))  # another holder's since
     assert not still_held(state, None)

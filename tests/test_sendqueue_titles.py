@@ -15,11 +15,7 @@ import pytest
 from agent_meta import FrameTooLargeError, JsonRpcError
 from agent_meta.core._errors import StoreCorruptError
 from agent_meta.core._jsonrpc import ErrorCode
-from agent_meta.sansio._edits import ClientTitle, Outcome
-from agent_meta.sansio._entries import StoreBatch
-from agent_meta.sansio._records import StoredLifetime, restore_state
-from agent_meta.sansio._state import LifetimeState
-from agent_meta.sansio._titles import (
+from agent_meta.sansio.inbound._titles import (
     MAX_TITLE_LENGTH,
     TitleRequest,
     advertise_titles,
@@ -28,10 +24,14 @@ from agent_meta.sansio._titles import (
     read_title_request,
     retitle_listing,
 )
+from agent_meta.sansio.queue._edits import ClientTitle, Outcome
+from agent_meta.sansio.queue._entries import StoreBatch
+from agent_meta.sansio.queue._records import StoredLifetime, restore_state
+from agent_meta.sansio.queue._state import LifetimeState
 from tests.test_sendqueue import SID, drain, enc, info, make_queue, opened, parse, publish, take
 
 if TYPE_CHECKING:
-    from agent_meta.sansio._queue import SendQueue
+    from agent_meta.sansio.queue._queue import SendQueue
 
 
 def client(title: str, *, confirm: bool = True, v1: bool = False) -> ClientTitle:

@@ -6,9 +6,10 @@ lifetime tracker (which takes what the handler sends as replay, not as publicati
 reference agents (which replay or not) and the client-side watcher (which judges the window).
 :class:`ReplayWindow` is the rule "replay is replay" (docs/sdk.md): in such a window, every
 ``session_info_update`` is history except the agent's current info, told by its ``updatedAt``.
-It is asked by both windows of the owner, the SDK tracker's (:mod:`agent_meta.sansio._marks`,
-by handler) and ``agent-meta own``'s (:mod:`agent_meta.sansio._replay`, by frame order), and by
-the watcher of ``check`` and ``proxy`` (``tools/_current.py``).
+It is asked by both windows of the owner, the SDK tracker's
+(:mod:`agent_meta.sansio.inbound._marks`, by handler) and ``agent-meta own``'s
+(:mod:`agent_meta.sansio.inbound._replay`, by frame order), and by the watcher of ``check`` and
+``proxy`` (``tools/_current.py``).
 """
 
 from __future__ import annotations

@@ -13,9 +13,11 @@ trio owner over stdout (one FIFO to the client), so R1 to R13 hold whatever the 
 - :mod:`._serve`: the I/O: the two pumps, the owner, the store, signals and the end.
 
 The decisions that are not I/O live below: the connection shell every connection answers
-through (:mod:`agent_meta.owner._shell`), the replay windows (:mod:`agent_meta.sansio._replay`),
-the composition of a chunk's updates (:mod:`agent_meta.sansio._batch`), what a v1 object means
-(:mod:`agent_meta.sansio._v1_objects`) and the envelope rule (:mod:`agent_meta.core._envelope`).
+through (:mod:`agent_meta.owner._shell`), the replay windows
+(:mod:`agent_meta.sansio.inbound._replay`), the composition of a chunk's updates
+(:mod:`agent_meta.sansio.inbound._batch`), what a v1 object means
+(:mod:`agent_meta.sansio.inbound._v1_objects`) and the envelope rule
+(:mod:`agent_meta.core._envelope`).
 """
 
 __all__: list[str] = []

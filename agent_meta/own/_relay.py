@@ -6,14 +6,14 @@ negotiated version), anything else as the child's own bytes. Every line of the c
 the child as the client's own bytes. Around them, the same sans-IO decisions as agent_meta's
 own connections and its SDK adapter:
 
-- the inbound gate (:class:`~agent_meta.sansio._gate.InboundGate`) refuses what ACP refuses
+- the inbound gate (:class:`~agent_meta.sansio.inbound._gate.InboundGate`) refuses what ACP refuses
   before an agent sees it, with the errors ``agent-meta agent`` answers (``-32700``,
   ``-32600``, ``-32602``); malformed lines never reach the child;
 - the lifetime policy (:class:`~agent_meta.owner._policy.LifetimePolicy`) opens a session's
   lifetime at ``session/new``'s response and at a load or resume request (from the store, with
   ``--store``), resyncs before a load or resume response, and ends it before a
   ``session/close`` response, so nothing of a closed session reaches the client (R6);
-- the replay windows (:class:`~agent_meta.sansio._replay.ReplayWindows`) tell the child's
+- the replay windows (:class:`~agent_meta.sansio.inbound._replay.ReplayWindows`) tell the child's
   replay from its own resync and its live state, and what the client lacks at the response.
 
 What the child sends that cannot be state (a line that is not JSON or too long, a
@@ -46,17 +46,17 @@ from ..owner._lifetime import (
     publish_encoded_nowait,
 )
 from ..owner._shell import ConnectionShell
-from ..sansio._batch import PublicationBatch
 from ..sansio._encode import encode_update
 from ..sansio._frames import join_response_frames
-from ..sansio._replay import ReplayWindows, Verdict
-from ..sansio._tracker import (
+from ..sansio.inbound._batch import PublicationBatch
+from ..sansio.inbound._replay import ReplayWindows, Verdict
+from ..sansio.inbound._tracker import (
     LifetimeStep,
     OpeningStart,
     ReplayStart,
     info_update_of,
 )
-from ..sansio._v1_objects import WholeObjectHint, v1_meta_of
+from ..sansio.inbound._v1_objects import WholeObjectHint, v1_meta_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -65,8 +65,8 @@ if TYPE_CHECKING:
     from ..owner._shell import Admitted, Intake
     from ..owner._trio import MetaOwner
     from ..sansio._encode import EncodedUpdate
-    from ..sansio._gate import Answer, InboundGate, Undecodable
-    from ..sansio._tracker import InfoUpdate, OutboundPlan
+    from ..sansio.inbound._gate import Answer, InboundGate, Undecodable
+    from ..sansio.inbound._tracker import InfoUpdate, OutboundPlan
 
 __all__ = ["Relay", "RelayStatistics"]
 

@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, final
 
 from ..core._errors import OwnerClosedError
-from ..sansio._edits import ACCEPTED, FULL
+from ..sansio.queue._edits import ACCEPTED, FULL
 from ._asyncio_stream import AsyncioStreamTransport
 from ._base import OwnerBase, check_options
 from ._failures import only_broken
@@ -33,9 +33,9 @@ from ._transport import Transport
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from ..sansio._edits import Edit
     from ..sansio._options import OwnerOptions
-    from ..sansio._state import LifetimeState
+    from ..sansio.queue._edits import Edit
+    from ..sansio.queue._state import LifetimeState
     from ..stores._store import LifetimeStore
     from ._idle import IdleWriter
 

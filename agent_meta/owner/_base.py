@@ -1,7 +1,7 @@
 """What every owner driver shares, whatever its runtime: no trio, no asyncio.
 
 :class:`OwnerBase` is the owner: it holds the sans-IO
-:class:`~agent_meta.sansio._queue.SendQueue` and the handles of the open lifetimes, claims
+:class:`~agent_meta.sansio.queue._queue.SendQueue` and the handles of the open lifetimes, claims
 stored lifetimes from the store, turns public calls into queue events (validating them first),
 and runs the writer task: ask the queue what to do next, have its
 :class:`~agent_meta.owner._writer.Writer` write or store it, wake the tasks that wait, park
@@ -28,9 +28,6 @@ from ..core._errors import (
     shown_id,
 )
 from ..core._jsonrpc import session_of
-from ..sansio._durability import claim_again, still_held
-from ..sansio._edits import ACCEPTED, FULL, Edit, Outcome
-from ..sansio._entries import StoreBatch
 from ..sansio._frames import (
     build_notification,
     build_request,
@@ -38,9 +35,12 @@ from ..sansio._frames import (
     build_response_batch,
 )
 from ..sansio._options import OwnerOptions
-from ..sansio._queue import SendQueue
-from ..sansio._records import restore_state
-from ..sansio._state import LifetimeState
+from ..sansio.queue._durability import claim_again, still_held
+from ..sansio.queue._edits import ACCEPTED, FULL, Edit, Outcome
+from ..sansio.queue._entries import StoreBatch
+from ..sansio.queue._queue import SendQueue
+from ..sansio.queue._records import restore_state
+from ..sansio.queue._state import LifetimeState
 from ._direct import DirectWriter
 from ._failures import store_failed, taken_over_error
 from ._idle import IdleWriter
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
     from ..core._session_info import SessionInfo, SessionInfoPatch
     from ..sansio._encode import EncodedUpdate
-    from ..sansio._records import StoredLifetime
+    from ..sansio.queue._records import StoredLifetime
     from ..stores._store import LifetimeStore
     from ._direct import NowaitStream
     from ._statistics import OwnerStatistics
@@ -288,7 +288,7 @@ class OwnerBase(abc.ABC):
         while not queue.is_durable(target):
             self._check_stopped()
             await self._progress.park()
-        if state.taken_over:
+        if state.books.taken_over:
             raise taken_over_error(state.session_id)
 
     def close_lifetime(self, session_id: str) -> None:
@@ -411,8 +411,8 @@ class OwnerBase(abc.ABC):
 
     def _try_submit(self, state: LifetimeState, edit: Edit) -> Outcome:
         """Submit one edit to the queue now; wake the writer if anything was accepted."""
-        if state.closed:
-            if state.taken_over:
+        if state.books.closed:
+            if state.books.taken_over:
                 raise taken_over_error(state.session_id)
         elif self._stopped is not None or self._closing:
             self._check_running()
@@ -433,13 +433,13 @@ class OwnerBase(abc.ABC):
     def seed_lifetime(self, state: LifetimeState, update: EncodedUpdate) -> bool:
         """Make ``update`` known state of ``state`` without a frame; ``False`` if it has
         ended."""
-        if not state.closed:
+        if not state.books.closed:
             self._check_running()
         return self._queue.seed(state, update) is ACCEPTED
 
     def resync_lifetime(self, state: LifetimeState) -> bool:
         """Queue a resync of ``state`` (R4; never waits); ``False`` if it has ended."""
-        if not state.closed:
+        if not state.books.closed:
             self._check_running()
         accepted = self._queue.resync(state) is ACCEPTED
         self._wake_writer()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, final
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..sansio._queue import SendQueue
+    from ..sansio.queue._queue import SendQueue
     from ..stores._store import LifetimeStore
 
 __all__ = ["DirectWriter", "NowaitStream"]

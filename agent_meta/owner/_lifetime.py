@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Protocol, final
 from ..core._errors import MetaValueError
 from ..core._json import JsonValue, json_copy
 from ..core._sentinel import OMITTED, Omitted
-from ..sansio._edits import ClientTitle, DomainEdit, ReportFailure, ResolveFailure, check_path
 from ..sansio._encode import EncodedUpdate, encode_update
-from ..sansio._state import FailureIncident, check_sizes, headroom
+from ..sansio.queue._edits import ClientTitle, DomainEdit, ReportFailure, ResolveFailure, check_path
+from ..sansio.queue._state import FailureIncident, check_sizes, headroom
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from ..core._session_info import SessionInfo
-    from ..sansio._edits import Edit
-    from ..sansio._state import LifetimeState
+    from ..sansio.queue._edits import Edit
+    from ..sansio.queue._state import LifetimeState
 
 __all__ = [
     "DomainHandle",
@@ -111,7 +111,7 @@ class SessionLifetime:
     @property
     def closed(self) -> bool:
         """True once the lifetime has ended; the handle is then fenced."""
-        return self._state.closed
+        return self._state.books.closed
 
     @property
     def current_failure(self) -> FailureIncident | None:
@@ -385,11 +385,12 @@ def publication(
 
 
 # For a publisher that validated and encoded its publications itself (``agent-meta own``
-# composes a child's updates: agent_meta.sansio._batch), the same path without encoding again.
+# composes a child's updates: agent_meta.sansio.inbound._batch), the same path without encoding
+# again.
 
 
 def encoded_headroom(lifetime: SessionLifetime) -> int:
-    """The lifetime's :func:`~agent_meta.sansio._state.headroom` now."""
+    """The lifetime's :func:`~agent_meta.sansio.queue._state.headroom` now."""
     return headroom(lifetime._state, lifetime._owner.max_frame_bytes)
 
 

@@ -3,8 +3,8 @@ messages, whoever wrote the connection.
 
 Both of agent_meta's connections (its own trio :class:`~agent_meta.AgentConnection` and the
 official-SDK adapter) put every request they receive and every response they send through one
-:class:`LifetimePolicy`. The sans-IO :class:`~agent_meta.sansio._tracker.LifetimeTracker` decides;
-this module only opens, resyncs and closes lifetimes on the owner as it says:
+:class:`LifetimePolicy`. The sans-IO :class:`~agent_meta.sansio.inbound._tracker.LifetimeTracker`
+decides; this module only opens, resyncs and closes lifetimes on the owner as it says:
 
 - a ``session/load`` or ``session/resume`` opens its session's lifetime before its handler runs
   (taking a stored one over from whichever owner held it), so what the handler replays or
@@ -40,9 +40,9 @@ from ..core._errors import (
 )
 from ..core._jsonrpc import ErrorCode, JsonRpcError
 from ..core._session_info import SessionInfo
-from ..sansio._handler_errors import failure_of
 from ..sansio._modes import wire_mode
-from ..sansio._titles import (
+from ..sansio.inbound._handler_errors import failure_of
+from ..sansio.inbound._titles import (
     advertise_titles,
     advertises_titles,
     listed_session_ids,
@@ -50,7 +50,7 @@ from ..sansio._titles import (
     retitle_listing,
     title_result,
 )
-from ..sansio._tracker import (
+from ..sansio.inbound._tracker import (
     LifetimeStep,
     LifetimeTracker,
     OpeningStart,
@@ -58,13 +58,13 @@ from ..sansio._tracker import (
     ReplayStart,
     replaying_session,
 )
-from ..sansio._v1_objects import advertise_v1_meta
+from ..sansio.inbound._v1_objects import advertise_v1_meta
 from ._titles import client_titles
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ..sansio._marks import InfoUpdate
+    from ..sansio.inbound._marks import InfoUpdate
     from ._base import OwnerBase
 
 __all__ = ["LifetimePolicy"]
@@ -97,9 +97,9 @@ class LifetimePolicy:
 
     async def start(self, message: Mapping[str, object]) -> ReplayStart | OpeningStart | None:
         """:meth:`request`, returning what the tracker started: a load's or resume's
-        :class:`~agent_meta.sansio._tracker.ReplayStart` (whether the request replays, whether its
-        lifetime held its state before), a new's or fork's
-        :class:`~agent_meta.sansio._tracker.OpeningStart`, else ``None``: for a driver that
+        :class:`~agent_meta.sansio.inbound._tracker.ReplayStart` (whether the request replays,
+        whether its lifetime held its state before), a new's or fork's
+        :class:`~agent_meta.sansio.inbound._tracker.OpeningStart`, else ``None``: for a driver that
         attributes the agent's frames to requests by their order, not by handler."""
         owner = self._owner
         session_id = replaying_session(message)
@@ -209,8 +209,8 @@ class LifetimePolicy:
     @property
     def forwards_titles(self) -> bool:
         """Whether ``session/set_title`` reaches the agent: set it in a proxy in front of an
-        agent that advertises it (:func:`~agent_meta.sansio._titles.advertises_titles` of the
-        agent's ``initialize`` result). Its successful response then makes the title the
+        agent that advertises it (:func:`~agent_meta.sansio.inbound._titles.advertises_titles` of
+        the agent's ``initialize`` result). Its successful response then makes the title the
         client's (:meth:`~agent_meta.SessionLifetime.adopt_client_title`) before it is written,
         so later titles of the agent are kept off the wire. Off (the default), the connection
         answers it with :meth:`set_title`."""
@@ -232,7 +232,7 @@ class LifetimePolicy:
         everything queued before, R2) and, with a store, stored before this returns, so that
         the response, queued by the caller after it, is written only once the title is stored.
         Raises :class:`~agent_meta.JsonRpcError`: ``-32602`` for params
-        :func:`~agent_meta.sansio._titles.read_title_request` refuses or a title the frame
+        :func:`~agent_meta.sansio.inbound._titles.read_title_request` refuses or a title the frame
         limit cannot carry, ``-32002`` for a session with no open lifetime here (never
         created, loaded or resumed on this connection, closed, or taken over by another
         holder); nothing is stored or sent then. :class:`~agent_meta.StoreError` if the store
@@ -276,10 +276,10 @@ class LifetimePolicy:
     async def rewrite(self, message: Mapping[str, object]) -> Mapping[str, object]:
         """A response as the client must get it, before :meth:`response` plans it: an
         ``initialize`` result advertises ``session/set_title`` in both shapes
-        (:func:`~agent_meta.sansio._titles.advertise_titles`) and, on v1, whether its
-        ``_meta`` objects are whole (:func:`~agent_meta.sansio._v1_objects.advertise_v1_meta`),
-        a ``session/list`` result
-        lists the title the client set for each session (its open lifetime's, else the
+        (:func:`~agent_meta.sansio.inbound._titles.advertise_titles`) and, on v1, whether its
+        ``_meta`` objects are whole
+        (:func:`~agent_meta.sansio.inbound._v1_objects.advertise_v1_meta`), a ``session/list``
+        result lists the title the client set for each session (its open lifetime's, else the
         store's: one store round trip for the sessions listed that are not open here). ``message``
         itself when nothing changes (so a proxy can forward its bytes), else a new message.
         Raises :class:`~agent_meta.StoreError` if the store cannot be read."""

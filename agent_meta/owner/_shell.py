@@ -5,7 +5,7 @@ agent_meta's trio connection, the official-SDK adapter and ``agent-meta own``'s 
 a client's messages, hand them on (to handlers, to the SDK, to a child agent) and queue what
 answers them. Between those steps the same rules apply, whatever does the I/O:
 
-- the inbound gate (:class:`~agent_meta.sansio._gate.InboundGate`) refuses what ACP refuses
+- the inbound gate (:class:`~agent_meta.sansio.inbound._gate.InboundGate`) refuses what ACP refuses
   before an agent sees it (``-32700``, ``-32600``, ``-32602``, a request before
   ``initialize`` ...), negotiates the version and keeps the books of what is unanswered;
 - the lifetime policy (:class:`~agent_meta.owner._policy.LifetimePolicy`) opens, resyncs and
@@ -14,7 +14,7 @@ answers them. Between those steps the same rules apply, whatever does the I/O:
 - ``session/set_title`` is served by the connection unless the agent behind a proxy serves
   it (R13), and ``initialize`` and ``session/list`` results are rewritten for it;
 - a lifetime store that fails answers the request it failed for with ``-32603``
-  (:func:`~agent_meta.sansio._handler_errors.failure_of`), and the connection goes on.
+  (:func:`~agent_meta.sansio.inbound._handler_errors.failure_of`), and the connection goes on.
 
 The shell holds the gate and the policy; a connection keeps only its I/O. It gives the shell
 what it read (:meth:`~ConnectionShell.take`), writes what the shell says, admits each message
@@ -35,16 +35,16 @@ from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 from ..core._errors import StoreError
 from ..sansio._frames import join_response_frames
-from ..sansio._gate import InboundGate
-from ..sansio._handler_errors import failure_of
-from ..sansio._titles import SET_TITLE
+from ..sansio.inbound._gate import InboundGate
+from ..sansio.inbound._handler_errors import failure_of
+from ..sansio.inbound._titles import SET_TITLE
 from ._policy import LifetimePolicy
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..sansio._gate import Answer, Undecodable
-    from ..sansio._tracker import OpeningStart, OutboundPlan, ReplayStart
+    from ..sansio.inbound._gate import Answer, Undecodable
+    from ..sansio.inbound._tracker import OpeningStart, OutboundPlan, ReplayStart
     from ._base import OwnerBase
 
     Item: TypeAlias = Mapping[str, Any] | Sequence[Mapping[str, Any] | Undecodable] | Undecodable
@@ -93,7 +93,7 @@ class ConnectionShell:
 
     ``versions``, ``cancels_prompts``, ``completes_params`` and ``initializes_once`` configure
     the gate for the runtime behind the connection
-    (:class:`~agent_meta.sansio._gate.InboundGate`); ``on_open`` is told each lifetime the
+    (:class:`~agent_meta.sansio.inbound._gate.InboundGate`); ``on_open`` is told each lifetime the
     policy opens.
     """
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from ..core._json import JsonValue
-    from ..sansio._edits import Edit
+    from ..sansio.queue._edits import Edit
     from ._base import OwnerBase
 
 __all__ = ["ThreadsafeOwner"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..sansio._records import restore_state
-from ..sansio._state import LifetimeState
+from ..sansio.queue._records import restore_state
+from ..sansio.queue._state import LifetimeState
 from ._failures import store_failed
 
 if TYPE_CHECKING:

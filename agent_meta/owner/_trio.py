@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, final
 import trio
 
 from ..core._errors import OwnerClosedError
-from ..sansio._edits import ACCEPTED, FULL
+from ..sansio.queue._edits import ACCEPTED, FULL
 from ._base import OwnerBase, check_options
 from ._failures import only_broken
 from ._transport import Transport
@@ -30,9 +30,9 @@ from ._trio_stream import StreamTransport
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from ..sansio._edits import Edit
     from ..sansio._options import OwnerOptions
-    from ..sansio._state import LifetimeState
+    from ..sansio.queue._edits import Edit
+    from ..sansio.queue._state import LifetimeState
     from ..stores._store import LifetimeStore
 
 __all__ = ["MetaOwner", "open_owner"]

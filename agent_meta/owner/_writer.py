@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 
     import tenacity
 
-    from ..sansio._entries import StoreBatch
     from ..sansio._options import RetryPolicy
-    from ..sansio._queue import SendQueue
-    from ..sansio._state import LifetimeState
+    from ..sansio.queue._entries import StoreBatch
+    from ..sansio.queue._queue import SendQueue
+    from ..sansio.queue._state import LifetimeState
     from ..stores._store import LifetimeStore
     from ._transport import Transport
 

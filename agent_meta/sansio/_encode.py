@@ -21,7 +21,7 @@ from ..core._json import (
 )
 from ..core._sentinel import OMITTED
 from ..core._timestamps import is_rfc3339, normalize_rfc3339
-from ._frames import NULL, encode_json, encode_str, fragment
+from ._json_text import NULL, encode_json, encode_str, fragment
 
 __all__ = [
     "META_DEPTH",
@@ -30,6 +30,7 @@ __all__ = [
     "encode_meta_patch",
     "encode_update",
     "member_size",
+    "update_size",
 ]
 
 
@@ -82,6 +83,18 @@ class EncodedUpdate:
 
 NO_CHANGE = EncodedUpdate(None, None, False, None, None)
 """An update that changes nothing (what a refused call on an ended lifetime counts as)."""
+
+
+def update_size(update: EncodedUpdate) -> int:
+    """The bytes ``update``'s fields add to its own frame, and at most to the known state (a
+    new member also adds a comma, which ``patch_size`` counts): what
+    :func:`~agent_meta.sansio.queue._state.headroom` adds up."""
+    size = update.patch_size
+    if update.title is not None:
+        size += len(update.title)
+    if update.updated_at is not None:
+        size += len(update.updated_at)
+    return size
 
 
 def _encode_text(value: object, name: str) -> str | None:

@@ -32,7 +32,7 @@ class LineTooLongError(Exception):
     """An inbound line exceeded the limit; the rest of it is skipped and reading goes on.
 
     Answered as a line that is no JSON-RPC message (``-32700``, ``id: null``), as the
-    :class:`~agent_meta.sansio._gate.InboundGate` refuses it.
+    :class:`~agent_meta.sansio.inbound._gate.InboundGate` refuses it.
     """
 
     code: ClassVar[int] = ErrorCode.PARSE_ERROR

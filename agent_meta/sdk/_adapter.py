@@ -41,9 +41,9 @@ if TYPE_CHECKING:
     from ..owner._lifetime import SessionLifetime
     from ..owner._statistics import OwnerStatistics
     from ..owner._threadsafe import ThreadsafeOwner
-    from ..sansio._gate import Answer, InboundGate, Undecodable
-    from ..sansio._marks import InfoUpdate
-    from ..sansio._tracker import OutboundPlan
+    from ..sansio.inbound._gate import Answer, InboundGate, Undecodable
+    from ..sansio.inbound._marks import InfoUpdate
+    from ..sansio.inbound._tracker import OutboundPlan
 
 __all__ = ["AdapterStatistics", "MessageSource", "SdkAdapter"]
 
@@ -72,8 +72,8 @@ class MessageSource(Protocol):
 @dataclasses.dataclass(frozen=True, slots=True)
 class AdapterStatistics:
     """A snapshot of an adapter's counters, with its owner's: every counter of its lifetime
-    tracker (:class:`~agent_meta.sansio._tracker.TrackerStatistics`) and of its inbound gate
-    (:class:`~agent_meta.sansio._gate.GateStatistics`), by the same names."""
+    tracker (:class:`~agent_meta.sansio.inbound._tracker.TrackerStatistics`) and of its inbound gate
+    (:class:`~agent_meta.sansio.inbound._gate.GateStatistics`), by the same names."""
 
     owner: OwnerStatistics
     """The owner's counters (frames written, fenced, coalesced ...)."""
@@ -110,7 +110,7 @@ class AdapterStatistics:
     refused_requests: int
     """Requests the adapter answered with an error as ACP says, where the SDK would have
     served them (before ``initialize``, an id already in flight, a version the runtime does
-    not serve ...): see :mod:`agent_meta.sansio._gate`."""
+    not serve ...): see :mod:`agent_meta.sansio.inbound._gate`."""
     ignored_notifications: int
     """Notifications kept from the SDK: array params, a ``$/cancel_request`` of no request
     still unanswered (or, before 1.0, of one that is no prompt), a ``session/cancel`` whose
@@ -209,7 +209,7 @@ class SdkAdapter:
     @property
     def gate(self) -> InboundGate:
         """What the adapter answers before the SDK sees a message (see
-        :mod:`agent_meta.sansio._gate`)."""
+        :mod:`agent_meta.sansio.inbound._gate`)."""
         return self.shell.gate
 
     @property

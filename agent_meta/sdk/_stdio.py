@@ -35,7 +35,7 @@ from ._adapter import SdkAdapter
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
-    from ..sansio._gate import Undecodable
+    from ..sansio.inbound._gate import Undecodable
     from ..stores._store import LifetimeStore
 
 __all__ = ["NdjsonSource", "open_stdio_adapter", "open_stream_adapter"]

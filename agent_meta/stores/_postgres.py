@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from types import TracebackType
 
-    from ..sansio._records import StoredLifetime
+    from ..sansio.queue._records import StoredLifetime
 
 __all__ = ["PostgresStore", "redact"]
 

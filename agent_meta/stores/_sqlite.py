@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     import trio
 
-    from ..sansio._records import StoredLifetime
+    from ..sansio.queue._records import StoredLifetime
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 

@@ -26,9 +26,9 @@ import dataclasses
 from typing import TYPE_CHECKING, Protocol, TypeGuard, final, runtime_checkable
 
 from ..core._errors import StoreCorruptError
-from ..sansio._durability import FIRST_EPOCH
-from ..sansio._records import StoredLifetime
-from ..sansio._state import FailureIncident
+from ..sansio.queue._durability import FIRST_EPOCH
+from ..sansio.queue._records import StoredLifetime
+from ..sansio.queue._state import FailureIncident
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

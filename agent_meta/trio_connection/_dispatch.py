@@ -8,7 +8,7 @@ lifetimes as ACP says around every request and response, serves ``session/set_ti
 says what each response becomes on its way out. The dispatcher carries it out the trio way: each
 request's handler runs in a task of its own, in a cancel scope (so a long ``session/prompt``
 never blocks ``session/cancel``), and what it raises is answered as
-:func:`~agent_meta.sansio._handler_errors.failure_of` says.
+:func:`~agent_meta.sansio.inbound._handler_errors.failure_of` says.
 
 A handler's code up to its first checkpoint runs before the next inbound message is read, so a
 handler can register state (a cancel scope, say) that a later message is guaranteed to see.
@@ -23,8 +23,8 @@ import trio
 
 from ..core._errors import AgentMetaError, OwnerClosedError, TransportBrokenError
 from ..core._jsonrpc import ErrorCode, JsonRpcError, session_of
-from ..sansio._handler_errors import failure_of
-from ..sansio._titles import SET_TITLE
+from ..sansio.inbound._handler_errors import failure_of
+from ..sansio.inbound._titles import SET_TITLE
 from ..wire._decode import InvalidMessageError, MessageDecodeError, decode_raw
 from ._agent import RequestContext, not_supported
 from ._work import Work
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from ..core._json import JsonObject
     from ..core._jsonrpc import RequestId
     from ..owner._shell import ConnectionShell, Intake
-    from ..sansio._gate import Answer, InboundGate, Undecodable
-    from ..sansio._handler_errors import Failure
+    from ..sansio.inbound._gate import Answer, InboundGate, Undecodable
+    from ..sansio.inbound._handler_errors import Failure
     from ._connection import AgentConnection
     from ._outbound import OutboundRequests
     from ._work import SessionWork

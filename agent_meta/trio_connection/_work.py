@@ -89,8 +89,8 @@ class SessionWork:
 
     def cancel_request(self, request_id: RequestId) -> None:
         """``$/cancel_request`` of the request ``request_id`` names, still unanswered (the
-        :class:`~agent_meta.sansio._gate.InboundGate` passes on no other): cancel its handler,
-        or call the callback it chose (:meth:`RequestContext.on_cancel_request`)."""
+        :class:`~agent_meta.sansio.inbound._gate.InboundGate` passes on no other): cancel its
+        handler, or call the callback it chose (:meth:`RequestContext.on_cancel_request`)."""
         work = self._unanswered(request_id)
         if work is None or work.ctx is None:
             return

@@ -1,9 +1,9 @@
 """What the handlers of the requests that open lifetimes send, kept apart (pure).
 
 A connection whose messages an agent's own stack builds (the official SDK) tells the
-:class:`~agent_meta.sansio._tracker.LifetimeTracker` which request's handler sent each message:
-every ``session/load``, ``session/resume``, ``session/new`` and ``session/fork`` gets a token
-as it arrives, the driver marks the handler (and the tasks it starts) with it, and passes it
+:class:`~agent_meta.sansio.inbound._tracker.LifetimeTracker` which request's handler sent each
+message: every ``session/load``, ``session/resume``, ``session/new`` and ``session/fork`` gets a
+token as it arrives, the driver marks the handler (and the tasks it starts) with it, and passes it
 back with what they send, until that request is answered. :class:`HandlerMarks` keeps what
 each token's handler has sent that the lifetime cannot take yet:
 
@@ -30,16 +30,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, final
 
-from ..core._errors import AgentMetaError
-from ..core._replay import ReplayWindow
-from ..core._sentinel import OMITTED
-from ..core._timestamps import is_rfc3339
-from ._encode import encode_update
+from ...core._errors import AgentMetaError
+from ...core._replay import ReplayWindow
+from ...core._sentinel import OMITTED
+from ...core._timestamps import is_rfc3339
+from .._encode import encode_update
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ..core._session_info import SessionInfo
+    from ...core._session_info import SessionInfo
 
 __all__ = [
     "OPENING_SESSIONS",

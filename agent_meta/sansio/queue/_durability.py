@@ -3,14 +3,14 @@
 With a lifetime store, every change must be stored before any frame that depends on it can
 reach the client (``docs/durability.md``). :class:`Durability` tracks the lifetimes changed
 since they were last stored and the lifetimes to delete, hands them out as one
-:class:`~agent_meta.sansio._entries.StoreBatch` at a time, and says whether everything accepted
-before a given moment is stored. Without a store it tracks nothing.
+:class:`~agent_meta.sansio.queue._entries.StoreBatch` at a time, and says whether everything
+accepted before a given moment is stored. Without a store it tracks nothing.
 
-Every store write is conditional on the holding's fencing epoch (``LifetimeState.epoch``): a
+Every store write is conditional on the holding's fencing epoch (``LifetimeState.books.epoch``): a
 lifetime not stored yet (epoch 0) is created only if the store holds none, and holds epoch 1
 once stored; any other write applies only while the stored epoch is still this holding's.
 When another holder has taken a lifetime over, the store reports it stale and the send queue
-ends that lifetime here (:meth:`~agent_meta.sansio._queue.SendQueue.stored`). A claim of a
+ends that lifetime here (:meth:`~agent_meta.sansio.queue._queue.SendQueue.stored`). A claim of a
 session that is open here decides by the same epochs whether this holding still has it
 (:func:`still_held`).
 """
@@ -49,15 +49,19 @@ class Durability:
 
     def changed(self, state: LifetimeState) -> None:
         """``state`` changed: store it before the next frame."""
-        if self.enabled and not state.closed:
+        if self.enabled and not state.books.closed:
             self._dirty[state] = None
+
+    def restored(self, state: LifetimeState, record: StoredLifetime) -> None:
+        """``state`` was restored from ``record``: it is held under the record's epoch."""
+        state.books.epoch = record.epoch
 
     def closed(self, state: LifetimeState) -> None:
         """``state`` ended: delete its record (before any frame queued from now on). A
         lifetime whose first record is still being written is deleted once it is stored."""
         self._dirty.pop(state, None)
-        if self.enabled and state.epoch:
-            self._deletes.append((state.session_id, state.epoch))
+        if self.enabled and state.books.epoch:
+            self._deletes.append((state.session_id, state.books.epoch))
 
     def forget(self, state: LifetimeState) -> None:
         """``state`` was taken over: nothing more of it is stored (the record is the new
@@ -94,10 +98,10 @@ class Durability:
         self.batch = None
         self.stored = batch.seq
         for record, state in zip(batch.saves, batch.states, strict=True):
-            if record.epoch or record.session_id in stale or state.epoch:
+            if record.epoch or record.session_id in stale or state.books.epoch:
                 continue
-            state.epoch = FIRST_EPOCH
-            if state.closed and not state.taken_over:
+            state.books.epoch = FIRST_EPOCH
+            if state.books.closed and not state.books.taken_over:
                 self._deletes.append((state.session_id, FIRST_EPOCH))
 
     def target(self) -> int:
@@ -115,12 +119,12 @@ class Durability:
 def still_held(state: LifetimeState, record: StoredLifetime | None) -> bool:
     """Whether ``state``, open here, is still this holding's, given the record this owner's own
     claim of its session read (a claim by the holder moves nothing)."""
-    if state.epoch == 0:  # its first record is not stored yet, or was stored as the claim read it
+    if state.books.epoch == 0:  # its first record is not stored yet, or the claim read it stored
         return record is None or record.epoch == FIRST_EPOCH
-    return record is not None and record.epoch == state.epoch
+    return record is not None and record.epoch == state.books.epoch
 
 
 def claim_again(state: LifetimeState, record: StoredLifetime | None) -> bool:
     """Whether a claim of ``state``'s session, open here, must ask the store again: it found
     nothing, yet the lifetime's first record is stored (it committed after the claim read)."""
-    return record is None and state.epoch != 0
+    return record is None and state.books.epoch != 0

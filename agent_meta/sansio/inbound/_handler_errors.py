@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import final
 
-from ..core._errors import (
+from ...core._errors import (
     STORE_FAILED_MESSAGE,
     AgentMetaError,
     ConnectionClosedError,
@@ -20,7 +20,7 @@ from ..core._errors import (
     TransportBrokenError,
     UnknownSessionError,
 )
-from ..core._jsonrpc import ErrorCode, JsonRpcError
+from ...core._jsonrpc import ErrorCode, JsonRpcError
 
 __all__ = ["Failure", "failure_of"]
 

@@ -7,7 +7,7 @@ it: they send nothing more, or the client would go back through older states. Wi
 off a v1 publication's whole object is rendered when it is published instead
 (``InfoEntry.frame``): every publication is then a frame, each showing its own step, and only a
 resync or a repair absorbs. Each lifetime
-counts the snapshots rendered of it (``LifetimeState.snapshots``), and each publication entry
+counts the snapshots rendered of it (``LifetimeState.books.snapshots``), and each publication entry
 remembers the count it was queued under, so an entry queued before the latest snapshot is
 known to be carried by it.
 """
@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._entries import InfoEntry, RawEntry
-from ._frames import clear_frame, info_frame, info_frames, snapshot_frame
+from ._info_frames import clear_frame, info_frame, info_frames, snapshot_frame
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from .._modes import WireMode
     from ._entries import Entry
-    from ._modes import WireMode
     from ._state import LifetimeState
 
 __all__ = ["FrameRenderer"]
@@ -57,7 +57,7 @@ class FrameRenderer:
     def repair_due(self, entry: Entry) -> bool:
         """Whether writing ``entry`` begins with the repair of its lifetime (R11): it lost a
         frame, and the entry is not one a snapshot already carries."""
-        if isinstance(entry, RawEntry) or not entry.lifetime.needs_repair:
+        if isinstance(entry, RawEntry) or not entry.lifetime.books.needs_repair:
             return False
         return not (isinstance(entry, InfoEntry) and _absorbed(entry))
 
@@ -100,7 +100,7 @@ class FrameRenderer:
         """A snapshot of ``state`` is being rendered now: it carries every publication queued
         behind it, so those entries send nothing more (the client would otherwise go back
         through older states, issue 13), and none of them may take later publications."""
-        state.snapshots += 1
+        state.books.snapshots += 1
 
     def _absorbed_frames(self, entry: InfoEntry) -> list[bytes]:
         """An entry whose publications a snapshot already carries: only its notification
@@ -138,4 +138,4 @@ class FrameRenderer:
 
 def _absorbed(entry: InfoEntry) -> bool:
     """Whether a snapshot of its lifetime was rendered since ``entry`` was queued."""
-    return entry.snapshots != entry.lifetime.snapshots
+    return entry.snapshots != entry.lifetime.books.snapshots

@@ -10,9 +10,9 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, final
 
-from ..core._errors import FrameTooLargeError, StoreCorruptError
-from ..core._timestamps import normalize_rfc3339
-from ._frames import encode_json, fragment
+from ...core._errors import FrameTooLargeError, StoreCorruptError
+from ...core._timestamps import normalize_rfc3339
+from .._json_text import encode_json, fragment
 
 if TYPE_CHECKING:
     from ._state import FailureIncident, LifetimeState
@@ -51,9 +51,9 @@ def record_of(state: LifetimeState) -> StoredLifetime:
         updated_at=state.updated_at,
         meta=state.meta_text(),
         failure=state.failure,
-        needs_repair=state.needs_repair,
+        needs_repair=state.books.needs_repair,
         client_title=state.client_title,
-        epoch=state.epoch,
+        epoch=state.books.epoch,
     )
 
 
@@ -63,17 +63,17 @@ def restore_state(
     location: str,
     max_frame_bytes: int | None = None,
 ) -> None:
-    """Make ``state`` hold what ``record`` stored; :class:`StoreCorruptError` if it is damaged,
-    :class:`~agent_meta.FrameTooLargeError` if its snapshot would be over ``max_frame_bytes``."""
+    """Make ``state`` hold the known state ``record`` stored; :class:`StoreCorruptError` if it
+    is damaged, :class:`~agent_meta.FrameTooLargeError` if its snapshot would be over
+    ``max_frame_bytes``. The queue's bookkeeping of a restored lifetime (its epoch, a repair
+    it owes) is the queue's to restore (``SendQueue.open_lifetime``)."""
     fragments = _stored_fragments(record, location)
     state.title = record.title
     state.updated_at = _wire_timestamp(record.updated_at)
     state.fragments = fragments
     state.meta_size = sum(len(text) for text in fragments.values())
     state.failure = record.failure
-    state.needs_repair = record.needs_repair
     state.client_title = record.client_title
-    state.epoch = record.epoch
     if max_frame_bytes is not None:
         _check_snapshot(state, max_frame_bytes)
 

@@ -11,27 +11,28 @@ transport proves unsent.
 Where each rule is decided:
 
 - R1 :meth:`SendQueue.submit` folds every accepted publication into the known state at once.
-- R2 one FIFO (the :class:`~agent_meta.sansio._fifo.EntryFifo`) and one frame held or out at a
-  time (:class:`~agent_meta.sansio._writing.Writing`), positions in the
-  :class:`~agent_meta.sansio._cursor.FlushCursor`.
+- R2 one FIFO (the :class:`~agent_meta.sansio.queue._fifo.EntryFifo`) and one frame held or out at a
+  time (:class:`~agent_meta.sansio.queue._writing.Writing`), positions in the
+  :class:`~agent_meta.sansio.queue._cursor.FlushCursor`.
 - R3 :meth:`SendQueue.submit` merges into a lifetime's *open* entry (still queued, nothing of the
   same lifetime carrying a patch queued after it), as the
-  :class:`~agent_meta.sansio._publish.Publisher` decides; capacity counts only entries that
+  :class:`~agent_meta.sansio.queue._publish.Publisher` decides; capacity counts only entries that
   could pile up without bound.
-- R4 :meth:`SendQueue.resync`, rendered by :class:`~agent_meta.sansio._render.FrameRenderer`
+- R4 :meth:`SendQueue.resync`, rendered by :class:`~agent_meta.sansio.queue._render.FrameRenderer`
   only when the writer takes it.
 - R5/R6 :meth:`SendQueue.open_lifetime` / :meth:`SendQueue.close_lifetime`, with the
-  :class:`~agent_meta.sansio._registry.LifetimeRegistry` of open and fenced lifetimes: the
+  :class:`~agent_meta.sansio.queue._registry.LifetimeRegistry` of open and fenced lifetimes: the
   fence begins at the close (what was queued before it is written, in order; every call
   after it is refused); a takeover drops what was queued.
-- R7/R8 the edits of :mod:`~agent_meta.sansio._edits`, applied inside :meth:`SendQueue.submit`.
+- R7/R8 the edits of :mod:`~agent_meta.sansio.queue._edits`, applied inside
+  :meth:`SendQueue.submit`.
 - R9 an entry with notification ``_meta`` is never merged and closes the open entry.
 - R10 :class:`~agent_meta.sansio._modes.WireMode`, chosen by :meth:`set_protocol_version`.
 - R11 :meth:`SendQueue.lost` marks the lifetime for a repair resync before its next frame.
 - R12 sizes checked before anything changes (``check_sizes``, :meth:`check_frame_size`).
-- R13 :meth:`SendQueue.submit` applies a :class:`~agent_meta.sansio._edits.ClientTitle` and, once
-  the title is the client's, drops the ``title`` of every other publication and seed
-  (:func:`~agent_meta.sansio._titles.without_title`), counted in ``suppressed_titles``.
+- R13 :meth:`SendQueue.submit` applies a :class:`~agent_meta.sansio.queue._edits.ClientTitle` and,
+  once the title is the client's, drops the ``title`` of every other publication and seed
+  (:func:`~agent_meta.sansio.inbound._titles.without_title`), counted in ``suppressed_titles``.
 
 The parts are classes of their own, as h11 keeps ``ConnectionState`` apart from
 ``Connection``: each owns its state and changes nothing else, and none holds another. The
@@ -43,7 +44,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, final
 
-from ..core._errors import FrameTooLargeError
+from ...core._errors import FrameTooLargeError
+from .._encode import EncodedUpdate, encode_update
+from .._modes import WireMode, wire_mode
+from ..inbound._titles import without_title
 from ._cursor import FlushCursor
 from ._durability import Durability
 from ._edits import (
@@ -57,22 +61,19 @@ from ._edits import (
     plan_edit,
     settle_edit,
 )
-from ._encode import EncodedUpdate, encode_update
 from ._entries import InfoEntry, RawEntry, ResyncEntry, StoreBatch
 from ._fifo import EntryFifo
-from ._frames import publication_frame
-from ._modes import WireMode, wire_mode
+from ._info_frames import publication_frame
 from ._publish import Publisher
 from ._records import restore_state
 from ._registry import LifetimeRegistry
 from ._render import FrameRenderer
 from ._state import check_sizes
-from ._titles import without_title
 from ._writing import Writing
 
 if TYPE_CHECKING:
+    from .._options import OwnerOptions
     from ._entries import Entry
-    from ._options import OwnerOptions
     from ._records import StoredLifetime
     from ._state import LifetimeState
 
@@ -171,6 +172,8 @@ class SendQueue:
         state = self.lifetimes.new(session_id)
         if record is not None:
             restore_state(state, record, location, self.max_frame_bytes)
+            state.books.needs_repair = record.needs_repair
+            self._store.restored(state, record)
         if seed is not None and state.client_title and seed.title is not None:
             seed = self._suppress_title(seed)  # the restored title is the client's (R13)
         if seed is not None:
@@ -196,9 +199,9 @@ class SendQueue:
         """Another holder has ``state``'s lifetime now: end it here without touching its
         record (see :meth:`stored`), and drop what it still had queued, closed or not: the
         state those frames show may not be stored, and the lifetime is the other holder's."""
-        if state.taken_over:
+        if state.books.taken_over:
             return
-        state.taken_over = True
+        state.books.taken_over = True
         self._store.forget(state)
         self.lifetimes.end(state)
         self._taken_over += 1
@@ -222,7 +225,7 @@ class SendQueue:
         :meth:`next_action` returns next, without a queue entry: nothing could precede it or
         merge into it.
         """
-        if state.closed:
+        if state.books.closed:
             self._fenced += 1
             return FENCED
         update: EncodedUpdate | None
@@ -250,7 +253,7 @@ class SendQueue:
         """Make ``update``'s fields known without queuing a frame: the next resync (or, under
         v1, the next frame, which carries the whole state) tells the client. Checked as a
         publication is (R12)."""
-        if state.closed:
+        if state.books.closed:
             self._fenced += 1
             return FENCED
         if state.client_title and update.title is not None:
@@ -269,10 +272,10 @@ class SendQueue:
         A resync already pending for the lifetime serves this request too (its snapshot is
         taken later still). Never needs room: a lifetime has at most one pending resync.
         """
-        if state.closed:
+        if state.books.closed:
             self._fenced += 1
             return FENCED
-        pending = state.resync_entry
+        pending = state.books.resync_entry
         if isinstance(pending, ResyncEntry):
             if not repair_only:
                 pending.repair_only = False
@@ -280,8 +283,8 @@ class SendQueue:
             return ACCEPTED
         entry = ResyncEntry(state, repair_only, self.mode.resync_frames)
         self._append(entry)
-        state.resync_entry = entry
-        state.open_entry = None
+        state.books.resync_entry = entry
+        state.books.open_entry = None
         return ACCEPTED
 
     def check_frame_size(self, frame: bytes) -> None:
@@ -335,7 +338,7 @@ class SendQueue:
                 # for all of them would hold every frame back.
                 return store.take()
             lifetime = writing.lifetime
-            if lifetime is not None and lifetime.taken_over and not writing.sent:
+            if lifetime is not None and lifetime.books.taken_over and not writing.sent:
                 self._dropped()  # taken over while its state was being stored
                 continue
             return writing.hand_out()
@@ -360,7 +363,7 @@ class SendQueue:
         during the retry's backoff) it is reported dropped here. A close does not drop it:
         it was queued before the close (R6)."""
         lifetime = self._writing.lifetime
-        if lifetime is not None and lifetime.taken_over:
+        if lifetime is not None and lifetime.books.taken_over:
             self._dropped()
             return False
         return True
@@ -379,7 +382,7 @@ class SendQueue:
         self._writing.release()
         if lifetime is None:
             return None
-        if lifetime.closed:
+        if lifetime.books.closed:
             self._unrepaired(lifetime)
         else:
             self._repair(lifetime)
@@ -396,7 +399,7 @@ class SendQueue:
             return []
         taken: list[LifetimeState] = []
         for state in batch.states:
-            if state.session_id in stale and not state.taken_over:
+            if state.session_id in stale and not state.books.taken_over:
                 taken.append(state)
                 self.take_over(state)
         return taken
@@ -484,7 +487,7 @@ class SendQueue:
         writing = self._writing
         if writing.frame is not None or writing.frames is not None or self._fifo.entries:
             return False  # something goes first: what is queued, or being written
-        if state.needs_repair:
+        if state.books.needs_repair:
             return False  # the repair goes first
         mode = self.mode
         cleared = update.meta_clear
@@ -520,7 +523,7 @@ class SendQueue:
         if self.mode.full_object and not publisher.merging:
             entry.frame = publication_frame(self.mode, state, update)  # one step, one frame
         self._append(entry)
-        state.open_entry = entry if publisher.stays_open(update) else None
+        state.books.open_entry = entry if publisher.stays_open(update) else None
         return ACCEPTED
 
     def _append(self, entry: Entry) -> None:
@@ -572,12 +575,12 @@ class SendQueue:
         renderer = self._renderer
         repair = renderer.repair_due(entry)
         if lifetime is not None:
-            if lifetime.open_entry is entry:
-                lifetime.open_entry = None
-            if lifetime.resync_entry is entry:
-                lifetime.resync_entry = None
+            if lifetime.books.open_entry is entry:
+                lifetime.books.open_entry = None
+            if lifetime.books.resync_entry is entry:
+                lifetime.books.resync_entry = None
             if repair:  # the client's view of it is repaired now (R11)
-                lifetime.needs_repair = False
+                lifetime.books.needs_repair = False
                 self._store.changed(lifetime)
         self._writing.begin(entry, renderer.render(entry, repair))
 
@@ -593,7 +596,7 @@ class SendQueue:
 
     def _repair(self, lifetime: LifetimeState) -> None:
         """``lifetime`` lost a frame (R11): repair its client's view before its next frame."""
-        lifetime.needs_repair = True
+        lifetime.books.needs_repair = True
         self._store.changed(lifetime)
         writing = self._writing
         if writing.entry is not None and writing.entry.lifetime is lifetime:
@@ -610,14 +613,14 @@ class SendQueue:
         writing = self._writing
         if writing.entry is not None and writing.entry.lifetime is lifetime:
             self._finish(writing.finish())
-        if not lifetime.needs_repair:
+        if not lifetime.books.needs_repair:
             self._renderer.forget(lifetime)  # no entry of it will finish a repair now
 
     def _drop_lifetime(self, state: LifetimeState) -> int:
         """Another holder took ``state`` over: drop what is queued of it."""
         self._renderer.forget(state)
-        state.open_entry = None
-        state.resync_entry = None
+        state.books.open_entry = None
+        state.books.resync_entry = None
         dropped = self._fifo.drop_lifetime(state)
         entry = self._writing.end_lifetime(state)
         if entry is not None:

@@ -40,9 +40,9 @@ and every response it is about to write (:meth:`~InboundGate.respond`), and writ
 - Each entry of a batch is admitted on its own; the batch is answered with one array once the
   last of its requests is (an array only of what the gate refused, at once).
 - After the end of the input, the runtime stops once no request nor ACP v2 turn still runs
-  (:attr:`InboundGate.may_stop`, :mod:`agent_meta.sansio._turns`).
+  (:attr:`InboundGate.may_stop`, :mod:`agent_meta.sansio.inbound._turns`).
 
-What an exception out of a handler earns is :mod:`agent_meta.sansio._handler_errors`.
+What an exception out of a handler earns is :mod:`agent_meta.sansio.inbound._handler_errors`.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeGuard, final
 
-from ..core._errors import AgentMetaError, FrameTooLargeError, shown_id
-from ..core._jsonrpc import (
+from ...core._errors import AgentMetaError, FrameTooLargeError, shown_id
+from ...core._jsonrpc import (
     ErrorCode,
     JsonRpcError,
     RequestId,
@@ -60,8 +60,8 @@ from ..core._jsonrpc import (
     negotiate_version,
     session_of,
 )
-from ..core._replay import Replay, replay_of
-from ._frames import build_response, join_response_frames
+from ...core._replay import Replay, replay_of
+from .._frames import build_response, join_response_frames
 from ._turns import RunningTurns
 
 if TYPE_CHECKING:

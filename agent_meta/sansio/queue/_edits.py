@@ -1,7 +1,7 @@
 """Read-modify-write edits inside ``_meta``: domain patches (R8) and failure incidents (R7).
 
 An edit is computed from the known state at the moment it is applied, inside the send queue's
-synchronous :meth:`~agent_meta.sansio._queue.SendQueue.submit`, so no other writer can slip in
+synchronous :meth:`~agent_meta.sansio.queue._queue.SendQueue.submit`, so no other writer can slip in
 between the read and the write. A driver that must wait for queue room submits the same edit
 again afterwards, and it is computed afresh from the state as it is then.
 
@@ -13,8 +13,8 @@ again afterwards, and it is computed afresh from the state as it is then.
   new value, so what goes on the wire is still a shallow patch.
 
 :class:`ClientTitle` (R13) is no read-modify-write: the send queue applies it itself
-(:meth:`~agent_meta.sansio._queue.SendQueue.submit`), as it is the one edit that marks the title
-the client's.
+(:meth:`~agent_meta.sansio.queue._queue.SendQueue.submit`), as it is the one edit that marks the
+title the client's.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ import dataclasses
 import enum
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
-from ..core._errors import MetaPathError
-from ..core._sentinel import OMITTED, Omitted
-from ._encode import EncodedUpdate
+from ...core._errors import MetaPathError
+from ...core._sentinel import OMITTED, Omitted
+from .._encode import EncodedUpdate
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from ..core._json import JsonObject, JsonValue
+    from ...core._json import JsonObject, JsonValue
     from ._state import FailureIncident, LifetimeState
 
 __all__ = [

@@ -10,7 +10,7 @@ only the order of the frames tells. :class:`ReplayWindows` reads that order, per
   current info, an ``updatedAt`` newer than everything known or replayed: a publication
   (:attr:`Verdict.LIVE`). That is the owner's rule "replay is replay", decided once by
   :class:`~agent_meta.core._replay.ReplayWindow`, which the SDK's lifetime tracker
-  (:mod:`agent_meta.sansio._marks`) and the client-side watcher ask too; a clear
+  (:mod:`agent_meta.sansio.inbound._marks`) and the client-side watcher ask too; a clear
   (``_meta: null``) stays replay here whatever its ``updatedAt`` (below). A v2
   ``session/resume`` without ``replayFrom`` replays nothing, so what the child sends in it is its
   live state (:attr:`Verdict.LIVE`), but for a clear (``_meta: null``): forwarded as sent too,
@@ -38,7 +38,8 @@ The child's rule for ``_meta`` is the shallow patch by top-level key on both ver
 child that sends partial objects is patching), or, with ``replace_meta`` (a v1 child known to
 send whole objects), each object replacing the whole ``_meta``; v2 always patches.
 
-Why this is not the SDK tracker's window (:class:`~agent_meta.sansio._marks.Window`): both ask
+Why this is not the SDK tracker's window (:class:`~agent_meta.sansio.inbound._marks.Window`): both
+ask
 :class:`~agent_meta.core._replay.ReplayWindow` what is current info, but the rest is decided
 differently, for a reason. The tracker knows which request's handler sent a frame, and every
 publication of its agent went through the owner it serves: an agent's own resync can only
@@ -55,15 +56,15 @@ import dataclasses
 import enum
 from typing import TYPE_CHECKING, Final, final
 
-from ..core._patch import patch_in_place, replacement_patch
-from ..core._replay import ReplayWindow
-from ..core._sentinel import OMITTED, Omitted
-from ..core._session_info import SessionInfo, SessionInfoPatch, apply_session_info_patch
+from ...core._patch import patch_in_place, replacement_patch
+from ...core._replay import ReplayWindow
+from ...core._sentinel import OMITTED, Omitted
+from ...core._session_info import SessionInfo, SessionInfoPatch, apply_session_info_patch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..core._json import JsonObject
+    from ...core._json import JsonObject
 
 __all__ = [
     "STATUS_UPDATES",

@@ -15,7 +15,7 @@ does not know). The title is stored as given, never normalized, so the one ``tit
 is the one sent. Under ACP v1 the capabilities sit in ``agentCapabilities.sessionCapabilities``,
 under v2 in ``capabilities.session``.
 
-The send queue applies the rule itself (:meth:`~agent_meta.sansio._queue.SendQueue.submit`):
+The send queue applies the rule itself (:meth:`~agent_meta.sansio.queue._queue.SendQueue.submit`):
 once a lifetime's title is the client's, the ``title`` of any other publication is dropped
 before it is folded or sent (:func:`without_title`), and the rest of it goes on.
 """
@@ -26,8 +26,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, final
 
-from ..core._jsonrpc import ErrorCode, JsonRpcError, require_str
-from ._encode import EncodedUpdate
+from ...core._jsonrpc import ErrorCode, JsonRpcError, require_str
+from .._encode import EncodedUpdate
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

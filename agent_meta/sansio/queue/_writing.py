@@ -65,7 +65,7 @@ class Writing:
         entry = self.entry
         assert entry is not None
         lifetime = entry.lifetime
-        if lifetime is not None and lifetime.taken_over:
+        if lifetime is not None and lifetime.books.taken_over:
             return False
         frame = next(frames, None)
         if frame is None:

@@ -4,19 +4,19 @@ Under ACP v2 a ``session/prompt`` is answered (``{"messageId"}``) as soon as the
 accepted, and its turn runs on until the session reports an idle ``state_update``. A runtime
 that stops once no request is in flight would cut such a turn short at the end of the input
 (the official SDK closes its connection under it): :class:`RunningTurns` tells the
-:class:`~agent_meta.sansio._gate.InboundGate` which sessions still have one.
+:class:`~agent_meta.sansio.inbound._gate.InboundGate` which sessions still have one.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, final
 
-from ..core._jsonrpc import session_of
+from ...core._jsonrpc import session_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ..core._jsonrpc import RequestId
+    from ...core._jsonrpc import RequestId
 
 __all__ = ["RunningTurns"]
 

@@ -11,7 +11,7 @@ clear followed by an object stays two publications.
 What is accepted must not depend on how the child's writes were read. So the batch takes only
 updates already validated and encoded (:class:`~agent_meta.sansio._encode.EncodedUpdate`: a
 value the owner would refuse is refused on its own before it reaches a batch), and it composes
-only as far as the lifetime's :func:`~agent_meta.sansio._state.headroom` goes: within it every
+only as far as the lifetime's :func:`~agent_meta.sansio.queue._state.headroom` goes: within it every
 update would be accepted one by one, so the composition accepts exactly the same. The update
 that would pass it, and every one after it, is published on its own, checked against the state
 it meets, so exactly the updates that publishing one by one refuses are refused.
@@ -22,8 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import final
 
-from ._encode import EncodedUpdate
-from ._state import update_size
+from .._encode import EncodedUpdate, update_size
 
 __all__ = ["Publication", "PublicationBatch"]
 
@@ -71,7 +70,7 @@ class PublicationBatch:
     def take(self, room: int) -> list[Publication]:
         """The publications to make, in order, each with the number of updates it stands for.
 
-        ``room`` is the lifetime's :func:`~agent_meta.sansio._state.headroom` now. The longest
+        ``room`` is the lifetime's :func:`~agent_meta.sansio.queue._state.headroom` now. The longest
         run of updates from the first whose sizes add up to at most ``room`` is composed into
         one publication (or a clear, then an object); every update after it is its own.
         """

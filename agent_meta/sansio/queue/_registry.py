@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ..core._errors import SessionExistsError
+from ...core._errors import SessionExistsError
 from ._state import LifetimeState
 
 __all__ = ["ENDED_IDS", "LifetimeRegistry"]
@@ -45,9 +45,9 @@ class LifetimeRegistry:
 
     def end(self, state: LifetimeState) -> bool:
         """End ``state``'s lifetime and fence its session id; ``False`` if it had ended."""
-        if state.closed:
+        if state.books.closed:
             return False
-        state.closed = True
+        state.books.closed = True
         ended = self._ended
         ended[state.session_id] = None
         if len(ended) > ENDED_IDS:

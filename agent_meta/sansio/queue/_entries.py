@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeAlias
 
-from ._encode import member_size
+from .._encode import member_size
 
 if TYPE_CHECKING:
-    from ._encode import EncodedUpdate
+    from .._encode import EncodedUpdate
     from ._records import StoredLifetime
     from ._state import LifetimeState
 
@@ -58,7 +58,7 @@ class InfoEntry:
         self.notification_meta = update.notification_meta
         self.pos = 0
         self.frames = 1
-        self.snapshots = lifetime.snapshots
+        self.snapshots = lifetime.books.snapshots
         """The lifetime's snapshot count when queued: a later snapshot carries this entry."""
         self.frame: bytes | None = None
         """Its frame, rendered when it was published, where each publication is a frame of its

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._entries import InfoEntry
-
 if TYPE_CHECKING:
-    from ._encode import EncodedUpdate
+    from .._encode import EncodedUpdate
+    from ._entries import InfoEntry
     from ._state import LifetimeState
 
 __all__ = ["Publisher"]
@@ -43,8 +42,9 @@ class Publisher:
     def open_entry(self, state: LifetimeState) -> InfoEntry | None:
         """The entry of ``state`` later publications may merge into, if any: its newest
         queued publication entry, with nothing after it and no snapshot carrying it."""
-        entry = state.open_entry
-        if not isinstance(entry, InfoEntry) or entry.snapshots != state.snapshots:
+        books = state.books
+        entry = books.open_entry
+        if entry is None or entry.snapshots != books.snapshots:
             return None
         return entry
 

@@ -1,9 +1,10 @@
 """Pure per-lifetime session-info state: what the agent knows, held as encoded JSON text.
 
 A :class:`LifetimeState` is the agent's *known* session info for one session lifetime:
-``title`` / ``updatedAt`` (each unknown until published or seeded) and ``_meta``, plus the
-current failure incident and the flags the send queue needs (closed, needs repair, whether the
-client set the title). No I/O.
+``title`` / ``updatedAt`` (each unknown until published, seeded or restored) and ``_meta``,
+the current failure incident and whether the client set the title (R13). The send queue's
+bookkeeping of the lifetime is not here but in its own typed record, ``books``
+(:class:`~agent_meta.sansio.queue._books.QueueBooks`), each field with one writer. No I/O.
 
 Known values are stored as the JSON text that goes on the wire (one ``"key":value`` fragment
 per top-level metadata key). Each value is therefore encoded once, when published, and a
@@ -18,16 +19,17 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING
 
-from ..core._errors import FrameTooLargeError
-from ..core._sentinel import OMITTED, Omitted
-from ..core._session_info import SessionInfo
-from ._frames import object_text, session_prefix
+from ...core._errors import FrameTooLargeError
+from ...core._sentinel import OMITTED, Omitted
+from ...core._session_info import SessionInfo
+from .._json_text import object_text, session_prefix
+from ._books import QueueBooks
 
 if TYPE_CHECKING:
-    from ..core._json import JsonObject, JsonValue
-    from ._encode import EncodedUpdate
+    from ...core._json import JsonObject, JsonValue
+    from .._encode import EncodedUpdate
 
-__all__ = ["FailureIncident", "LifetimeState", "check_sizes", "headroom", "update_size"]
+__all__ = ["FailureIncident", "LifetimeState", "check_sizes", "headroom"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -39,22 +41,19 @@ class FailureIncident:
 
 
 class LifetimeState:
-    """The known session info of one session lifetime (pure; mutated only by the send queue)."""
+    """The known session info of one session lifetime (pure), and the queue's ``books`` of it.
+
+    Its known state is changed by the send queue (:meth:`apply`, the edits) and by
+    :func:`~agent_meta.sansio.queue._records.restore_state`; ``books`` by the queue's parts."""
 
     __slots__ = (
+        "books",
         "client_title",
-        "closed",
-        "epoch",
         "failure",
         "fragments",
         "meta_size",
-        "needs_repair",
-        "open_entry",
         "prefix",
-        "resync_entry",
         "session_id",
-        "snapshots",
-        "taken_over",
         "title",
         "updated_at",
     )
@@ -70,17 +69,10 @@ class LifetimeState:
         self.fragments: dict[str, str] = {}
         self.meta_size = 0  # total length of the fragments
         self.failure: FailureIncident | None = None
-        self.closed = False
-        self.needs_repair = False
-        self.epoch = 0
-        """The store's fencing epoch of this holding (0: not stored yet, see
-        :mod:`agent_meta.sansio._durability`)."""
-        self.taken_over = False
-        """Another holder took the lifetime over: it ended here, and publishers are told."""
-        # Bookkeeping of the send queue (opaque here).
-        self.snapshots = 0  # snapshots rendered: each carries the entries queued before it
-        self.open_entry: object | None = None
-        self.resync_entry: object | None = None
+        self.books = QueueBooks()
+        """The send queue's bookkeeping of the lifetime (closed, taken over, its epoch, a
+        repair due, its open and resync entries): the queue's record, each field with one
+        writer (:mod:`agent_meta.sansio.queue._books`)."""
 
     # -- reading -------------------------------------------------------------------------
     def meta_text(self) -> str | None:
@@ -162,20 +154,9 @@ class LifetimeState:
                     self.meta_size += len(frag)
 
 
-def update_size(update: EncodedUpdate) -> int:
-    """The bytes ``update``'s fields add to its own frame, and at most to the known state (a
-    new member also adds a comma, which ``patch_size`` counts)."""
-    size = update.patch_size
-    if update.title is not None:
-        size += len(update.title)
-    if update.updated_at is not None:
-        size += len(update.updated_at)
-    return size
-
-
 def headroom(state: LifetimeState, limit: int) -> int:
-    """How many bytes of updates (:func:`update_size`, added up) ``state`` takes before
-    :func:`check_sizes` could refuse one.
+    """How many bytes of updates (:func:`~agent_meta.sansio._encode.update_size`, added up)
+    ``state`` takes before :func:`check_sizes` could refuse one.
 
     Every update of a run that keeps within it is accepted however the run is published: one
     by one, or composed into fewer publications (whose sizes add up to no more). So a composer

@@ -12,7 +12,7 @@ decides, without any agent code, what the session lifetimes need (R4, R5, R6, R1
 - :meth:`LifetimeTracker.inbound` gives every ``session/load``, ``session/resume``,
   ``session/new`` and ``session/fork`` a token; the driver marks the request's handler (and
   the tasks it starts) with it and passes it back with what they send (``handling``), until
-  the request is answered (:mod:`agent_meta.sansio._marks`);
+  the request is answered (:mod:`agent_meta.sansio.inbound._marks`);
 - ``session/load`` and ``session/resume`` open (or keep) the session's lifetime when the
   request arrives; their successful response is preceded by a resync (R4). A lifetime the
   request opened with nothing known is closed again when it fails. While the handler of a
@@ -44,7 +44,7 @@ decides, without any agent code, what the session lifetimes need (R4, R5, R6, R1
 
 The tracker also says which request a response answers (:meth:`LifetimeTracker.answering`), so
 that the connection can rewrite an ``initialize`` or ``session/list`` result first
-(:mod:`agent_meta.sansio._titles`).
+(:mod:`agent_meta.sansio.inbound._titles`).
 
 Only requests whose response matters are remembered, at most :data:`PENDING_REQUESTS` at a
 time. The tracker is pure: the driver asks the owner whether a lifetime is open and carries out
@@ -58,11 +58,11 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias, final
 
-from ..core._jsonrpc import RequestId, is_request_id, session_of
-from ..core._replay import replay_of
-from ..core._session_info import SessionInfo
+from ...core._jsonrpc import RequestId, is_request_id, session_of
+from ...core._replay import replay_of
+from ...core._session_info import SessionInfo
+from .._modes import WIRE_MODES
 from ._marks import HandlerMarks, InfoUpdate, Opening, Window, info_update_of, underlay
-from ._modes import WIRE_MODES
 from ._titles import SET_TITLE
 
 if TYPE_CHECKING:
