@@ -4,12 +4,14 @@ an agent as their child share (``proxy``, ``check``, ``own``, ``run``)."""
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["add_agent_command", "exit_status"]
+__all__ = ["add_agent_command", "exit_status", "not_a_pipe"]
 
 
 class _AgentCommand(argparse.Action):
@@ -44,3 +46,16 @@ def add_agent_command(parser: argparse.ArgumentParser) -> None:
 def exit_status(returncode: int) -> int:
     """A child's return code as a shell reports it (killed by signal N: 128 + N)."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+def not_a_pipe() -> str | None:
+    """Why this process's stdin or stdout cannot carry an agent on the official SDK (a regular
+    file: asyncio's pipe transports take pipes, sockets and terminals only), or ``None``."""
+    for name, fd in (("stdin", 0), ("stdout", 1)):
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            return f"{name} is not open"
+        if stat.S_ISREG(mode):
+            return f"{name} is a regular file"
+    return None

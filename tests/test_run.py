@@ -22,7 +22,7 @@ import pytest
 import trio
 
 from agent_meta._install_hint import install_hint
-from tests.agent_process import AgentProcess, prompt_params, request, running, stderr_of
+from tests.agent_process import BOUND, AgentProcess, prompt_params, request, running, stderr_of
 from tests.sdk_release import needs_run_agent, needs_session_info
 
 if TYPE_CHECKING:
@@ -495,3 +495,27 @@ async def test_an_unchanged_router_is_owned_for_either_version(version: int) -> 
         assert await agent.finish() == 0
     rendered = [update["_meta"] for update in info_updates(agent)]
     assert rendered == ([{"a": 1}, {"b": 2}] if version == 2 else [{"a": 1}, {"a": 1, "b": 2}])
+
+
+def test_a_stdout_that_is_a_regular_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The official SDK's asyncio transports cannot write to a regular file: ``run`` says so
+    and exits 2 before it starts the agent (it used to end in the agent's traceback)."""
+    out = tmp_path / "out.ndjson"
+    marker = tmp_path / "started"
+    agent = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
+    with out.open("wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "agent_meta", "run", "--", *agent],
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=BOUND,
+            check=False,
+            cwd=ROOT,
+        )
+    assert done.returncode == 2
+    assert "stdout is a regular file" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not marker.exists()  # the agent never started
+    assert out.read_bytes() == b""

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import stat
 import sys
 from typing import TYPE_CHECKING
 
 from agent_meta import AgentMetaError
 
+from .._agent_command import not_a_pipe
 from .._tokens import TOKEN_VARIABLE, read_token
 
 if TYPE_CHECKING:
@@ -115,7 +114,7 @@ def run_sdk(
         parser.error(f"--protocol {args.protocol} with --runtime sdk: {SDK_V1_ONLY}")
     if args.listen is not None:
         return _run_listening(parser, args, options)
-    if (problem := _not_a_pipe()) is not None:
+    if (problem := not_a_pipe()) is not None:
         print(
             f"agent-meta agent --runtime sdk: {problem}; asyncio's pipe transports take pipes, "
             "sockets and terminals only (run it under a client, or use the trio runtime)",
@@ -159,18 +158,6 @@ def _sdk_protocol_versions() -> tuple[int, ...]:
     from .sdk_agent._serve import sdk_protocol_versions
 
     return sdk_protocol_versions()
-
-
-def _not_a_pipe() -> str | None:
-    """Why stdin or stdout cannot carry the SDK runtime (a regular file), or ``None``."""
-    for name, fd in (("stdin", 0), ("stdout", 1)):
-        try:
-            mode = os.fstat(fd).st_mode
-        except OSError:
-            return f"{name} is not open"
-        if stat.S_ISREG(mode):
-            return f"{name} is a regular file"
-    return None
 
 
 async def _serve_sdk(

@@ -37,7 +37,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from .._agent_command import add_agent_command, exit_status
+from .._agent_command import add_agent_command, exit_status, not_a_pipe
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -146,6 +146,12 @@ def main(argv: Sequence[str]) -> int:
         "drain_timeout": args.drain_timeout,
     }
     store = None if args.store is None else _absolute_store_url(parser, args.store)
+    if (problem := not_a_pipe()) is not None:  # the agent would fail inside asyncio
+        _say(
+            f"{problem}; the official SDK's asyncio pipe transports take pipes, sockets and "
+            "terminals only (run the agent under a client)"
+        )
+        return 2
     supervisor = Supervisor(
         args.agent, store=store, options=options, max_line=args.max_line, imports=args.imports
     )
