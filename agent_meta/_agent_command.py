@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["add_agent_command", "exit_status", "not_a_pipe"]
+__all__ = ["add_agent_command", "exit_status", "not_a_pipe", "positive_int"]
 
 
 class _AgentCommand(argparse.Action):
@@ -59,3 +59,14 @@ def not_a_pipe() -> str | None:
         if stat.S_ISREG(mode):
             return f"{name} is a regular file"
     return None
+
+
+def positive_int(text: str) -> int:
+    """An option's whole number ``>= 1`` (``--max-line``), or a usage error naming it."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive: {value}")
+    return value

@@ -30,6 +30,7 @@ from integration.harness import (
 from integration.test_listen import TOKEN, Server, server
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK's unstable routes
@@ -91,21 +92,29 @@ def test_a_stdio_client_drives_the_host_and_a_second_one_resumes_its_session(
     run_async(main())
 
 
+def attach_run(host: Server, lines: Sequence[object], token: str = TOKEN) -> Any:
+    """``agent-meta attach URL`` with ``lines`` on its stdin, then its end: the completed
+    process (run in a thread, so the host's loop goes on)."""
+    return asyncio.to_thread(
+        subprocess.run,
+        [*ATTACH, host.url],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        env={**os.environ, **attach_env(token)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_a_wrong_token_is_refused_before_any_message_and_attach_exits_1() -> None:
     async def main() -> subprocess.CompletedProcess[str]:
         async with server() as host:
             initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize"}
             initialize["params"] = {"protocolVersion": 1, "clientCapabilities": {}}
-            return await asyncio.to_thread(
-                subprocess.run,
-                [*ATTACH, host.url],
-                input=json.dumps(initialize) + "\n",
-                env={**os.environ, **attach_env("another-token-0123456789")},
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
+            done: subprocess.CompletedProcess[str]
+            done = await attach_run(host, [initialize], token="another-token-0123456789")
+            return done
 
     done = run_async(main())
     assert done.returncode == 1
@@ -127,16 +136,8 @@ def test_the_end_of_stdin_still_gets_every_answer_of_the_host() -> None:
 
     async def main() -> subprocess.CompletedProcess[str]:
         async with server() as host:
-            return await asyncio.to_thread(
-                subprocess.run,
-                [*ATTACH, host.url],
-                input="".join(json.dumps(line) + "\n" for line in lines),
-                env={**os.environ, **attach_env()},
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
+            done: subprocess.CompletedProcess[str] = await attach_run(host, lines)
+            return done
 
     done = run_async(main())
     assert done.returncode == 0, done.stderr

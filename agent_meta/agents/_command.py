@@ -13,6 +13,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from .._agent_command import positive_int
 from ..sansio._lines import DEFAULT_MAX_LINE_BYTES
 from ._serve import DRAIN_TIMEOUT, TOKEN_VARIABLE, run_sdk, run_trio
 
@@ -86,7 +87,7 @@ def _configure(agent: argparse.ArgumentParser) -> None:
     agent.add_argument(
         "--max-line",
         action=Given,
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_MAX_LINE_BYTES,
         metavar="BYTES",
         help=f"longest inbound message line accepted (default: {DEFAULT_MAX_LINE_BYTES})",
@@ -130,16 +131,6 @@ def _configure(agent: argparse.ArgumentParser) -> None:
         help=f"with --listen: the file holding the bearer token (else ${TOKEN_VARIABLE})",
     )
     agent.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be positive: {value}")
-    return value
 
 
 def check_combination(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

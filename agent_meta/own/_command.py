@@ -14,7 +14,7 @@ import gc
 import sys
 from typing import IO, TYPE_CHECKING, Literal
 
-from .._agent_command import add_agent_command
+from .._agent_command import add_agent_command, positive_int
 from ..sansio._lines import DEFAULT_MAX_LINE_BYTES
 from ._child import Child, ChildStartError
 
@@ -82,7 +82,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-line",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_MAX_LINE_BYTES,
         metavar="BYTES",
         help=f"longest message line taken from either side (default: {DEFAULT_MAX_LINE_BYTES})",
@@ -189,16 +189,6 @@ def start(settings: OwnSettings) -> int:
     finally:
         if log is not None:
             log.close()
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be positive: {value}")
-    return value
 
 
 def _seconds(text: str) -> float:
