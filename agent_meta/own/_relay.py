@@ -3,16 +3,16 @@
 Every line the child sends reaches the client through the owner's one FIFO, in order: a
 ``session_info_update`` as a publication into its session's lifetime (rendered for the
 negotiated version), anything else as the child's own bytes. Every line of the client reaches
-the child as the client's own bytes. Around them, the same sans-IO decisions as agent_meta's
-own connections and its SDK adapter:
+the child as the client's own bytes. Around them, the connection shell every agent_meta
+connection answers through (:class:`~agent_meta.owner._shell.ConnectionShell`):
 
-- the inbound gate (:class:`~agent_meta.sansio.inbound._gate.InboundGate`) refuses what ACP refuses
-  before an agent sees it, with the errors ``agent-meta agent`` answers (``-32700``,
-  ``-32600``, ``-32602``); malformed lines never reach the child;
-- the lifetime policy (:class:`~agent_meta.owner._policy.LifetimePolicy`) opens a session's
-  lifetime at ``session/new``'s response and at a load or resume request (from the store, with
-  ``--store``), resyncs before a load or resume response, and ends it before a
-  ``session/close`` response, so nothing of a closed session reaches the client (R6);
+- its inbound gate refuses what ACP refuses before an agent sees it, with the errors
+  ``agent-meta agent`` answers (``-32700``, ``-32600``, ``-32602``); malformed lines never
+  reach the child;
+- its lifetime policy opens a session's lifetime at ``session/new``'s response and at a load
+  or resume request (from the store, with ``--store``), resyncs before a load or resume
+  response, and ends it before a ``session/close`` response, so nothing of a closed session
+  reaches the client (R6); it serves ``session/set_title`` for a child without it (R13);
 - the replay windows (:class:`~agent_meta.sansio.inbound._replay.ReplayWindows`) tell the child's
   replay from its own resync and its live state, and what the client lacks at the response.
 
