@@ -194,23 +194,19 @@ class Relay:
         intake = self._shell.take_forwarded_batch(entries)
         self._note(intake)
         answers = [] if intake.answer is None else [intake.answer]
-        titles: list[Answer] = []
+        here: list[Answer] = []
         passed: list[Mapping[str, Any]] = []
         for message in intake.messages:
-            admitted = await self._shell.admit(message)
-            if admitted.answer is not None:
-                self.statistics.refused_client_lines += 1
-                titles.append(admitted.answer)
-            elif self._shell.answers_here(message):
-                titles.append(await self._shell.answer_here(message))
-            else:
-                self._follow(admitted)
+            answer = await self._answered_here(message)
+            if answer is None:
                 passed.append(message)
-        answers.extend(answer.frame for answer in titles if answer.frame is not None)
+            else:
+                here.append(answer)
+        answers.extend(answer.frame for answer in here if answer.frame is not None)
         if answers:
             await self.flush()  # the child's updates taken so far go first
             await self._send_answer(join_response_frames(answers))
-        for answer in titles:
+        for answer in here:
             self._shell.sent(answer)
         if len(passed) == len(data):
             await self._send_child(line)
@@ -219,21 +215,27 @@ class Relay:
 
     async def _serve(self, message: Mapping[str, Any]) -> bool:
         """A message of the client the gate let through: whether it goes on to the child, or
-        was answered here (a store that failed, a ``session/set_title`` for a child without
-        it, R13)."""
-        admitted = await self._shell.admit(message)
-        answer = admitted.answer
-        if answer is None and self._shell.answers_here(message):
-            answer = await self._shell.answer_here(message)
+        was answered here."""
+        answer = await self._answered_here(message)
         if answer is None:
-            self._follow(admitted)
             return True
-        if admitted.answer is not None:
-            self.statistics.refused_client_lines += 1
         await self.flush()  # the child's updates taken so far go first
         await self._send_answer(answer.frame)
         self._shell.sent(answer)
         return False
+
+    async def _answered_here(self, message: Mapping[str, Any]) -> Answer | None:
+        """Admit a message the gate let through; the answer it gets here instead of reaching
+        the child (a store that failed, a ``session/set_title`` for a child without it, R13),
+        or ``None`` when it goes on (its replay window or opening then noted)."""
+        admitted = await self._shell.admit(message)
+        if admitted.answer is not None:
+            self.statistics.refused_client_lines += 1
+            return admitted.answer
+        if self._shell.answers_here(message):
+            return await self._shell.answer_here(message)
+        self._follow(admitted)
+        return None
 
     def _note(self, intake: Intake) -> None:
         """Report what the gate refused or dropped of a client's line."""
