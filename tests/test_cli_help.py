@@ -79,7 +79,7 @@ def test_agent_store_help_keeps_the_password_out_of_the_url() -> None:
 
 
 def test_listen_help_gives_the_shortest_token_accepted() -> None:
-    from agent_meta.sdk._auth import MIN_TOKEN_BYTES
+    from agent_meta._tokens import MIN_TOKEN_BYTES
 
     help_text = " ".join(_commands()["agent"].format_help().split())
     assert f"at least {MIN_TOKEN_BYTES} printable ASCII characters" in help_text

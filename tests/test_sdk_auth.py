@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from agent_meta.sdk._auth import MIN_TOKEN_BYTES, BearerAuth, check_token
+from agent_meta._tokens import MIN_TOKEN_BYTES, check_token
+from agent_meta.sdk._auth import BearerAuth
 
 TOKEN = "t" * MIN_TOKEN_BYTES
 

@@ -14,12 +14,12 @@ import hmac
 import logging
 from typing import TYPE_CHECKING, Any, Final, final
 
-from .._tokens import MIN_TOKEN_BYTES, check_token
+from .._tokens import check_token
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, MutableMapping
 
-__all__ = ["MIN_TOKEN_BYTES", "BearerAuth", "check_token"]
+__all__ = ["BearerAuth"]
 
 logger = logging.getLogger("agent_meta.sdk")
 
